@@ -1,0 +1,28 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+// BoardSync takes no package dependencies: every target below is ours.
+// Layering (docs/ARCHITECTURE.md): each module imports only those above it in this list.
+let package = Package(
+    name: "BoardSync",
+    products: [
+        .library(name: "BoardModel", targets: ["BoardModel"]),
+        .library(name: "BoardCRDT", targets: ["BoardCRDT"]),
+        .library(name: "BoardSimulation", targets: ["BoardSimulation"]),
+    ],
+    targets: [
+        // Values, canonical encoding, content hashes. Pure: no OS access.
+        .target(name: "BoardModel"),
+        // Replica, operations, merge, undo, binary codec. Pure and deterministic (sans-IO).
+        .target(name: "BoardCRDT", dependencies: ["BoardModel"]),
+        // Seeded randomness and history generation that drives the real replica code.
+        .target(
+            name: "BoardSimulation",
+            dependencies: ["BoardModel", "BoardCRDT"],
+            path: "Simulations/Sources/BoardSimulation"
+        ),
+        .testTarget(name: "BoardModelTests", dependencies: ["BoardModel"]),
+        .testTarget(name: "BoardCRDTTests", dependencies: ["BoardModel", "BoardCRDT", "BoardSimulation"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,191 @@
+import BoardModel
+
+/// Mirror of `BatchEncoder` (see the layout in OperationBatch+Binary.swift). Decodes the whole
+/// batch into values and validates every operation before returning anything.
+struct BatchDecoder {
+    var reader: ByteReader
+    private var table: [ReplicaID] = []
+    private var lastPoint: [ItemID: GridPoint] = [:]
+
+    init(reader: ByteReader) {
+        self.reader = reader
+    }
+
+    mutating func decode() throws -> OperationBatch {
+        let version = try reader.readByte()
+        guard version == OperationBatch.formatVersion else { throw DecodingError.unsupportedVersion(version) }
+        let flags = try reader.readVarint()
+        guard flags & ~3 == 0 else { throw DecodingError.malformed("unknown batch flags \(flags)", offset: reader.offset) }
+        let replicaCount = try reader.readCount(max: OperationBatch.maxReplicas, minimumSize: 8, "replica count")
+        table.reserveCapacity(replicaCount)
+        for _ in 0..<replicaCount {
+            let replica = ReplicaID(try reader.readFixed64())
+            if let last = table.last, !(last < replica) {
+                throw DecodingError.malformed("replica table not sorted and unique", offset: reader.offset - 8)
+            }
+            table.append(replica)
+        }
+        let base = flags & 1 != 0 ? try readVector() : nil
+        let covers = flags & 2 != 0 ? try readVector() : nil
+        let runCount = try reader.readCount(max: OperationBatch.maxOperations, minimumSize: 3, "run count")
+        var operations: [Operation] = []
+        var total = 0
+        for _ in 0..<runCount {
+            let author = try replica(at: try reader.readVarint())
+            let count = try reader.readCount(max: OperationBatch.maxOperations, minimumSize: 1, "operation count")
+            guard count > 0 else { throw DecodingError.malformed("empty run", offset: reader.offset) }
+            total += count
+            guard total <= OperationBatch.maxOperations else {
+                throw DecodingError.limitExceeded("operations in batch", value: UInt64(total),
+                                                  limit: UInt64(OperationBatch.maxOperations), offset: reader.offset)
+            }
+            try readRun(author: author, count: count, into: &operations)
+        }
+        guard reader.isAtEnd else { throw DecodingError.malformed("\(reader.remaining) trailing bytes", offset: reader.offset) }
+        for op in operations {
+            do {
+                try op.validate()
+            } catch let error as OperationError {
+                throw DecodingError.invalidOperation(error.description)
+            }
+        }
+        return OperationBatch(operations: operations, base: base, covers: covers)
+    }
+
+    private func replica(at index: UInt64) throws -> ReplicaID {
+        guard index < UInt64(table.count) else {
+            throw DecodingError.malformed("replica index \(index) outside table of \(table.count)", offset: reader.offset)
+        }
+        return table[Int(index)]
+    }
+
+    private mutating func readVector() throws -> VersionVector {
+        let count = try reader.readCount(max: table.count, minimumSize: 2, "version vector size")
+        var entries: [ReplicaID: UInt64] = [:]
+        for _ in 0..<count {
+            let replica = try replica(at: try reader.readVarint())
+            let seq = try reader.readVarint(max: Operation.maxCounter, "version vector entry")
+            guard entries.updateValue(seq, forKey: replica) == nil else {
+                throw DecodingError.malformed("replica \(replica) twice in a version vector", offset: reader.offset)
+            }
+        }
+        return VersionVector(entries)
+    }
+
+    private mutating func readRun(author: ReplicaID, count: Int, into operations: inout [Operation]) throws {
+        var previousSeq: UInt64 = 0
+        var previousLamport: UInt64 = 0
+        var previousItem: ItemID?
+        for _ in 0..<count {
+            let headOffset = reader.offset
+            let head = try reader.readByte()
+            guard head & 0x80 == 0, let kind = OpKind(rawValue: head & 0x0F) else {
+                throw DecodingError.malformed("unknown operation head \(head)", offset: headOffset)
+            }
+            let seq = head & 0x10 != 0 ? previousSeq &+ 1 : previousSeq &+ UInt64(bitPattern: try reader.readZigzag())
+            let lamport = head & 0x40 != 0 ? previousLamport &+ 1 : previousLamport &+ UInt64(bitPattern: try reader.readZigzag())
+            var item: ItemID?
+            if kind != .noBackground && kind != .background && kind != .canvas {
+                if head & 0x20 != 0 {
+                    guard let previousItem else {
+                        throw DecodingError.malformed("same-item flag on the first item operation of a run", offset: headOffset)
+                    }
+                    item = previousItem
+                } else {
+                    let value = try reader.readVarint()
+                    if value & 1 == 0 {
+                        item = ItemID(high: author.rawValue, low: value >> 1)
+                    } else {
+                        item = ItemID(high: try replica(at: value >> 1).rawValue, low: try reader.readVarint())
+                    }
+                }
+            } else if head & 0x20 != 0 {
+                throw DecodingError.malformed("same-item flag on a board operation", offset: headOffset)
+            }
+            let payload = try readPayload(kind, item: item)
+            operations.append(Operation(id: OpID(replica: author, seq: seq), lamport: lamport, payload: payload))
+            previousSeq = seq
+            previousLamport = lamport
+            previousItem = item
+        }
+    }
+
+    private mutating func readPayload(_ kind: OpKind, item: ItemID?) throws -> Payload {
+        func itemID() -> ItemID { item! }  // present for every item kind, checked by the caller
+        switch kind {
+        case .beginStroke:
+            let color = try readColor()
+            let width = Int64(bitPattern: try reader.readVarint(max: UInt64(FixedPoint.limit), "stroke width"))
+            let z = try readZKey()
+            let points = try readPoints(of: itemID())
+            return .beginStroke(itemID(), StrokeStart(color: color, width: width, z: z, points: points))
+        case .appendPoints:
+            return .appendPoints(itemID(), try readPoints(of: itemID()))
+        case .addSticker:
+            let asset = try readAsset()
+            let position = try readPoint()
+            let scale = try reader.readDouble()
+            let rotation = try reader.readDouble()
+            let z = try readZKey()
+            return .addSticker(itemID(), StickerStart(asset: asset, position: position, scale: scale, rotation: rotation, z: z))
+        case .erase: return .setItem(itemID(), .exists(false))
+        case .unerase: return .setItem(itemID(), .exists(true))
+        case .color: return .setItem(itemID(), .color(try readColor()))
+        case .width:
+            return .setItem(itemID(), .width(Int64(bitPattern: try reader.readVarint(max: UInt64(FixedPoint.limit), "stroke width"))))
+        case .asset: return .setItem(itemID(), .asset(try readAsset()))
+        case .position: return .setItem(itemID(), .position(try readPoint()))
+        case .scale: return .setItem(itemID(), .scale(try reader.readDouble()))
+        case .rotation: return .setItem(itemID(), .rotation(try reader.readDouble()))
+        case .z: return .setItem(itemID(), .z(try readZKey()))
+        case .noBackground: return .setBoard(.background(nil))
+        case .background: return .setBoard(.background(try readAsset()))
+        case .canvas:
+            let width = try reader.readVarint(max: UInt64(FixedPoint.limit), "canvas width")
+            let height = try reader.readVarint(max: UInt64(FixedPoint.limit), "canvas height")
+            return .setBoard(.canvas(width: Int64(width), height: Int64(height)))
+        }
+    }
+
+    private mutating func readColor() throws -> Color8 {
+        let bytes = Array(try reader.readBytes(4))
+        return Color8(red: bytes[0], green: bytes[1], blue: bytes[2], alpha: bytes[3])
+    }
+
+    private mutating func readAsset() throws -> AssetHash {
+        AssetHash(digest: try reader.readBytes(32))!
+    }
+
+    private mutating func readPoint() throws -> GridPoint {
+        GridPoint(x: try reader.readZigzag(), y: try reader.readZigzag())
+    }
+
+    private mutating func readZKey() throws -> ZKey {
+        let offset = reader.offset
+        let bytes = try reader.readLengthPrefixed(max: ZKey.maxLength, "z key length")
+        guard let key = ZKey(bytes: bytes) else {
+            throw DecodingError.malformed("z key is empty or ends in a zero byte", offset: offset)
+        }
+        return key
+    }
+
+    private mutating func readPoints(of item: ItemID) throws -> [GridPoint] {
+        let count = try reader.readCount(max: Operation.maxPoints, minimumSize: 2, "point count")
+        guard count > 0 else { return [] }
+        let shiftOffset = reader.offset
+        let shift = try reader.readByte()
+        guard shift <= 32 else { throw DecodingError.malformed("point shift \(shift) over 32", offset: shiftOffset) }
+        var previous = lastPoint[item] ?? GridPoint(x: 0, y: 0)
+        var points: [GridPoint] = []
+        points.reserveCapacity(count)
+        for _ in 0..<count {
+            // Wrapping arithmetic: hostile deltas give out-of-range values that validation rejects.
+            let x = previous.x &+ (try reader.readZigzag() &<< Int64(shift))
+            let y = previous.y &+ (try reader.readZigzag() &<< Int64(shift))
+            previous = GridPoint(x: x, y: y)
+            points.append(previous)
+        }
+        lastPoint[item] = previous
+        return points
+    }
+}

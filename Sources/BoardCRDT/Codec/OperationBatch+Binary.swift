@@ -1,0 +1,232 @@
+import BoardModel
+
+// The binary encoding of operation batches, shared by the op log and the wire protocol.
+// Layout (all integers LEB128 varints unless noted; docs/PROTOCOL.md has the full table):
+//
+//   version   u8 = 1
+//   flags     bit 0: base vector follows, bit 1: covers vector follows
+//   replicas  count, then each id as fixed64 little-endian (sorted, unique)
+//   [base]    count, then (replica index, seq) pairs
+//   [covers]  same
+//   runs      count; each run is ops by one author: replica index, op count, ops
+//   op        head u8: kind (low 4 bits) | 0x10 seq = previous + 1 | 0x20 same item as previous op
+//                      | 0x40 lamport = previous + 1
+//             [seq: zigzag delta from previous op of the run (0 before the first)]
+//             [lamport: zigzag delta, likewise]
+//             [item: v = index << 1 | tag; tag 0: creator is the run's author and v >> 1 is the
+//                    low word; tag 1: creator is replica[v >> 1], low word follows]
+//             payload by kind
+//
+// Point runs write a count, a shift s, then each point as zigzag (delta >> s) from the previous
+// point of the same item in this batch (or from the origin): strokes on a coarse grid cost one
+// byte per coordinate.
+
+enum OpKind: UInt8 {
+    case beginStroke = 0, appendPoints, addSticker, erase, unerase, color, width, asset
+    case position, scale, rotation, z, noBackground, background, canvas
+}
+
+private enum Flag {
+    static let seqNext: UInt8 = 0x10
+    static let sameItem: UInt8 = 0x20
+    static let lamportNext: UInt8 = 0x40
+    static let kindMask: UInt8 = 0x0F
+}
+
+extension OperationBatch {
+    public static let formatVersion: UInt8 = 1
+    /// Operations in one batch.
+    public static let maxOperations = 1 << 24
+    /// Distinct replica ids in one batch.
+    public static let maxReplicas = 1 << 20
+
+    /// The compact binary form. The same batch always gives the same bytes.
+    public func encoded() -> [UInt8] {
+        var encoder = BatchEncoder(batch: self)
+        return encoder.encode()
+    }
+
+    /// Decodes and validates a whole batch. Throws `DecodingError` for malformed bytes, a limit
+    /// exceeded, trailing bytes or an invalid operation; nothing is returned half-decoded.
+    public init(decoding bytes: [UInt8]) throws {
+        var decoder = BatchDecoder(reader: ByteReader(bytes))
+        self = try decoder.decode()
+    }
+}
+
+extension Operation {
+    /// This operation alone, as a one-operation batch.
+    public func encoded() -> [UInt8] {
+        OperationBatch(operations: [self]).encoded()
+    }
+}
+
+private struct BatchEncoder {
+    let batch: OperationBatch
+    var writer = ByteWriter(capacity: 256)
+    var replicaIndex: [ReplicaID: Int] = [:]
+    var lastPoint: [ItemID: GridPoint] = [:]
+
+    init(batch: OperationBatch) {
+        self.batch = batch
+    }
+
+    mutating func encode() -> [UInt8] {
+        var replicas = Set<ReplicaID>()
+        for op in batch.operations {
+            replicas.insert(op.id.replica)
+            if let item = op.payload.item { replicas.insert(ReplicaID(item.high)) }
+        }
+        for vector in [batch.base, batch.covers].compactMap({ $0 }) {
+            replicas.formUnion(vector.entries.keys)
+        }
+        let table = replicas.sorted()
+        for (index, replica) in table.enumerated() { replicaIndex[replica] = index }
+
+        writer.write(byte: OperationBatch.formatVersion)
+        writer.write(varint: (batch.base != nil ? 1 : 0) | (batch.covers != nil ? 2 : 0))
+        writer.write(varint: UInt64(table.count))
+        for replica in table { writer.write(fixed64: replica.rawValue) }
+        if let base = batch.base { write(base) }
+        if let covers = batch.covers { write(covers) }
+
+        var runs: [ArraySlice<Operation>] = []
+        var start = batch.operations.startIndex
+        for index in batch.operations.indices.dropFirst() where batch.operations[index].id.replica != batch.operations[start].id.replica {
+            runs.append(batch.operations[start..<index])
+            start = index
+        }
+        if !batch.operations.isEmpty { runs.append(batch.operations[start...]) }
+        writer.write(varint: UInt64(runs.count))
+        for run in runs { write(run) }
+        return writer.bytes
+    }
+
+    private mutating func write(_ vector: VersionVector) {
+        let entries = vector.sortedEntries
+        writer.write(varint: UInt64(entries.count))
+        for entry in entries {
+            writer.write(varint: UInt64(replicaIndex[entry.replica]!))
+            writer.write(varint: entry.seq)
+        }
+    }
+
+    private mutating func write(_ run: ArraySlice<Operation>) {
+        let author = run.first!.id.replica
+        writer.write(varint: UInt64(replicaIndex[author]!))
+        writer.write(varint: UInt64(run.count))
+        var previousSeq: UInt64 = 0
+        var previousLamport: UInt64 = 0
+        var previousItem: ItemID?
+        for op in run {
+            let kind = op.payload.kind
+            var head = kind.rawValue
+            if op.id.seq == previousSeq &+ 1 { head |= Flag.seqNext }
+            if op.lamport == previousLamport &+ 1 { head |= Flag.lamportNext }
+            let item = op.payload.item
+            if let item, item == previousItem { head |= Flag.sameItem }
+            writer.write(byte: head)
+            if head & Flag.seqNext == 0 { writer.write(zigzag: Int64(bitPattern: op.id.seq &- previousSeq)) }
+            if head & Flag.lamportNext == 0 { writer.write(zigzag: Int64(bitPattern: op.lamport &- previousLamport)) }
+            if let item, head & Flag.sameItem == 0 {
+                let creator = ReplicaID(item.high)
+                if creator == author {
+                    writer.write(varint: item.low << 1)
+                } else {
+                    writer.write(varint: UInt64(replicaIndex[creator]!) << 1 | 1)
+                    writer.write(varint: item.low)
+                }
+            }
+            writePayload(op.payload)
+            previousSeq = op.id.seq
+            previousLamport = op.lamport
+            previousItem = item
+        }
+    }
+
+    private mutating func writePayload(_ payload: Payload) {
+        switch payload {
+        case .beginStroke(let item, let start):
+            write(start.color)
+            writer.write(varint: UInt64(start.width))
+            writer.write(lengthPrefixed: start.z.bytes)
+            write(start.points, of: item)
+        case .appendPoints(let item, let points):
+            write(points, of: item)
+        case .addSticker(_, let start):
+            writer.write(bytes: start.asset.digest)
+            writer.write(zigzag: start.position.x)
+            writer.write(zigzag: start.position.y)
+            writer.write(double: start.scale)
+            writer.write(double: start.rotation)
+            writer.write(lengthPrefixed: start.z.bytes)
+        case .setItem(_, let field):
+            switch field {
+            case .exists: break
+            case .color(let color): write(color)
+            case .width(let width): writer.write(varint: UInt64(width))
+            case .asset(let hash): writer.write(bytes: hash.digest)
+            case .position(let point):
+                writer.write(zigzag: point.x)
+                writer.write(zigzag: point.y)
+            case .scale(let value), .rotation(let value): writer.write(double: value)
+            case .z(let key): writer.write(lengthPrefixed: key.bytes)
+            }
+        case .setBoard(let field):
+            switch field {
+            case .background(let hash): if let hash { writer.write(bytes: hash.digest) }
+            case .canvas(let width, let height):
+                writer.write(varint: UInt64(width))
+                writer.write(varint: UInt64(height))
+            }
+        }
+    }
+
+    private mutating func write(_ color: Color8) {
+        writer.write(bytes: [color.red, color.green, color.blue, color.alpha])
+    }
+
+    private mutating func write(_ points: [GridPoint], of item: ItemID) {
+        writer.write(varint: UInt64(points.count))
+        guard let last = points.last else { return }
+        var previous = lastPoint[item] ?? GridPoint(x: 0, y: 0)
+        var deltas: [Int64] = []
+        deltas.reserveCapacity(points.count * 2)
+        for point in points {
+            deltas.append(point.x &- previous.x)
+            deltas.append(point.y &- previous.y)
+            previous = point
+        }
+        let combined = deltas.reduce(Int64(0)) { $0 | $1 }
+        let shift = combined == 0 ? 0 : min(combined.trailingZeroBitCount, 32)
+        writer.write(byte: UInt8(shift))
+        for delta in deltas { writer.write(zigzag: delta >> Int64(shift)) }
+        lastPoint[item] = last
+    }
+}
+
+extension Payload {
+    fileprivate var kind: OpKind {
+        switch self {
+        case .beginStroke: return .beginStroke
+        case .appendPoints: return .appendPoints
+        case .addSticker: return .addSticker
+        case .setItem(_, let field):
+            switch field {
+            case .exists(let value): return value ? .unerase : .erase
+            case .color: return .color
+            case .width: return .width
+            case .asset: return .asset
+            case .position: return .position
+            case .scale: return .scale
+            case .rotation: return .rotation
+            case .z: return .z
+            }
+        case .setBoard(let field):
+            switch field {
+            case .background(let hash): return hash == nil ? .noBackground : .background
+            case .canvas: return .canvas
+            }
+        }
+    }
+}

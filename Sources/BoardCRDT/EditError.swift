@@ -1,0 +1,37 @@
+/// Why a local edit was refused. Nothing changes when an edit throws.
+public enum EditError: Error, Hashable, CustomStringConvertible {
+    case unknownItem(ItemID)
+    case wrongKind(ItemID, expected: ItemKind)
+    case notFinite(String)
+    case noStrokeInProgress
+    case tooManyPoints(Int)
+    case invalidWidth(Double)
+    case invalidCanvas(width: Double, height: Double)
+    case sameItem(ItemID)
+    case unknownAsset(String)
+
+    public var description: String {
+        switch self {
+        case .unknownItem(let id): return "no item with id \(id) on this board"
+        case .wrongKind(let id, let expected): return "item \(id) is not a \(expected.rawValue)"
+        case .notFinite(let what): return "\(what) must be a finite number"
+        case .noStrokeInProgress: return "no stroke is being drawn: begin a stroke first"
+        case .tooManyPoints(let count): return "\(count) points in one edit (at most \(Operation.maxPoints))"
+        case .invalidWidth(let width): return "stroke width \(width) must be between 0 and \(FixedPoint.points(FixedPoint.limit))"
+        case .invalidCanvas(let width, let height): return "canvas size \(width)x\(height) must be positive and finite"
+        case .sameItem(let id): return "item \(id) cannot be placed relative to itself"
+        case .unknownAsset(let hash): return "no asset with hash \(hash) in this replica's store"
+        }
+    }
+}
+
+/// What a local edit made: the item it created, if any, and the operations to send to peers.
+public struct LocalEdit: Sendable {
+    public var item: ItemID?
+    public var operations: [Operation]
+
+    public init(item: ItemID? = nil, operations: [Operation] = []) {
+        self.item = item
+        self.operations = operations
+    }
+}

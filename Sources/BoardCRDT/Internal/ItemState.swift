@@ -1,0 +1,57 @@
+/// Everything a replica knows about one item, including operations that arrived before the item's
+/// creation (they wait here until it does).
+struct ItemState: Sendable {
+    enum Creation: Sendable {
+        case stroke(StrokeStart)
+        case sticker(StickerStart)
+    }
+
+    /// The creating operation. If two creations ever claim one id, the earlier timestamp wins on
+    /// every replica, so the outcome does not depend on delivery order.
+    var creation: (op: OpID, stamp: Timestamp, kind: Creation)?
+    var fields = [Register<ItemField>?](repeating: nil, count: ItemField.Kind.allCases.count)
+    /// Appended point runs, sorted by operation id; only the creator's runs are shown.
+    var appends: [(op: OpID, points: [GridPoint])] = []
+
+    subscript(kind: ItemField.Kind) -> ItemField? {
+        fields[kind.rawValue]?.value
+    }
+
+    mutating func write(_ field: ItemField, stamp: Timestamp, writer: OpID?) -> Register<ItemField>.Outcome {
+        let index = field.kind.rawValue
+        guard var register = fields[index] else {
+            fields[index] = Register(value: field, stamp: stamp, writer: writer)
+            return .won(displaced: nil)
+        }
+        let outcome = register.write(field, stamp: stamp, writer: writer)
+        fields[index] = register
+        return outcome
+    }
+
+    mutating func insertAppend(op: OpID, points: [GridPoint]) {
+        var index = appends.endIndex
+        while index > appends.startIndex, appends[index - 1].op > op {
+            index -= 1
+        }
+        appends.insert((op: op, points: points), at: index)
+    }
+
+    var isStroke: Bool {
+        if case .stroke = creation?.kind { return true }
+        return false
+    }
+
+    var isSticker: Bool {
+        if case .sticker = creation?.kind { return true }
+        return false
+    }
+
+    var isVisible: Bool {
+        creation != nil && self[.exists] == .exists(true)
+    }
+
+    var z: ZKey? {
+        if case .z(let key) = self[.z] { return key }
+        return nil
+    }
+}

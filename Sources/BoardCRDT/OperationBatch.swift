@@ -1,0 +1,109 @@
+/// Operations travelling together: a delta for a peer, a log record, a wire message.
+///
+/// A *complete delta* also carries `base` (the version vector it was computed against) and
+/// `covers` (the sender's version vector): it holds every surviving operation beyond `base` that
+/// the sender had. A receiver already at `base` may then treat itself as at `covers`, even where
+/// the sender had compacted overwritten operations away.
+public struct OperationBatch: Hashable, Sendable {
+    public var operations: [Operation]
+    public var base: VersionVector?
+    public var covers: VersionVector?
+
+    public init(operations: [Operation], base: VersionVector? = nil, covers: VersionVector? = nil) {
+        self.operations = operations
+        self.base = base
+        self.covers = covers
+    }
+}
+
+extension Replica {
+    /// Exactly what a peer at `version` lacks: every surviving operation beyond it, ordered by
+    /// author id then sequence number, as a complete delta.
+    public func operations(since version: VersionVector) -> OperationBatch {
+        var result: [Operation] = []
+        for replica in log.keys.sorted() {
+            let floor = version[replica]
+            guard let ops = log[replica] else { continue }
+            let newer = ops.filter { $0.key > floor }.sorted { $0.key < $1.key }
+            result.append(contentsOf: newer.map(\.value))
+        }
+        return OperationBatch(operations: result, base: version, covers: versionVector)
+    }
+
+    /// The whole state as one complete delta (every surviving operation).
+    public func fullState() -> OperationBatch {
+        operations(since: .empty)
+    }
+}
+
+/// Why an operation was refused. Closed domain: an operation is either well-formed or one of these.
+public enum OperationError: Error, Hashable, CustomStringConvertible {
+    case sequenceOutOfRange(OpID)
+    case lamportOutOfRange(OpID, UInt64)
+    case tooManyPoints(OpID, Int)
+    case coordinateOutOfRange(OpID)
+    case notFinite(OpID, String)
+    case negativeWidth(OpID)
+    case invalidCanvas(OpID)
+
+    public var description: String {
+        switch self {
+        case .sequenceOutOfRange(let id): return "operation \(id): sequence number outside 1...\(Operation.maxCounter)"
+        case .lamportOutOfRange(let id, let value): return "operation \(id): lamport \(value) outside 1...\(Operation.maxCounter)"
+        case .tooManyPoints(let id, let count): return "operation \(id): \(count) points (at most \(Operation.maxPoints))"
+        case .coordinateOutOfRange(let id): return "operation \(id): a coordinate is beyond ±\(FixedPoint.limit) units"
+        case .notFinite(let id, let field): return "operation \(id): \(field) is not a finite number"
+        case .negativeWidth(let id): return "operation \(id): negative stroke width"
+        case .invalidCanvas(let id): return "operation \(id): canvas size must be positive"
+        }
+    }
+}
+
+extension Operation {
+    /// Sequence numbers and Lamport counters stay below 2^62 so that no peer can push a clock to
+    /// overflow.
+    public static let maxCounter: UInt64 = 1 << 62
+    /// Points in one operation.
+    public static let maxPoints = 1 << 20
+
+    /// Throws when the operation breaks a limit or carries a value no replica would make.
+    public func validate() throws {
+        guard (1...Operation.maxCounter).contains(id.seq) else { throw OperationError.sequenceOutOfRange(id) }
+        guard (1...Operation.maxCounter).contains(lamport) else { throw OperationError.lamportOutOfRange(id, lamport) }
+        func check(_ points: [GridPoint]) throws {
+            guard points.count <= Operation.maxPoints else { throw OperationError.tooManyPoints(id, points.count) }
+            for point in points where abs(point.x) > FixedPoint.limit || abs(point.y) > FixedPoint.limit {
+                throw OperationError.coordinateOutOfRange(id)
+            }
+        }
+        func finite(_ value: Double, _ name: String) throws {
+            guard value.isFinite else { throw OperationError.notFinite(id, name) }
+        }
+        switch payload {
+        case .beginStroke(_, let start):
+            try check(start.points)
+            guard start.width >= 0, start.width <= FixedPoint.limit else { throw OperationError.negativeWidth(id) }
+        case .appendPoints(_, let points):
+            try check(points)
+        case .addSticker(_, let start):
+            try check([start.position])
+            try finite(start.scale, "scale")
+            try finite(start.rotation, "rotation")
+        case .setItem(_, let field):
+            switch field {
+            case .position(let point): try check([point])
+            case .scale(let value): try finite(value, "scale")
+            case .rotation(let value): try finite(value, "rotation")
+            case .width(let width):
+                guard width >= 0, width <= FixedPoint.limit else { throw OperationError.negativeWidth(id) }
+            case .exists, .color, .asset, .z: break
+            }
+        case .setBoard(let field):
+            if case .canvas(let width, let height) = field {
+                guard width > 0, height > 0, width <= FixedPoint.limit, height <= FixedPoint.limit else {
+                    throw OperationError.invalidCanvas(id)
+                }
+            }
+        }
+    }
+}

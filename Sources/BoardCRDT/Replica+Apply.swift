@@ -1,0 +1,121 @@
+extension Replica {
+    /// Merges a batch: validates every operation first (an invalid batch changes nothing), then
+    /// integrates the ones not seen before. When the batch is a complete delta (`base` and
+    /// `covers` set) and this replica already held everything up to `base`, the version vector
+    /// rises to `covers`, which accounts for operations the sender had compacted away.
+    ///
+    /// Returns the number of operations that were new.
+    @discardableResult
+    public mutating func apply(_ batch: OperationBatch) throws -> Int {
+        for op in batch.operations {
+            try op.validate()
+        }
+        let complete: Bool
+        if let base = batch.base, batch.covers != nil {
+            complete = versionVector.dominates(base)
+        } else {
+            complete = false
+        }
+        var integrated = 0
+        for op in batch.operations where integrate(op) {
+            integrated += 1
+        }
+        if complete, let covers = batch.covers {
+            for (replica, seq) in covers.entries {
+                seen[replica, default: SeenSet()].raisePrefix(to: seq)
+                if replica == id { lastSeq = max(lastSeq, seq) }
+            }
+        }
+        return integrated
+    }
+
+    /// Merges operations in any order; duplicates are ignored. Throws `OperationError` (and
+    /// changes nothing) if any operation is invalid.
+    @discardableResult
+    public mutating func apply(_ operations: [Operation]) throws -> Int {
+        try apply(OperationBatch(operations: operations))
+    }
+
+    /// Integrates one valid operation; false when it was seen before.
+    @discardableResult
+    mutating func integrate(_ op: Operation) -> Bool {
+        guard seen[op.id.replica, default: SeenSet()].insert(op.id.seq) else { return false }
+        lamport = max(lamport, op.lamport)
+        if op.id.replica == id {
+            lastSeq = max(lastSeq, op.id.seq)
+        }
+        let stamp = op.timestamp
+        if let key = op.payload.zKey {
+            zRange = zRange.map { (min($0.lowest, key), max($0.highest, key)) } ?? (key, key)
+        }
+        switch op.payload {
+        case .beginStroke(let item, let start):
+            create(item, by: op, as: .stroke(start))
+            var state = items[item, default: ItemState()]
+            for field: ItemField in [.exists(true), .color(start.color), .width(start.width), .z(start.z)] {
+                _ = state.write(field, stamp: stamp, writer: nil)
+            }
+            items[item] = state
+            store(op)
+        case .addSticker(let item, let start):
+            create(item, by: op, as: .sticker(start))
+            var state = items[item, default: ItemState()]
+            let fields: [ItemField] = [
+                .exists(true), .asset(start.asset), .position(start.position),
+                .scale(start.scale), .rotation(start.rotation), .z(start.z),
+            ]
+            for field in fields {
+                _ = state.write(field, stamp: stamp, writer: nil)
+            }
+            items[item] = state
+            store(op)
+        case .appendPoints(let item, let points):
+            items[item, default: ItemState()].insertAppend(op: op.id, points: points)
+            store(op)
+        case .setItem(let item, let field):
+            let outcome = items[item, default: ItemState()].write(field, stamp: stamp, writer: op.id)
+            settle(outcome, of: op)
+        case .setBoard(let field):
+            let outcome: Register<BoardField>.Outcome
+            switch field {
+            case .canvas: outcome = canvas.write(field, stamp: stamp, writer: op.id)
+            case .background: outcome = background.write(field, stamp: stamp, writer: op.id)
+            }
+            switch outcome {
+            case .won(let displaced):
+                store(op)
+                if let displaced { drop(displaced) }
+            case .lost:
+                break
+            }
+        }
+        return true
+    }
+
+    private mutating func create(_ item: ItemID, by op: Operation, as kind: ItemState.Creation) {
+        var state = items[item, default: ItemState()]
+        if let existing = state.creation, existing.stamp < op.timestamp {
+            return
+        }
+        state.creation = (op: op.id, stamp: op.timestamp, kind: kind)
+        items[item] = state
+    }
+
+    private mutating func settle(_ outcome: Register<ItemField>.Outcome, of op: Operation) {
+        switch outcome {
+        case .won(let displaced):
+            store(op)
+            if let displaced { drop(displaced) }
+        case .lost:
+            break
+        }
+    }
+
+    private mutating func store(_ op: Operation) {
+        log[op.id.replica, default: [:]][op.id.seq] = op
+    }
+
+    private mutating func drop(_ op: OpID) {
+        log[op.replica]?[op.seq] = nil
+    }
+}

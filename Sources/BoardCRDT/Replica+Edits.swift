@@ -1,0 +1,258 @@
+import BoardModel
+import Foundation
+
+// Local edits. Each validates its input, makes operations with this replica's next sequence
+// numbers and Lamport counters, integrates them, records their inverse for undo, and returns them.
+extension Replica {
+    // MARK: Strokes
+
+    /// Starts a stroke on top of the board. Until `finishStroke()`, `appendPoints` extends it and
+    /// the whole stroke is one undo step.
+    public mutating func beginStroke(color: RGBAColor, width: Double, points: [CodablePoint] = []) throws -> LocalEdit {
+        guard let color8 = Color8(color) else { throw EditError.notFinite("stroke color") }
+        let widthUnits = try Replica.width(width)
+        let grid = try Replica.grid(points)
+        if openStroke != nil { finishStroke() }
+        undoLog.begin()
+        let item = ItemID(createdBy: OpID(replica: id, seq: lastSeq + 1))
+        let start = StrokeStart(color: color8, width: widthUnits, z: ZKey.after(topKey(excluding: nil)), points: grid)
+        let op = makeOperation(.beginStroke(item, start))
+        openStroke = item
+        return LocalEdit(item: item, operations: [op])
+    }
+
+    /// Adds points to the end of the stroke being drawn.
+    public mutating func appendPoints(_ points: [CodablePoint]) throws -> LocalEdit {
+        guard let stroke = openStroke else { throw EditError.noStrokeInProgress }
+        let grid = try Replica.grid(points)
+        guard !grid.isEmpty else { return LocalEdit(item: stroke) }
+        return LocalEdit(item: stroke, operations: [makeOperation(.appendPoints(stroke, grid))])
+    }
+
+    /// Ends the stroke being drawn (no operation: peers need no marker) and closes its undo step.
+    public mutating func finishStroke() {
+        guard openStroke != nil else { return }
+        openStroke = nil
+        undoLog.end()
+    }
+
+    public mutating func setColor(_ item: ItemID, to color: RGBAColor) throws -> LocalEdit {
+        try require(item, .stroke)
+        guard let color8 = Color8(color) else { throw EditError.notFinite("stroke color") }
+        return set(item, .color(color8))
+    }
+
+    public mutating func setWidth(_ item: ItemID, to width: Double) throws -> LocalEdit {
+        try require(item, .stroke)
+        return set(item, .width(try Replica.width(width)))
+    }
+
+    // MARK: Stickers
+
+    /// Places a sticker showing the asset with `asset` as hash, on top of the board. The bytes
+    /// may arrive later; until then the sticker is pending.
+    public mutating func addSticker(asset: AssetHash, at position: CodablePoint, scale: Double = 1, rotation: Double = 0) throws -> LocalEdit {
+        guard let point = GridPoint(position) else { throw EditError.notFinite("sticker position") }
+        let scale = try Replica.finite(scale, "sticker scale")
+        let rotation = try Replica.finite(rotation, "sticker rotation")
+        let item = ItemID(createdBy: OpID(replica: id, seq: lastSeq + 1))
+        let start = StickerStart(asset: asset, position: point, scale: scale, rotation: rotation, z: ZKey.after(topKey(excluding: nil)))
+        return LocalEdit(item: item, operations: [makeOperation(.addSticker(item, start))])
+    }
+
+    /// Stores `imagePNG` in the asset store and places it as a sticker.
+    public mutating func addSticker(imagePNG: Data, at position: CodablePoint, scale: Double = 1, rotation: Double = 0) throws -> LocalEdit {
+        let hash = AssetHash.of(imagePNG)
+        let edit = try addSticker(asset: hash, at: position, scale: scale, rotation: rotation)
+        assets.insert(imagePNG)
+        return edit
+    }
+
+    public mutating func replaceImage(_ item: ItemID, with asset: AssetHash) throws -> LocalEdit {
+        try require(item, .sticker)
+        return set(item, .asset(asset))
+    }
+
+    public mutating func replaceImage(_ item: ItemID, withPNG imagePNG: Data) throws -> LocalEdit {
+        try require(item, .sticker)
+        let hash = assets.insert(imagePNG)
+        return set(item, .asset(hash))
+    }
+
+    /// Moves a sticker's centre. Call between `beginUndoGroup()` and `endUndoGroup()` for a drag,
+    /// so the whole drag is one undo step.
+    public mutating func move(_ item: ItemID, to position: CodablePoint) throws -> LocalEdit {
+        try require(item, .sticker)
+        guard let point = GridPoint(position) else { throw EditError.notFinite("sticker position") }
+        return set(item, .position(point))
+    }
+
+    public mutating func setScale(_ item: ItemID, to scale: Double) throws -> LocalEdit {
+        try require(item, .sticker)
+        return set(item, .scale(try Replica.finite(scale, "sticker scale")))
+    }
+
+    public mutating func setRotation(_ item: ItemID, to radians: Double) throws -> LocalEdit {
+        try require(item, .sticker)
+        return set(item, .rotation(try Replica.finite(radians, "sticker rotation")))
+    }
+
+    // MARK: Any item
+
+    /// Deletes a sticker or erases a stroke. Its registers keep merging; `restore` shows it again.
+    public mutating func delete(_ item: ItemID) throws -> LocalEdit {
+        try require(item, nil)
+        return set(item, .exists(false))
+    }
+
+    /// Brings back a deleted sticker or erased stroke with every edit merged meanwhile.
+    public mutating func restore(_ item: ItemID) throws -> LocalEdit {
+        try require(item, nil)
+        return set(item, .exists(true))
+    }
+
+    public mutating func bringToFront(_ item: ItemID) throws -> LocalEdit {
+        try require(item, nil)
+        return set(item, .z(ZKey.after(topKey(excluding: item))))
+    }
+
+    public mutating func sendToBack(_ item: ItemID) throws -> LocalEdit {
+        try require(item, nil)
+        return set(item, .z(ZKey.before(bottomKey(excluding: item))))
+    }
+
+    /// Paints `item` just above `lower` and below `upper` (the two may be given in either order).
+    /// When the two share a key (a tie broken by id), `upper` gets a new key first, so the edit
+    /// is then two operations.
+    public mutating func put(_ item: ItemID, between first: ItemID, and second: ItemID) throws -> LocalEdit {
+        try require(item, nil)
+        try require(first, nil)
+        try require(second, nil)
+        guard item != first, item != second, first != second else { throw EditError.sameItem(item) }
+        var (lower, upper) = (first, second)
+        if paintKey(upper) < paintKey(lower) { swap(&lower, &upper) }
+        let lowerKey = paintKey(lower).z
+        var upperKey = paintKey(upper).z
+        undoLog.begin()
+        defer { undoLog.end() }
+        var operations: [Operation] = []
+        if !(lowerKey < upperKey) {
+            let next = items.values.compactMap(\.z).filter { lowerKey < $0 }.min()
+            upperKey = ZKey.between(lowerKey, next)
+            operations += set(upper, .z(upperKey)).operations
+        }
+        operations += set(item, .z(ZKey.between(lowerKey, upperKey))).operations
+        return LocalEdit(item: item, operations: operations)
+    }
+
+    // MARK: Board
+
+    /// Sets (or with nil, clears) the background to the asset with this hash.
+    public mutating func setBackground(asset: AssetHash?) -> LocalEdit {
+        LocalEdit(operations: [makeOperation(.setBoard(.background(asset)))])
+    }
+
+    /// Stores the PNG bytes and makes them the background.
+    public mutating func setBackground(imagePNG: Data) -> LocalEdit {
+        let hash = assets.insert(imagePNG)
+        return setBackground(asset: hash)
+    }
+
+    public mutating func setCanvasSize(_ size: CodableSize) throws -> LocalEdit {
+        guard let width = FixedPoint.units(size.width), let height = FixedPoint.units(size.height),
+              width > 0, height > 0 else {
+            throw EditError.invalidCanvas(width: size.width, height: size.height)
+        }
+        return LocalEdit(operations: [makeOperation(.setBoard(.canvas(width: width, height: height)))])
+    }
+
+    // MARK: Undo grouping
+
+    /// Opens an undo step: every local edit until the matching `endUndoGroup()` undoes together.
+    /// Groups nest; only the outermost one makes a step.
+    public mutating func beginUndoGroup() {
+        undoLog.begin()
+    }
+
+    public mutating func endUndoGroup() {
+        undoLog.end()
+    }
+}
+
+// MARK: Helpers
+
+extension Replica {
+    /// Makes, records for undo, and integrates one local operation.
+    mutating func makeOperation(_ payload: Payload) -> Operation {
+        recordInverse(of: payload)
+        lastSeq += 1
+        lamport += 1
+        let op = Operation(id: OpID(replica: id, seq: lastSeq), lamport: lamport, payload: payload)
+        integrate(op)
+        return op
+    }
+
+    private mutating func set(_ item: ItemID, _ field: ItemField) -> LocalEdit {
+        LocalEdit(item: item, operations: [makeOperation(.setItem(item, field))])
+    }
+
+    private mutating func recordInverse(of payload: Payload) {
+        switch payload {
+        case .beginStroke(let item, _), .addSticker(let item, _):
+            undoLog.record(.setItem(item, .exists(false)), for: .item(item, .exists))
+        case .appendPoints:
+            break
+        case .setItem(let item, let field):
+            if let current = items[item]?[field.kind] {
+                undoLog.record(.setItem(item, current), for: .item(item, field.kind))
+            }
+        case .setBoard(let field):
+            let current = field.kind == .canvas ? canvas.value : background.value
+            undoLog.record(.setBoard(current), for: .board(field.kind))
+        }
+    }
+
+    private func require(_ item: ItemID, _ kind: ItemKind?) throws {
+        guard let actual = self.kind(of: item) else { throw EditError.unknownItem(item) }
+        if let kind, actual != kind { throw EditError.wrongKind(item, expected: kind) }
+    }
+
+    /// The paint-order key of an item: z first, id to break ties.
+    func paintKey(_ item: ItemID) -> PaintKey {
+        PaintKey(z: items[item]?.z ?? ZKey.after(nil), item: item)
+    }
+
+    /// A key at or above every key in use. The highest key ever integrated serves: a key above
+    /// it is above every current key, and tracking it costs O(1) per operation.
+    private func topKey(excluding item: ItemID?) -> ZKey? { zRange?.highest }
+
+    private func bottomKey(excluding item: ItemID?) -> ZKey? { zRange?.lowest }
+
+    private static func grid(_ points: [CodablePoint]) throws -> [GridPoint] {
+        guard points.count <= Operation.maxPoints else { throw EditError.tooManyPoints(points.count) }
+        return try points.map { point in
+            guard let grid = GridPoint(point) else { throw EditError.notFinite("stroke point") }
+            return grid
+        }
+    }
+
+    private static func width(_ width: Double) throws -> Int64 {
+        guard let units = FixedPoint.units(width), units >= 0 else { throw EditError.invalidWidth(width) }
+        return units
+    }
+
+    private static func finite(_ value: Double, _ what: String) throws -> Double {
+        guard value.isFinite else { throw EditError.notFinite(what) }
+        return value == 0 ? 0 : value  // one spelling of zero, so canonical bytes agree
+    }
+}
+
+/// Paint order: by z key, then item id.
+struct PaintKey: Comparable {
+    var z: ZKey
+    var item: ItemID
+
+    static func < (lhs: PaintKey, rhs: PaintKey) -> Bool {
+        (lhs.z, lhs.item) < (rhs.z, rhs.item)
+    }
+}

@@ -1,0 +1,75 @@
+import BoardModel
+import Foundation
+
+extension Replica {
+    /// The board as it looks now: visible items in paint order (z key, then id), asset bytes
+    /// from `assets`. A sticker or background whose bytes are missing is *pending*: its hash is
+    /// set and its bytes are empty (see `PlacedSticker.isPending`).
+    public func snapshot() -> BoardSnapshot {
+        let visible = items.filter { $0.value.isVisible }
+            .map { (key: PaintKey(z: $0.value.z ?? ZKey.after(nil), item: $0.key), state: $0.value) }
+            .sorted { $0.key < $1.key }
+        var strokes: [InkStroke] = []
+        var stickers: [PlacedSticker] = []
+        var order: [UUID] = []
+        order.reserveCapacity(visible.count)
+        for (key, state) in visible {
+            let uuid = key.item.uuid
+            order.append(uuid)
+            if let stroke = makeStroke(uuid, state) {
+                strokes.append(stroke)
+            } else if let sticker = makeSticker(uuid, state) {
+                stickers.append(sticker)
+            }
+        }
+        var board = BoardSnapshot(strokes: strokes, stickers: stickers, paintOrder: order)
+        if case .canvas(let width, let height) = canvas.value {
+            board.canvasSize = CodableSize(width: FixedPoint.points(width), height: FixedPoint.points(height))
+        }
+        if case .background(let hash?) = background.value {
+            board.backgroundSHA256 = hash.hex
+            board.backgroundPNG = assets.data(for: hash)
+        }
+        return board
+    }
+
+    /// The points of a stroke as every replica shows them: the first points, then the creator's
+    /// appended runs in sequence order.
+    public func points(of item: ItemID) -> [CodablePoint] {
+        guard let state = items[item], case .stroke(let start)? = state.creation?.kind else { return [] }
+        return strokePoints(state, start).map(\.codable)
+    }
+
+    private func strokePoints(_ state: ItemState, _ start: StrokeStart) -> [GridPoint] {
+        guard let creator = state.creation?.op.replica else { return [] }
+        var points = start.points
+        for run in state.appends where run.op.replica == creator {
+            points.append(contentsOf: run.points)
+        }
+        return points
+    }
+
+    private func makeStroke(_ uuid: UUID, _ state: ItemState) -> InkStroke? {
+        guard case .stroke(let start)? = state.creation?.kind else { return nil }
+        var color = start.color
+        var width = start.width
+        if case .color(let value) = state[.color] { color = value }
+        if case .width(let value) = state[.width] { width = value }
+        return InkStroke(id: uuid, color: color.rgba, width: FixedPoint.points(width),
+                         points: strokePoints(state, start).map(\.codable))
+    }
+
+    private func makeSticker(_ uuid: UUID, _ state: ItemState) -> PlacedSticker? {
+        guard case .sticker(let start)? = state.creation?.kind else { return nil }
+        var sticker = PlacedSticker(id: uuid, imagePNG: Data(), position: start.position.codable,
+                                    scale: start.scale, rotationRadians: start.rotation)
+        var asset = start.asset
+        if case .asset(let value) = state[.asset] { asset = value }
+        if case .position(let value) = state[.position] { sticker.position = value.codable }
+        if case .scale(let value) = state[.scale] { sticker.scale = value }
+        if case .rotation(let value) = state[.rotation] { sticker.rotationRadians = value }
+        sticker.imageSHA256 = asset.hex
+        sticker.imagePNG = assets.data(for: asset) ?? Data()
+        return sticker
+    }
+}

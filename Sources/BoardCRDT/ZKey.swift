@@ -1,0 +1,75 @@
+/// A fractional paint-order key: the bytes are the digits of a number in [0, 1) written in base
+/// 256, compared lexicographically. There is always room for a key between two different keys,
+/// so reordering one item never rewrites another's key. A key never ends in a zero byte, which
+/// keeps the encoding of each number unique.
+public struct ZKey: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public let bytes: [UInt8]
+
+    /// The longest key the codec accepts. Each bring-to-front grows the top key by about one byte
+    /// per eight moves, so this allows thousands of consecutive moves before keys need rebalancing.
+    public static let maxLength = 1024
+
+    /// Nil when `bytes` is empty or ends in a zero byte (such a key would have a twin).
+    public init?(bytes: [UInt8]) {
+        guard let last = bytes.last, last != 0 else { return nil }
+        self.bytes = bytes
+    }
+
+    private init(unchecked bytes: [UInt8]) {
+        self.bytes = bytes
+    }
+
+    public static func < (lhs: ZKey, rhs: ZKey) -> Bool {
+        lhs.bytes.lexicographicallyPrecedes(rhs.bytes)
+    }
+
+    /// A key strictly between `lower` and `upper`; nil bounds mean 0 and 1. Requires
+    /// `lower < upper` when both are given.
+    public static func between(_ lower: ZKey?, _ upper: ZKey?) -> ZKey {
+        precondition(lower == nil || upper == nil || lower! < upper!, "ZKey.between needs lower < upper")
+        return ZKey(unchecked: midpoint(lower?.bytes ?? [], upper?.bytes[...]))
+    }
+
+    /// A key above `key` (or the middle key when there is none).
+    public static func after(_ key: ZKey?) -> ZKey { between(key, nil) }
+
+    /// A key below `key` (or the middle key when there is none).
+    public static func before(_ key: ZKey?) -> ZKey { between(nil, key) }
+
+    private static func midpoint(_ a: [UInt8], _ b: ArraySlice<UInt8>?) -> [UInt8] {
+        var a = a[...]
+        var prefix: [UInt8] = []
+        if let b {
+            // Copy the common prefix (a padded with zeros), then split the first differing digit.
+            var index = 0
+            while index < b.count, (index < a.count ? a[a.startIndex + index] : 0) == b[b.startIndex + index] {
+                index += 1
+            }
+            prefix = Array(b.prefix(index))
+            a = a.count > index ? a.dropFirst(index) : []
+            let rest = b.dropFirst(index)
+            return prefix + split(a, rest)
+        }
+        return split(a, nil)
+    }
+
+    private static func split(_ a: ArraySlice<UInt8>, _ b: ArraySlice<UInt8>?) -> [UInt8] {
+        let digitA = Int(a.first ?? 0)
+        let digitB = b.map { Int($0.first ?? 0) } ?? 256
+        if digitB - digitA > 1 {
+            return [UInt8((digitA + digitB) / 2)]
+        }
+        // Adjacent digits. If b continues past this digit, b's first digit alone lies between.
+        if let b, b.count > 1 {
+            return [b[b.startIndex]]
+        }
+        return [UInt8(digitA)] + split(a.dropFirst(), nil)
+    }
+
+    public var description: String {
+        bytes.map { byte in
+            let hex = String(byte, radix: 16)
+            return hex.count == 1 ? "0" + hex : hex
+        }.joined()
+    }
+}
