@@ -16,7 +16,7 @@ public enum EditError: Error, Hashable, CustomStringConvertible {
         case .wrongKind(let id, let expected): return "item \(id) is not a \(expected.rawValue)"
         case .notFinite(let what): return "\(what) must be a finite number"
         case .noStrokeInProgress: return "no stroke is being drawn: begin a stroke first"
-        case .tooManyPoints(let count): return "\(count) points in one edit (at most \(Operation.maxPoints))"
+        case .tooManyPoints(let count): return "\(count) points in one edit (at most \(Op.maxPoints))"
         case .invalidWidth(let width): return "stroke width \(width) must be between 0 and \(FixedPoint.points(FixedPoint.limit))"
         case .invalidCanvas(let width, let height): return "canvas size \(width)x\(height) must be positive and finite"
         case .sameItem(let id): return "item \(id) cannot be placed relative to itself"
@@ -28,9 +28,9 @@ public enum EditError: Error, Hashable, CustomStringConvertible {
 /// What a local edit made: the item it created, if any, and the operations to send to peers.
 public struct LocalEdit: Sendable {
     public var item: ItemID?
-    public var operations: [Operation]
+    public var operations: [Op]
 
-    public init(item: ItemID? = nil, operations: [Operation] = []) {
+    public init(item: ItemID? = nil, operations: [Op] = []) {
         self.item = item
         self.operations = operations
     }

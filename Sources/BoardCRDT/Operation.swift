@@ -2,7 +2,7 @@ import BoardModel
 
 /// One replicated change. Operations are immutable facts: a replica makes them for local edits,
 /// ships them to peers, and merges the ones it receives in any order, any number of times.
-public struct Operation: Hashable, Sendable, CustomStringConvertible {
+public struct Op: Hashable, Sendable, CustomStringConvertible {
     public let id: OpID
     /// Lamport counter: greater than every counter the author had seen when it made this op.
     public let lamport: UInt64

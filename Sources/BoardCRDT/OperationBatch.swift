@@ -5,11 +5,11 @@
 /// the sender had. A receiver already at `base` may then treat itself as at `covers`, even where
 /// the sender had compacted overwritten operations away.
 public struct OperationBatch: Hashable, Sendable {
-    public var operations: [Operation]
+    public var operations: [Op]
     public var base: VersionVector?
     public var covers: VersionVector?
 
-    public init(operations: [Operation], base: VersionVector? = nil, covers: VersionVector? = nil) {
+    public init(operations: [Op], base: VersionVector? = nil, covers: VersionVector? = nil) {
         self.operations = operations
         self.base = base
         self.covers = covers
@@ -20,7 +20,7 @@ extension Replica {
     /// Exactly what a peer at `version` lacks: every surviving operation beyond it, ordered by
     /// author id then sequence number, as a complete delta.
     public func operations(since version: VersionVector) -> OperationBatch {
-        var result: [Operation] = []
+        var result: [Op] = []
         for replica in log.keys.sorted() {
             let floor = version[replica]
             guard let ops = log[replica] else { continue }
@@ -48,9 +48,9 @@ public enum OperationError: Error, Hashable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .sequenceOutOfRange(let id): return "operation \(id): sequence number outside 1...\(Operation.maxCounter)"
-        case .lamportOutOfRange(let id, let value): return "operation \(id): lamport \(value) outside 1...\(Operation.maxCounter)"
-        case .tooManyPoints(let id, let count): return "operation \(id): \(count) points (at most \(Operation.maxPoints))"
+        case .sequenceOutOfRange(let id): return "operation \(id): sequence number outside 1...\(Op.maxCounter)"
+        case .lamportOutOfRange(let id, let value): return "operation \(id): lamport \(value) outside 1...\(Op.maxCounter)"
+        case .tooManyPoints(let id, let count): return "operation \(id): \(count) points (at most \(Op.maxPoints))"
         case .coordinateOutOfRange(let id): return "operation \(id): a coordinate is beyond ±\(FixedPoint.limit) units"
         case .notFinite(let id, let field): return "operation \(id): \(field) is not a finite number"
         case .negativeWidth(let id): return "operation \(id): negative stroke width"
@@ -59,7 +59,7 @@ public enum OperationError: Error, Hashable, CustomStringConvertible {
     }
 }
 
-extension Operation {
+extension Op {
     /// Sequence numbers and Lamport counters stay below 2^62 so that no peer can push a clock to
     /// overflow.
     public static let maxCounter: UInt64 = 1 << 62
@@ -68,10 +68,10 @@ extension Operation {
 
     /// Throws when the operation breaks a limit or carries a value no replica would make.
     public func validate() throws {
-        guard (1...Operation.maxCounter).contains(id.seq) else { throw OperationError.sequenceOutOfRange(id) }
-        guard (1...Operation.maxCounter).contains(lamport) else { throw OperationError.lamportOutOfRange(id, lamport) }
+        guard (1...Op.maxCounter).contains(id.seq) else { throw OperationError.sequenceOutOfRange(id) }
+        guard (1...Op.maxCounter).contains(lamport) else { throw OperationError.lamportOutOfRange(id, lamport) }
         func check(_ points: [GridPoint]) throws {
-            guard points.count <= Operation.maxPoints else { throw OperationError.tooManyPoints(id, points.count) }
+            guard points.count <= Op.maxPoints else { throw OperationError.tooManyPoints(id, points.count) }
             for point in points where abs(point.x) > FixedPoint.limit || abs(point.y) > FixedPoint.limit {
                 throw OperationError.coordinateOutOfRange(id)
             }

@@ -32,13 +32,13 @@ extension Replica {
     /// Merges operations in any order; duplicates are ignored. Throws `OperationError` (and
     /// changes nothing) if any operation is invalid.
     @discardableResult
-    public mutating func apply(_ operations: [Operation]) throws -> Int {
+    public mutating func apply(_ operations: [Op]) throws -> Int {
         try apply(OperationBatch(operations: operations))
     }
 
     /// Integrates one valid operation; false when it was seen before.
     @discardableResult
-    mutating func integrate(_ op: Operation) -> Bool {
+    mutating func integrate(_ op: Op) -> Bool {
         guard seen[op.id.replica, default: SeenSet()].insert(op.id.seq) else { return false }
         lamport = max(lamport, op.lamport)
         if op.id.replica == id {
@@ -92,7 +92,7 @@ extension Replica {
         return true
     }
 
-    private mutating func create(_ item: ItemID, by op: Operation, as kind: ItemState.Creation) {
+    private mutating func create(_ item: ItemID, by op: Op, as kind: ItemState.Creation) {
         var state = items[item, default: ItemState()]
         if let existing = state.creation, existing.stamp < op.timestamp {
             return
@@ -101,7 +101,7 @@ extension Replica {
         items[item] = state
     }
 
-    private mutating func settle(_ outcome: Register<ItemField>.Outcome, of op: Operation) {
+    private mutating func settle(_ outcome: Register<ItemField>.Outcome, of op: Op) {
         switch outcome {
         case .won(let displaced):
             store(op)
@@ -111,7 +111,7 @@ extension Replica {
         }
     }
 
-    private mutating func store(_ op: Operation) {
+    private mutating func store(_ op: Op) {
         log[op.id.replica, default: [:]][op.id.seq] = op
     }
 

@@ -135,7 +135,7 @@ extension Replica {
         var upperKey = paintKey(upper).z
         undoLog.begin()
         defer { undoLog.end() }
-        var operations: [Operation] = []
+        var operations: [Op] = []
         if !(lowerKey < upperKey) {
             let next = items.values.compactMap(\.z).filter { lowerKey < $0 }.min()
             upperKey = ZKey.between(lowerKey, next)
@@ -183,11 +183,11 @@ extension Replica {
 
 extension Replica {
     /// Makes, records for undo, and integrates one local operation.
-    mutating func makeOperation(_ payload: Payload) -> Operation {
+    mutating func makeOperation(_ payload: Payload) -> Op {
         recordInverse(of: payload)
         lastSeq += 1
         lamport += 1
-        let op = Operation(id: OpID(replica: id, seq: lastSeq), lamport: lamport, payload: payload)
+        let op = Op(id: OpID(replica: id, seq: lastSeq), lamport: lamport, payload: payload)
         integrate(op)
         return op
     }
@@ -229,7 +229,7 @@ extension Replica {
     private func bottomKey(excluding item: ItemID?) -> ZKey? { zRange?.lowest }
 
     private static func grid(_ points: [CodablePoint]) throws -> [GridPoint] {
-        guard points.count <= Operation.maxPoints else { throw EditError.tooManyPoints(points.count) }
+        guard points.count <= Op.maxPoints else { throw EditError.tooManyPoints(points.count) }
         return try points.map { point in
             guard let grid = GridPoint(point) else { throw EditError.notFinite("stroke point") }
             return grid

@@ -29,7 +29,7 @@ extension Replica {
         while undoLog.depth > 0 { undoLog.end() }
     }
 
-    private mutating func replay(_ group: UndoLog.Group, mode: UndoLog.Mode) -> [Operation] {
+    private mutating func replay(_ group: UndoLog.Group, mode: UndoLog.Mode) -> [Op] {
         undoLog.mode = mode
         undoLog.replay = UndoLog.Group()
         defer { undoLog.mode = .editing }

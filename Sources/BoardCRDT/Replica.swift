@@ -26,7 +26,7 @@ public struct Replica: Sendable {
 
     var seen: [ReplicaID: SeenSet] = [:]
     /// Surviving operations by author and sequence number.
-    var log: [ReplicaID: [UInt64: Operation]] = [:]
+    var log: [ReplicaID: [UInt64: Op]] = [:]
     var items: [ItemID: ItemState] = [:]
     var canvas = Register<BoardField>(
         value: .canvas(width: Int64(BoardSnapshot.defaultCanvasSize.width * FixedPoint.unitsPerPoint),

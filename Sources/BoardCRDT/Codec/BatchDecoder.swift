@@ -28,7 +28,7 @@ struct BatchDecoder {
         let base = flags & 1 != 0 ? try readVector() : nil
         let covers = flags & 2 != 0 ? try readVector() : nil
         let runCount = try reader.readCount(max: OperationBatch.maxOperations, minimumSize: 3, "run count")
-        var operations: [Operation] = []
+        var operations: [Op] = []
         var total = 0
         for _ in 0..<runCount {
             let author = try replica(at: try reader.readVarint())
@@ -64,7 +64,7 @@ struct BatchDecoder {
         var entries: [ReplicaID: UInt64] = [:]
         for _ in 0..<count {
             let replica = try replica(at: try reader.readVarint())
-            let seq = try reader.readVarint(max: Operation.maxCounter, "version vector entry")
+            let seq = try reader.readVarint(max: Op.maxCounter, "version vector entry")
             guard entries.updateValue(seq, forKey: replica) == nil else {
                 throw DecodingError.malformed("replica \(replica) twice in a version vector", offset: reader.offset)
             }
@@ -72,7 +72,7 @@ struct BatchDecoder {
         return VersionVector(entries)
     }
 
-    private mutating func readRun(author: ReplicaID, count: Int, into operations: inout [Operation]) throws {
+    private mutating func readRun(author: ReplicaID, count: Int, into operations: inout [Op]) throws {
         var previousSeq: UInt64 = 0
         var previousLamport: UInt64 = 0
         var previousItem: ItemID?
@@ -103,7 +103,7 @@ struct BatchDecoder {
                 throw DecodingError.malformed("same-item flag on a board operation", offset: headOffset)
             }
             let payload = try readPayload(kind, item: item)
-            operations.append(Operation(id: OpID(replica: author, seq: seq), lamport: lamport, payload: payload))
+            operations.append(Op(id: OpID(replica: author, seq: seq), lamport: lamport, payload: payload))
             previousSeq = seq
             previousLamport = lamport
             previousItem = item
@@ -170,7 +170,7 @@ struct BatchDecoder {
     }
 
     private mutating func readPoints(of item: ItemID) throws -> [GridPoint] {
-        let count = try reader.readCount(max: Operation.maxPoints, minimumSize: 2, "point count")
+        let count = try reader.readCount(max: Op.maxPoints, minimumSize: 2, "point count")
         guard count > 0 else { return [] }
         let shiftOffset = reader.offset
         let shift = try reader.readByte()

@@ -54,7 +54,7 @@ extension OperationBatch {
     }
 }
 
-extension Operation {
+extension Op {
     /// This operation alone, as a one-operation batch.
     public func encoded() -> [UInt8] {
         OperationBatch(operations: [self]).encoded()
@@ -90,7 +90,7 @@ private struct BatchEncoder {
         if let base = batch.base { write(base) }
         if let covers = batch.covers { write(covers) }
 
-        var runs: [ArraySlice<Operation>] = []
+        var runs: [ArraySlice<Op>] = []
         var start = batch.operations.startIndex
         for index in batch.operations.indices.dropFirst() where batch.operations[index].id.replica != batch.operations[start].id.replica {
             runs.append(batch.operations[start..<index])
@@ -111,7 +111,7 @@ private struct BatchEncoder {
         }
     }
 
-    private mutating func write(_ run: ArraySlice<Operation>) {
+    private mutating func write(_ run: ArraySlice<Op>) {
         let author = run.first!.id.replica
         writer.write(varint: UInt64(replicaIndex[author]!))
         writer.write(varint: UInt64(run.count))
