@@ -21,6 +21,12 @@ let package = Package(
             dependencies: ["BoardModel", "BoardCRDT"],
             path: "Simulations/Sources/BoardSimulation"
         ),
+        // Benchmarks: run through bin/bench in release builds; never timed assertions in tests.
+        .executableTarget(
+            name: "board-bench",
+            dependencies: ["BoardModel", "BoardCRDT", "BoardSimulation"],
+            path: "Benchmarks/BoardBench"
+        ),
         .testTarget(name: "BoardModelTests", dependencies: ["BoardModel"]),
         .testTarget(name: "BoardCRDTTests", dependencies: ["BoardModel", "BoardCRDT", "BoardSimulation"]),
     ],

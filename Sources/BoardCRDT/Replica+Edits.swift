@@ -219,7 +219,7 @@ extension Replica {
 
     /// The paint-order key of an item: z first, id to break ties.
     func paintKey(_ item: ItemID) -> PaintKey {
-        PaintKey(z: items[item]?.z ?? ZKey.after(nil), item: item)
+        PaintKey(z: items[item]?.z ?? ZKey.initial, item: item)
     }
 
     /// A key at or above every key in use. The highest key ever integrated serves: a key above

@@ -7,7 +7,7 @@ extension Replica {
     /// set and its bytes are empty (see `PlacedSticker.isPending`).
     public func snapshot() -> BoardSnapshot {
         let visible = items.filter { $0.value.isVisible }
-            .map { (key: PaintKey(z: $0.value.z ?? ZKey.after(nil), item: $0.key), state: $0.value) }
+            .map { (key: PaintKey(z: $0.value.z ?? ZKey.initial, item: $0.key), state: $0.value) }
             .sorted { $0.key < $1.key }
         var strokes: [InkStroke] = []
         var stickers: [PlacedSticker] = []

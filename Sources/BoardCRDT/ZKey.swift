@@ -30,11 +30,45 @@ public struct ZKey: Hashable, Comparable, Sendable, CustomStringConvertible {
         return ZKey(unchecked: midpoint(lower?.bytes ?? [], upper?.bytes[...]))
     }
 
-    /// A key above `key` (or the middle key when there is none).
-    public static func after(_ key: ZKey?) -> ZKey { between(key, nil) }
+    /// The key of the first item on a board: `80 01`.
+    public static let initial = ZKey(unchecked: [0x80, 0x01])
 
-    /// A key below `key` (or the middle key when there is none).
-    public static func before(_ key: ZKey?) -> ZKey { between(nil, key) }
+    /// A short key above `key` (the initial key when there is none).
+    ///
+    /// Keys from `80` to `fe` start an "integer" of `first - 0x7f` bytes, so stacking items keeps
+    /// keys short: each new top item increments that integer, and only every 255, 65,025, ...
+    /// items does it gain a byte (three bytes cover 65,025 items). Bisecting toward 1 instead would
+    /// grow the key by a byte every eight items.
+    public static func after(_ key: ZKey?) -> ZKey {
+        guard let key else { return initial }
+        let head = key.bytes[0]
+        if head < 0x80 { return initial }
+        if head == 0xFF { return between(key, nil) }
+        let length = Int(head) - 0x7F
+        var digits = Array(key.bytes.dropFirst().prefix(length))
+        digits += [UInt8](repeating: 0, count: length - digits.count)
+        var index = length - 1
+        while index >= 0 {
+            if digits[index] < 0xFF {
+                digits[index] += 1
+                break
+            }
+            digits[index] = 0
+            index -= 1
+        }
+        if index < 0 {
+            return ZKey(unchecked: [head + 1, 1])
+        }
+        while digits.last == 0 { digits.removeLast() }
+        return ZKey(unchecked: [head] + digits)
+    }
+
+    /// A key below `key` (the initial key when there is none), halving toward zero: repeated
+    /// send-to-back grows the bottom key by about a byte per eight moves.
+    public static func before(_ key: ZKey?) -> ZKey {
+        guard let key else { return initial }
+        return between(nil, key)
+    }
 
     private static func midpoint(_ a: [UInt8], _ b: ArraySlice<UInt8>?) -> [UInt8] {
         var a = a[...]

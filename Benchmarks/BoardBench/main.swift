@@ -1,0 +1,159 @@
+// board-bench: measures BoardSync on the realistic workload (see Workload.swift).
+// Run through bin/bench (release build). Figures go to docs/PERFORMANCE.md.
+import BoardCRDT
+import BoardModel
+import BoardSimulation
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.contains("--help") || arguments.contains("-h") {
+    print("""
+    OVERVIEW: Measures BoardSync's CRDT on the realistic board workload.
+
+    USAGE: board-bench [--json] [--runs N]
+
+    OPTIONS:
+      --json      Print the figures as one JSON object.
+      --runs N    Timed repetitions per figure; the median is reported (default 5).
+      -h, --help  Show this help.
+    """)
+    exit(0)
+}
+let json = arguments.contains("--json")
+var runs = 5
+if let index = arguments.firstIndex(of: "--runs"), index + 1 < arguments.count, let value = Int(arguments[index + 1]), value > 0 {
+    runs = value
+}
+
+func progress(_ message: String) {
+    FileHandle.standardError.write(Data("board-bench: \(message)\n".utf8))
+}
+
+/// Median wall time of `runs` executions, in seconds.
+@MainActor func measure(_ body: () throws -> Void) rethrows -> Double {
+    var times: [Double] = []
+    for _ in 0..<runs {
+        let start = ContinuousClock.now
+        try body()
+        let elapsed = ContinuousClock.now - start
+        times.append(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    }
+    return times.sorted()[times.count / 2]
+}
+
+/// Resident set size of this process, from /proc/self/status (Linux).
+func residentBytes() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+          let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "") else { return 0 }
+    return kilobytes * 1024
+}
+
+// Child mode: load a saved full state and assets in a fresh process and report the growth of the
+// resident set, so the figure is not blurred by the parent's workload.
+if let index = arguments.firstIndex(of: "--measure-load"), index + 1 < arguments.count {
+    let directory = URL(fileURLWithPath: arguments[index + 1])
+    let state = try [UInt8](Data(contentsOf: directory.appendingPathComponent("state.bin")))
+    let assetFiles = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".png") }
+    let assetData = try assetFiles.map { try Data(contentsOf: directory.appendingPathComponent($0)) }
+    let before = residentBytes()
+    var loaded = Replica(id: ReplicaID(0x10AD))
+    try loaded.apply(try OperationBatch(decoding: state))
+    for data in assetData { loaded.assets.insert(data) }
+    let board = loaded.snapshot()
+    let after = residentBytes()
+    print(after - before)
+    withExtendedLifetime((loaded, board)) {}
+    exit(0)
+}
+
+progress("generating the workload (4 users, live)")
+let workload = Workload().generate(seed: 1)
+let ops = workload.operations
+var figures: [(String, String, Double)] = []  // key, unit, value
+@MainActor func record(_ key: String, _ unit: String, _ value: Double) {
+    figures.append((key, unit, value))
+}
+record("operations", "ops", Double(ops.count))
+record("points", "points", Double(workload.pointCount))
+
+progress("apply all operations from a remote peer")
+let applySeconds = try measure {
+    var fresh = Replica(id: ReplicaID(0xBE7C))
+    try fresh.apply(ops)
+}
+record("apply_all_ops", "s", applySeconds)
+
+let historyBytes = OperationBatch(operations: ops).encoded()
+record("history_encoding", "bytes", Double(historyBytes.count))
+let decodeApplySeconds = try measure {
+    var fresh = Replica(id: ReplicaID(0xBE7C))
+    try fresh.apply(try OperationBatch(decoding: historyBytes))
+}
+record("decode_and_apply_history", "s", decodeApplySeconds)
+
+progress("full state")
+let full = workload.replica.fullState()
+let fullBytes = full.encoded()
+record("full_state_ops", "ops", Double(full.operations.count))
+record("full_state_encoding", "bytes", Double(fullBytes.count))
+let encodeSeconds = measure { _ = full.encoded() }
+record("encode_full_state", "s", encodeSeconds)
+let loadSeconds = try measure {
+    var fresh = Replica(id: ReplicaID(0xBE7C))
+    try fresh.apply(try OperationBatch(decoding: fullBytes))
+}
+record("decode_and_apply_full_state", "s", loadSeconds)
+
+progress("one sticker move")
+var mover = workload.replica
+let someSticker = mover.itemIDs.first { mover.kind(of: $0) == .sticker && ReplicaID($0.high) != mover.id }!
+let move = try mover.move(someSticker, to: CodablePoint(x: 1234.25, y: 987.5)).operations[0]
+record("sticker_move_encoding", "bytes", Double(move.encoded().count))
+
+progress("snapshot")
+let snapshotSeconds = measure { _ = workload.replica.snapshot() }
+record("snapshot", "s", snapshotSeconds)
+let snapshot = workload.replica.snapshot()
+let canonicalSeconds = try measure { _ = try snapshot.canonicalJSON() }
+record("canonical_json", "s", canonicalSeconds)
+record("manifest_json", "bytes", Double(try snapshot.manifestJSON().count))
+
+progress("memory of a loaded board")
+let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("board-bench-\(ProcessInfo.processInfo.processIdentifier)")
+try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+defer { try? FileManager.default.removeItem(at: scratch) }
+try Data(fullBytes).write(to: scratch.appendingPathComponent("state.bin"))
+for (hash, data) in workload.assets { try data.write(to: scratch.appendingPathComponent("\(hash.hex).png")) }
+let child = Process()
+child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+child.arguments = ["--measure-load", scratch.path]
+let pipe = Pipe()
+child.standardOutput = pipe
+try child.run()
+let output = pipe.fileHandleForReading.readDataToEndOfFile()
+child.waitUntilExit()
+if let growth = Double(String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) {
+    record("loaded_board_resident_growth", "bytes", growth)
+}
+record("asset_bytes", "bytes", Double(workload.assets.values.reduce(0) { $0 + $1.count }))
+
+if json {
+    let object = Dictionary(uniqueKeysWithValues: figures.map { ($0.0, $0.2) })
+    let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])
+    print(String(decoding: data, as: UTF8.self))
+} else {
+    print("BoardSync benchmark (release, one core, median of \(runs))")
+    for (key, unit, value) in figures {
+        let shown: String
+        switch unit {
+        case "s": shown = String(format: "%.4f s", value)
+        case "bytes": shown = value >= 10_000 ? String(format: "%.0f bytes (%.2f MB)", value, value / 1_000_000) : String(format: "%.0f bytes", value)
+        default: shown = String(format: "%.0f %@", value, unit)
+        }
+        print("  \(key.padding(toLength: 30, withPad: " ", startingAt: 0)) \(shown)")
+    }
+}
