@@ -21,9 +21,9 @@ public struct History: Sendable {
 
 public struct HistoryGenerator: Sendable {
     public var replicaCount: ClosedRange<Int> = 2...6
-    public var steps: ClosedRange<Int> = 20...80
+    public var steps: ClosedRange<Int> = 20...150
 
-    public init(replicaCount: ClosedRange<Int> = 2...6, steps: ClosedRange<Int> = 20...80) {
+    public init(replicaCount: ClosedRange<Int> = 2...6, steps: ClosedRange<Int> = 20...150) {
         self.replicaCount = replicaCount
         self.steps = steps
     }
