@@ -8,6 +8,7 @@ let package = Package(
     products: [
         .library(name: "BoardModel", targets: ["BoardModel"]),
         .library(name: "BoardCRDT", targets: ["BoardCRDT"]),
+        .library(name: "BoardStore", targets: ["BoardStore"]),
         .library(name: "BoardSimulation", targets: ["BoardSimulation"]),
     ],
     targets: [
@@ -15,6 +16,8 @@ let package = Package(
         .target(name: "BoardModel"),
         // Replica, operations, merge, undo, binary codec. Pure and deterministic (sans-IO).
         .target(name: "BoardCRDT", dependencies: ["BoardModel"]),
+        // Board packages on disk: the incremental writer, the durable op log, the file-system seam.
+        .target(name: "BoardStore", dependencies: ["BoardModel", "BoardCRDT"]),
         // Seeded randomness and history generation that drives the real replica code.
         .target(
             name: "BoardSimulation",
@@ -29,6 +32,7 @@ let package = Package(
         ),
         .testTarget(name: "BoardModelTests", dependencies: ["BoardModel"]),
         .testTarget(name: "BoardCRDTTests", dependencies: ["BoardModel", "BoardCRDT", "BoardSimulation"]),
+        .testTarget(name: "BoardStoreTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSimulation"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -9,6 +9,7 @@ public enum EditError: Error, Hashable, CustomStringConvertible {
     case invalidCanvas(width: Double, height: Double)
     case sameItem(ItemID)
     case unknownAsset(String)
+    case duplicateItem(ItemID)
 
     public var description: String {
         switch self {
@@ -21,6 +22,7 @@ public enum EditError: Error, Hashable, CustomStringConvertible {
         case .invalidCanvas(let width, let height): return "canvas size \(width)x\(height) must be positive and finite"
         case .sameItem(let id): return "item \(id) cannot be placed relative to itself"
         case .unknownAsset(let hash): return "no asset with hash \(hash) in this replica's store"
+        case .duplicateItem(let id): return "an item with id \(id) already exists"
         }
     }
 }

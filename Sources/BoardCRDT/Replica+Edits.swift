@@ -7,14 +7,16 @@ extension Replica {
     // MARK: Strokes
 
     /// Starts a stroke on top of the board. Until `finishStroke()`, `appendPoints` extends it and
-    /// the whole stroke is one undo step.
-    public mutating func beginStroke(color: RGBAColor, width: Double, points: [CodablePoint] = []) throws -> LocalEdit {
+    /// the whole stroke is one undo step. `id` is for imports that keep an existing UUID; new
+    /// strokes leave it nil and are named after their creating operation.
+    public mutating func beginStroke(id explicitID: ItemID? = nil, color: RGBAColor, width: Double, points: [CodablePoint] = []) throws -> LocalEdit {
         guard let color8 = Color8(color) else { throw EditError.notFinite("stroke color") }
         let widthUnits = try Replica.width(width)
         let grid = try Replica.grid(points)
+        if let explicitID, items[explicitID]?.creation != nil { throw EditError.duplicateItem(explicitID) }
         if openStroke != nil { finishStroke() }
         undoLog.begin()
-        let item = ItemID(createdBy: OpID(replica: id, seq: lastSeq + 1))
+        let item = explicitID ?? ItemID(createdBy: OpID(replica: id, seq: lastSeq + 1))
         let start = StrokeStart(color: color8, width: widthUnits, z: ZKey.after(topKey(excluding: nil)), points: grid)
         let op = makeOperation(.beginStroke(item, start))
         openStroke = item
@@ -51,11 +53,12 @@ extension Replica {
 
     /// Places a sticker showing the asset with `asset` as hash, on top of the board. The bytes
     /// may arrive later; until then the sticker is pending.
-    public mutating func addSticker(asset: AssetHash, at position: CodablePoint, scale: Double = 1, rotation: Double = 0) throws -> LocalEdit {
+    public mutating func addSticker(id explicitID: ItemID? = nil, asset: AssetHash, at position: CodablePoint, scale: Double = 1, rotation: Double = 0) throws -> LocalEdit {
         guard let point = GridPoint(position) else { throw EditError.notFinite("sticker position") }
         let scale = try Replica.finite(scale, "sticker scale")
         let rotation = try Replica.finite(rotation, "sticker rotation")
-        let item = ItemID(createdBy: OpID(replica: id, seq: lastSeq + 1))
+        if let explicitID, items[explicitID]?.creation != nil { throw EditError.duplicateItem(explicitID) }
+        let item = explicitID ?? ItemID(createdBy: OpID(replica: id, seq: lastSeq + 1))
         let start = StickerStart(asset: asset, position: point, scale: scale, rotation: rotation, z: ZKey.after(topKey(excluding: nil)))
         return LocalEdit(item: item, operations: [makeOperation(.addSticker(item, start))])
     }

@@ -45,7 +45,7 @@ import Testing
         var replica = Replica(id: ReplicaID(99))
         let before = try canonical(replica)
         for length in 0..<bytes.count {
-            #expect(throws: DecodingError.self, "length \(length)") {
+            #expect(throws: CodecError.self, "length \(length)") {
                 let batch = try OperationBatch(decoding: Array(bytes[..<length]))
                 try replica.apply(batch)
             }
@@ -67,7 +67,7 @@ import Testing
                 // must then apply whole like any batch.
                 try replica.apply(batch)
                 #expect(replica.storedOperationCount <= batch.operations.count)
-            } catch is DecodingError {
+            } catch is CodecError {
                 rejected += 1
                 #expect(replica.versionVector == .empty)
             }
@@ -89,25 +89,25 @@ import Testing
 
     @Test func hostileCountsAndValuesAreRefused() {
         // Claims 2^20 replicas with 3 bytes of input: refused before allocating.
-        #expect(throws: DecodingError.truncated(offset: 2)) {
+        #expect(throws: CodecError.truncated(offset: 2)) {
             try OperationBatch(decoding: [1, 0, 0x80, 0x80, 0x40])
         }
         // Unsupported version.
-        #expect(throws: DecodingError.unsupportedVersion(9)) { try OperationBatch(decoding: [9, 0, 0, 0]) }
+        #expect(throws: CodecError.unsupportedVersion(9)) { try OperationBatch(decoding: [9, 0, 0, 0]) }
         // A 10-byte varint overflowing 64 bits.
-        #expect(throws: DecodingError.self) {
+        #expect(throws: CodecError.self) {
             try OperationBatch(decoding: [1, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F])
         }
         // An op whose Lamport counter is beyond the limit is invalid even though well-formed.
         let op = Op(id: OpID(replica: ReplicaID(1), seq: 1), lamport: Op.maxCounter + 1,
                     payload: .setBoard(.background(nil)))
-        #expect(throws: DecodingError.self) { try OperationBatch(decoding: op.encoded()) }
+        #expect(throws: CodecError.self) { try OperationBatch(decoding: op.encoded()) }
         var replica = Replica(id: ReplicaID(2))
         #expect(throws: OperationError.self) { try replica.apply([op]) }
         #expect(replica.lamport == 0)
         // Trailing bytes after a valid batch.
         let valid = Op(id: OpID(replica: ReplicaID(1), seq: 1), lamport: 1, payload: .setBoard(.background(nil))).encoded()
-        #expect(throws: DecodingError.self) { try OperationBatch(decoding: valid + [0]) }
+        #expect(throws: CodecError.self) { try OperationBatch(decoding: valid + [0]) }
     }
 
     @Test func pointsOnAQuarterGridCostAboutOneBytePerCoordinate() throws {

@@ -13,15 +13,15 @@ struct BatchDecoder {
 
     mutating func decode() throws -> OperationBatch {
         let version = try reader.readByte()
-        guard version == OperationBatch.formatVersion else { throw DecodingError.unsupportedVersion(version) }
+        guard version == OperationBatch.formatVersion else { throw CodecError.unsupportedVersion(version) }
         let flags = try reader.readVarint()
-        guard flags & ~3 == 0 else { throw DecodingError.malformed("unknown batch flags \(flags)", offset: reader.offset) }
+        guard flags & ~3 == 0 else { throw CodecError.malformed("unknown batch flags \(flags)", offset: reader.offset) }
         let replicaCount = try reader.readCount(max: OperationBatch.maxReplicas, minimumSize: 8, "replica count")
         table.reserveCapacity(replicaCount)
         for _ in 0..<replicaCount {
             let replica = ReplicaID(try reader.readFixed64())
             if let last = table.last, !(last < replica) {
-                throw DecodingError.malformed("replica table not sorted and unique", offset: reader.offset - 8)
+                throw CodecError.malformed("replica table not sorted and unique", offset: reader.offset - 8)
             }
             table.append(replica)
         }
@@ -33,20 +33,20 @@ struct BatchDecoder {
         for _ in 0..<runCount {
             let author = try replica(at: try reader.readVarint())
             let count = try reader.readCount(max: OperationBatch.maxOperations, minimumSize: 1, "operation count")
-            guard count > 0 else { throw DecodingError.malformed("empty run", offset: reader.offset) }
+            guard count > 0 else { throw CodecError.malformed("empty run", offset: reader.offset) }
             total += count
             guard total <= OperationBatch.maxOperations else {
-                throw DecodingError.limitExceeded("operations in batch", value: UInt64(total),
+                throw CodecError.limitExceeded("operations in batch", value: UInt64(total),
                                                   limit: UInt64(OperationBatch.maxOperations), offset: reader.offset)
             }
             try readRun(author: author, count: count, into: &operations)
         }
-        guard reader.isAtEnd else { throw DecodingError.malformed("\(reader.remaining) trailing bytes", offset: reader.offset) }
+        guard reader.isAtEnd else { throw CodecError.malformed("\(reader.remaining) trailing bytes", offset: reader.offset) }
         for op in operations {
             do {
                 try op.validate()
             } catch let error as OperationError {
-                throw DecodingError.invalidOperation(error.description)
+                throw CodecError.invalidOperation(error.description)
             }
         }
         return OperationBatch(operations: operations, base: base, covers: covers)
@@ -54,7 +54,7 @@ struct BatchDecoder {
 
     private func replica(at index: UInt64) throws -> ReplicaID {
         guard index < UInt64(table.count) else {
-            throw DecodingError.malformed("replica index \(index) outside table of \(table.count)", offset: reader.offset)
+            throw CodecError.malformed("replica index \(index) outside table of \(table.count)", offset: reader.offset)
         }
         return table[Int(index)]
     }
@@ -66,7 +66,7 @@ struct BatchDecoder {
             let replica = try replica(at: try reader.readVarint())
             let seq = try reader.readVarint(max: Op.maxCounter, "version vector entry")
             guard entries.updateValue(seq, forKey: replica) == nil else {
-                throw DecodingError.malformed("replica \(replica) twice in a version vector", offset: reader.offset)
+                throw CodecError.malformed("replica \(replica) twice in a version vector", offset: reader.offset)
             }
         }
         return VersionVector(entries)
@@ -80,7 +80,7 @@ struct BatchDecoder {
             let headOffset = reader.offset
             let head = try reader.readByte()
             guard head & 0x80 == 0, let kind = OpKind(rawValue: head & 0x0F) else {
-                throw DecodingError.malformed("unknown operation head \(head)", offset: headOffset)
+                throw CodecError.malformed("unknown operation head \(head)", offset: headOffset)
             }
             let seq = head & 0x10 != 0 ? previousSeq &+ 1 : previousSeq &+ UInt64(bitPattern: try reader.readZigzag())
             let lamport = head & 0x40 != 0 ? previousLamport &+ 1 : previousLamport &+ UInt64(bitPattern: try reader.readZigzag())
@@ -88,7 +88,7 @@ struct BatchDecoder {
             if kind != .noBackground && kind != .background && kind != .canvas {
                 if head & 0x20 != 0 {
                     guard let previousItem else {
-                        throw DecodingError.malformed("same-item flag on the first item operation of a run", offset: headOffset)
+                        throw CodecError.malformed("same-item flag on the first item operation of a run", offset: headOffset)
                     }
                     item = previousItem
                 } else {
@@ -100,7 +100,7 @@ struct BatchDecoder {
                     }
                 }
             } else if head & 0x20 != 0 {
-                throw DecodingError.malformed("same-item flag on a board operation", offset: headOffset)
+                throw CodecError.malformed("same-item flag on a board operation", offset: headOffset)
             }
             let payload = try readPayload(kind, item: item)
             operations.append(Op(id: OpID(replica: author, seq: seq), lamport: lamport, payload: payload))
@@ -164,7 +164,7 @@ struct BatchDecoder {
         let offset = reader.offset
         let bytes = try reader.readLengthPrefixed(max: ZKey.maxLength, "z key length")
         guard let key = ZKey(bytes: bytes) else {
-            throw DecodingError.malformed("z key is empty or ends in a zero byte", offset: offset)
+            throw CodecError.malformed("z key is empty or ends in a zero byte", offset: offset)
         }
         return key
     }
@@ -174,7 +174,7 @@ struct BatchDecoder {
         guard count > 0 else { return [] }
         let shiftOffset = reader.offset
         let shift = try reader.readByte()
-        guard shift <= 32 else { throw DecodingError.malformed("point shift \(shift) over 32", offset: shiftOffset) }
+        guard shift <= 32 else { throw CodecError.malformed("point shift \(shift) over 32", offset: shiftOffset) }
         var previous = lastPoint[item] ?? GridPoint(x: 0, y: 0)
         var points: [GridPoint] = []
         points.reserveCapacity(count)

@@ -1,5 +1,5 @@
 /// Reads what `ByteWriter` writes. Every read checks the remaining length first and throws
-/// `DecodingError` instead of trapping, so malformed input can never crash or over-allocate.
+/// `CodecError` instead of trapping, so malformed input can never crash or over-allocate.
 public struct ByteReader: Sendable {
     public let bytes: [UInt8]
     public private(set) var offset: Int
@@ -13,13 +13,13 @@ public struct ByteReader: Sendable {
     public var isAtEnd: Bool { offset >= bytes.count }
 
     public mutating func readByte() throws -> UInt8 {
-        guard offset < bytes.count else { throw DecodingError.truncated(offset: offset) }
+        guard offset < bytes.count else { throw CodecError.truncated(offset: offset) }
         defer { offset += 1 }
         return bytes[offset]
     }
 
     public mutating func readBytes(_ count: Int) throws -> ArraySlice<UInt8> {
-        guard count >= 0, count <= remaining else { throw DecodingError.truncated(offset: offset) }
+        guard count >= 0, count <= remaining else { throw CodecError.truncated(offset: offset) }
         defer { offset += count }
         return bytes[offset..<offset + count]
     }
@@ -30,11 +30,11 @@ public struct ByteReader: Sendable {
         var shift: UInt64 = 0
         while true {
             let byte = try readByte()
-            if shift == 63 && byte > 1 { throw DecodingError.malformed("varint overflows 64 bits", offset: start) }
+            if shift == 63 && byte > 1 { throw CodecError.malformed("varint overflows 64 bits", offset: start) }
             result |= UInt64(byte & 0x7F) << shift
             if byte & 0x80 == 0 { return result }
             shift += 7
-            if shift > 63 { throw DecodingError.malformed("varint longer than 10 bytes", offset: start) }
+            if shift > 63 { throw CodecError.malformed("varint longer than 10 bytes", offset: start) }
         }
     }
 
@@ -42,7 +42,7 @@ public struct ByteReader: Sendable {
     public mutating func readVarint(max limit: UInt64, _ what: String) throws -> UInt64 {
         let start = offset
         let value = try readVarint()
-        guard value <= limit else { throw DecodingError.limitExceeded(what, value: value, limit: limit, offset: start) }
+        guard value <= limit else { throw CodecError.limitExceeded(what, value: value, limit: limit, offset: start) }
         return value
     }
 
@@ -51,7 +51,7 @@ public struct ByteReader: Sendable {
     public mutating func readCount(max limit: Int, minimumSize: Int = 1, _ what: String) throws -> Int {
         let start = offset
         let value = try readVarint(max: UInt64(limit), what)
-        guard value <= UInt64(remaining) / UInt64(max(minimumSize, 1)) else { throw DecodingError.truncated(offset: start) }
+        guard value <= UInt64(remaining) / UInt64(max(minimumSize, 1)) else { throw CodecError.truncated(offset: start) }
         return Int(value)
     }
 
@@ -89,7 +89,7 @@ public struct ByteReader: Sendable {
 }
 
 /// Why bytes could not be decoded. Offsets count from the start of the buffer.
-public enum DecodingError: Error, Hashable, CustomStringConvertible {
+public enum CodecError: Error, Hashable, CustomStringConvertible {
     case truncated(offset: Int)
     case malformed(String, offset: Int)
     case limitExceeded(String, value: UInt64, limit: UInt64, offset: Int)

@@ -46,7 +46,7 @@ extension OperationBatch {
         return encoder.encode()
     }
 
-    /// Decodes and validates a whole batch. Throws `DecodingError` for malformed bytes, a limit
+    /// Decodes and validates a whole batch. Throws `CodecError` for malformed bytes, a limit
     /// exceeded, trailing bytes or an invalid operation; nothing is returned half-decoded.
     public init(decoding bytes: [UInt8]) throws {
         var decoder = BatchDecoder(reader: ByteReader(bytes))

@@ -1,0 +1,312 @@
+import BoardCRDT
+import BoardModel
+import Foundation
+
+/// A board package on disk, open for editing: the storage engine under documents, the CLI, peers
+/// and the sync server.
+///
+/// - The op log (`sync/oplog`) is the source of truth. `commit` and `merge` append to it and
+///   fsync before they return: an operation counts as saved only then.
+/// - Asset bytes live content-addressed in `sync/assets/<sha256>` (written before any operation
+///   that names them is logged), so a deleted sticker's image survives for a restore.
+/// - `manifest.json`, `background.png` and `stickers/` are a materialized view that `save`
+///   brings up to date incrementally; `open` rebuilds it when it is missing or older than the log.
+/// - An exclusive lock on `sync/lock` keeps two processes from editing one package at once.
+///
+/// Not thread-safe: one owner drives it (a document, a CLI command, a host's event loop).
+public final class BoardPackage {
+    public let path: String
+    public let fileSystem: any FileSystem
+    public private(set) var replica: Replica
+    /// What `open` found and repaired, in words for a log or a user.
+    public private(set) var notices: [String] = []
+
+    private var log: OpLog
+    private var lock: FileLock?
+    private var lastView: ViewIndex?
+    private var undoSaved: UndoHistory?
+    private var storedAssets: Set<AssetHash> = []
+
+    /// Records beyond which `save` considers compacting the log.
+    public var compactionRecordThreshold = 512
+
+    private init(path: String, fileSystem: any FileSystem, replica: Replica, log: OpLog, lock: FileLock) {
+        self.path = path
+        self.fileSystem = fileSystem
+        self.replica = replica
+        self.log = log
+        self.lock = lock
+    }
+
+    deinit { lock?.release() }
+
+    /// Releases the lock. The package must not be used afterwards.
+    public func close() {
+        lock?.release()
+        lock = nil
+    }
+
+    /// Bytes and records in the op log.
+    public var logSize: Int { log.size }
+    public var logRecordCount: Int { log.recordCount }
+
+    // MARK: Create and open
+
+    /// Creates a new, empty package owned by a replica with `replicaID`. Fails if anything exists
+    /// at `path`.
+    public static func create(at path: String, fileSystem: any FileSystem, replicaID: ReplicaID) throws -> BoardPackage {
+        if fileSystem.exists(path) { throw StoreError.alreadyExists(path: path) }
+        try fileSystem.createDirectories(path)
+        try fileSystem.syncDirectory(Path.parent(of: path))
+        try fileSystem.createDirectory(Path.join(path, PackageLayout.sync))
+        try fileSystem.createDirectory(Path.join(path, PackageLayout.assets))
+        try fileSystem.syncDirectory(path)
+        let lock = try takeLock(path, fileSystem)
+        try Identity(replicaID: replicaID, directory: fileSystem.identity(of: path)).write(to: path, fileSystem)
+        let (log, _, _) = try OpLog.open(Path.join(path, PackageLayout.opLog), fileSystem: fileSystem)
+        let package = BoardPackage(path: path, fileSystem: fileSystem, replica: Replica(id: replicaID), log: log, lock: lock)
+        try package.save()
+        return package
+    }
+
+    /// Opens a package, repairing what a crash or a copy left behind (see `notices`).
+    ///
+    /// - A package without `sync/` (written by a seed app) is imported: its items keep their ids.
+    /// - A package copied from another place gets a new replica id from `newReplicaID`, so the copy
+    ///   and its original never make operations under one id.
+    /// - A torn last log record (never acknowledged) is cut off.
+    /// - The view is rebuilt when it is missing, damaged or older than the log.
+    public static func open(at path: String, fileSystem: any FileSystem,
+                            newReplicaID: () -> ReplicaID) throws -> BoardPackage {
+        guard fileSystem.isDirectory(path) else { throw StoreError.notAPackage(path: path, "no such directory") }
+        if !fileSystem.isDirectory(Path.join(path, PackageLayout.sync)) {
+            return try importSeedPackage(at: path, fileSystem: fileSystem, replicaID: newReplicaID())
+        }
+        if !fileSystem.isDirectory(Path.join(path, PackageLayout.assets)) {
+            try fileSystem.createDirectory(Path.join(path, PackageLayout.assets))
+        }
+        let lock = try takeLock(path, fileSystem)
+        var notices: [String] = []
+        let directory = try fileSystem.identity(of: path)
+        var copied = false
+        let replicaID: ReplicaID
+        switch Identity.read(from: path, fileSystem) {
+        case .success(let identity) where identity.directory == directory:
+            replicaID = identity.replica
+        case .success(let identity):
+            replicaID = newReplicaID()
+            copied = true
+            notices.append("this package is a copy (or was restored from a backup): it now edits as replica \(replicaID), not \(identity.replica)")
+            try Identity(replicaID: replicaID, directory: directory).write(to: path, fileSystem)
+        case .failure(let why):
+            replicaID = newReplicaID()
+            copied = true
+            notices.append("the replica identity was \(why): it now edits as a new replica \(replicaID)")
+            try Identity(replicaID: replicaID, directory: directory).write(to: path, fileSystem)
+        }
+        let (log, batches, recovery) = try OpLog.open(Path.join(path, PackageLayout.opLog), fileSystem: fileSystem)
+        if recovery.truncatedBytes > 0 {
+            notices.append("cut \(recovery.truncatedBytes) bytes of a torn last log record (\(recovery.truncatedReason ?? "incomplete")); it had never been saved")
+        }
+        var replica = Replica(id: replicaID)
+        for batch in batches {
+            do {
+                try replica.apply(batch)
+            } catch {
+                throw StoreError.damagedLog(path: Path.join(path, PackageLayout.opLog), offset: 0, "a record holds an invalid operation: \(error)")
+            }
+        }
+        let package = BoardPackage(path: path, fileSystem: fileSystem, replica: replica, log: log, lock: lock)
+        package.notices = notices
+        try package.loadAssets()
+        if !copied, let bytes = try? fileSystem.readFile(Path.join(path, PackageLayout.undo)) {
+            if let history = try? UndoHistory(decoding: bytes) {
+                package.replica.undoHistory = history
+                package.undoSaved = history
+            } else {
+                package.notices.append("the undo history was damaged and has been reset")
+            }
+        }
+        package.lastView = ViewIndex.read(from: path, fileSystem)
+        if try package.viewNeedsRebuild() {
+            package.notices.append("rebuilt manifest.json and images from the op log")
+            package.lastView = nil
+            try package.save()
+        }
+        return package
+    }
+
+    private static func takeLock(_ path: String, _ fileSystem: any FileSystem) throws -> FileLock {
+        do {
+            return try fileSystem.lock(Path.join(path, PackageLayout.lock))
+        } catch let error as FileSystemError where error.code == .locked {
+            throw StoreError.locked(path: path)
+        }
+    }
+
+    // MARK: Editing
+
+    /// Runs a local edit on the replica and saves its operations durably (log append + fsync)
+    /// before returning. If the edit throws or the log cannot be written, nothing changes.
+    @discardableResult
+    public func commit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
+        var next = replica
+        let edit = try body(&next)
+        if !edit.operations.isEmpty {
+            try storeAssets(referencedBy: edit.operations, from: next)
+            try log.append(OperationBatch(operations: edit.operations))
+        }
+        replica = next
+        return edit
+    }
+
+    /// Merges a peer's operations and saves the new ones durably before returning; returns how
+    /// many were new. Asset bytes should be added with `addAsset` as they arrive.
+    @discardableResult
+    public func merge(_ batch: OperationBatch) throws -> Int {
+        var next = replica
+        let fresh = batch.operations.filter { !next.hasIntegrated($0.id) }
+        let count = try next.apply(batch)
+        let raisesVector = next.versionVector != replica.versionVector
+        if count > 0 || raisesVector {
+            try log.append(OperationBatch(operations: fresh, base: batch.base, covers: batch.covers))
+        }
+        replica = next
+        return count
+    }
+
+    /// Stores asset bytes durably and makes them available to snapshots. With `claimedHash`,
+    /// bytes that do not match are refused.
+    @discardableResult
+    public func addAsset(_ data: Data, claimedHash: AssetHash? = nil) throws -> AssetHash {
+        let hash = AssetHash.of(data)
+        if let claimedHash, claimedHash != hash {
+            throw AssetStoreError.hashMismatch(claimed: claimedHash, actual: hash)
+        }
+        try storeAsset(hash, data)
+        replica.assets.insert(data)
+        return hash
+    }
+
+    // MARK: Saving the view
+
+    /// Brings the view (manifest, background, sticker images) up to date with the replica,
+    /// writing only what changed, then records what the view now reflects. Also saves the undo
+    /// history and compacts the log when it has grown well past the state it holds.
+    @discardableResult
+    public func save(progress: (PackageWriter.Progress) -> Void = { _ in }) throws -> PackageWriter.Report {
+        let board = replica.snapshot()
+        let writer = PackageWriter(fileSystem: fileSystem)
+        let report = try writer.write(board, to: path, previous: lastView?.snapshot, progress: progress)
+        let history = replica.undoHistory
+        if history != undoSaved {
+            try fileSystem.writeAtomically(Path.join(path, PackageLayout.undo), history.encoded())
+            undoSaved = history
+        }
+        let index = ViewIndex(board: board, version: replica.versionVector)
+        try index.write(to: path, fileSystem)
+        lastView = index
+        try compactIfWorthwhile()
+        return report
+    }
+
+    /// Rewrites the log as one record of the replica's surviving operations.
+    public func compactLog() throws {
+        try log.compact(to: replica.fullState())
+    }
+
+    private func compactIfWorthwhile() throws {
+        guard log.recordCount > compactionRecordThreshold else { return }
+        let state = replica.fullState()
+        if log.size > 2 * (state.encoded().count + OpLog.magic.count + 8) {
+            try log.compact(to: state)
+        }
+    }
+
+    // MARK: Assets
+
+    private func assetPath(_ hash: AssetHash) -> String {
+        Path.join(path, PackageLayout.assets, hash.hex)
+    }
+
+    private func storeAsset(_ hash: AssetHash, _ data: Data) throws {
+        guard !storedAssets.contains(hash) else { return }
+        if try fileSystem.fileSize(assetPath(hash)) != data.count {
+            try fileSystem.writeAtomically(assetPath(hash), Array(data))
+        }
+        storedAssets.insert(hash)
+    }
+
+    private func storeAssets(referencedBy operations: [Op], from replica: Replica) throws {
+        for op in operations {
+            let hash: AssetHash?
+            switch op.payload {
+            case .addSticker(_, let start): hash = start.asset
+            case .setItem(_, .asset(let value)): hash = value
+            case .setBoard(.background(let value)): hash = value
+            default: hash = nil
+            }
+            if let hash, let data = replica.assets.data(for: hash) { try storeAsset(hash, data) }
+        }
+    }
+
+    /// Loads `sync/assets`, dropping files whose bytes do not match their name, and recovers
+    /// referenced assets that only the view still holds.
+    private func loadAssets() throws {
+        let directory = Path.join(path, PackageLayout.assets)
+        for name in try fileSystem.listDirectory(directory) {
+            guard let hash = AssetHash(hex: name) else { continue }
+            let bytes = try fileSystem.readFile(Path.join(directory, name))
+            if AssetHash.of(bytes) == hash {
+                replica.assets.insert(Data(bytes))
+                storedAssets.insert(hash)
+            } else {
+                notices.append("asset \(name) was damaged and has been removed; a peer can send it again")
+                try fileSystem.removeFile(Path.join(directory, name))
+            }
+        }
+        let missing = Set(replica.missingAssets)
+        guard !missing.isEmpty else { return }
+        var candidates = [Path.join(path, PackageLayout.background)]
+        if let names = try? fileSystem.listDirectory(Path.join(path, PackageLayout.stickers)) {
+            candidates += names.map { Path.join(path, PackageLayout.stickers, $0) }
+        }
+        for file in candidates {
+            guard let bytes = try? fileSystem.readFile(file) else { continue }
+            let hash = AssetHash.of(bytes)
+            if missing.contains(hash), !replica.assets.contains(hash) {
+                try storeAsset(hash, Data(bytes))
+                replica.assets.insert(Data(bytes))
+                notices.append("recovered asset \(hash.hex.prefix(12)) from \(Path.name(of: file))")
+            }
+        }
+    }
+
+    private func viewNeedsRebuild() throws -> Bool {
+        guard let view = lastView, view.versionVector == replica.versionVector else { return true }
+        guard try fileSystem.fileSize(Path.join(path, PackageLayout.manifest)) != nil else { return true }
+        if view.background != nil, try fileSystem.fileSize(Path.join(path, PackageLayout.background)) == nil { return true }
+        for id in view.stickers.keys {
+            if try fileSystem.fileSize(Path.join(path, PackageLayout.stickers, "\(id).png")) == nil { return true }
+        }
+        return false
+    }
+
+    // MARK: Seed import
+
+    private static func importSeedPackage(at path: String, fileSystem: any FileSystem, replicaID: ReplicaID) throws -> BoardPackage {
+        let board = try PackageReader(fileSystem: fileSystem).read(path)
+        try fileSystem.createDirectory(Path.join(path, PackageLayout.sync))
+        try fileSystem.createDirectory(Path.join(path, PackageLayout.assets))
+        try fileSystem.syncDirectory(path)
+        let lock = try takeLock(path, fileSystem)
+        try Identity(replicaID: replicaID, directory: fileSystem.identity(of: path)).write(to: path, fileSystem)
+        let (log, _, _) = try OpLog.open(Path.join(path, PackageLayout.opLog), fileSystem: fileSystem)
+        let package = BoardPackage(path: path, fileSystem: fileSystem, replica: Replica(id: replicaID), log: log, lock: lock)
+        try package.commit { replica in try replica.edits(toMatch: board) }
+        package.replica.undoHistory = UndoHistory()
+        package.notices.append("imported a package without sync data: \(board.strokes.count) strokes, \(board.stickers.count) stickers")
+        try package.save()
+        return package
+    }
+}

@@ -1,0 +1,19 @@
+import Foundation
+
+/// Names inside a `.boardpkg` directory (seed layout plus `sync/`).
+public enum PackageLayout {
+    public static let manifest = "manifest.json"
+    public static let background = "background.png"
+    public static let stickers = "stickers"
+    public static let sync = "sync"
+    public static let opLog = "sync/oplog"
+    public static let identity = "sync/replica.json"
+    public static let view = "sync/view.json"
+    public static let undo = "sync/undo.bin"
+    public static let assets = "sync/assets"
+    public static let lock = "sync/lock"
+
+    public static func stickerFile(_ id: UUID) -> String {
+        "\(stickers)/\(id.uuidString).png"
+    }
+}

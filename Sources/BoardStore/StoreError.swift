@@ -1,0 +1,25 @@
+import BoardCRDT
+
+/// Why a package could not be opened, read or written. Every case names the file and what to do.
+public enum StoreError: Error, Equatable, CustomStringConvertible {
+    case notAPackage(path: String, String)
+    case alreadyExists(path: String)
+    case damagedLog(path: String, offset: Int, String)
+    case damagedFile(path: String, String)
+    case unsupportedContentType(String)
+    case invalidImage(path: String, String)
+    case locked(path: String)
+
+    public var description: String {
+        switch self {
+        case .notAPackage(let path, let why): return "\(path) is not a board package: \(why)"
+        case .alreadyExists(let path): return "\(path) already exists; choose another name or remove it first"
+        case .damagedLog(let path, let offset, let why):
+            return "the op log \(path) is damaged at byte \(offset): \(why). Nothing was changed; restore the package from a backup or a peer"
+        case .damagedFile(let path, let why): return "\(path) is damaged: \(why)"
+        case .unsupportedContentType(let type): return "writing \(type) is not supported yet (board packages only; exports arrive with the export issue)"
+        case .invalidImage(let path, let why): return "\(path): \(why)"
+        case .locked(let path): return "\(path) is open in another process (a peer, the server or another command); try again when it has finished"
+        }
+    }
+}
