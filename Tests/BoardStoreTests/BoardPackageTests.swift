@@ -1,0 +1,209 @@
+import BoardCRDT
+import BoardModel
+import BoardStore
+import Foundation
+import Testing
+
+@Suite struct BoardPackageTests {
+    static let root = "/boards/Test.boardpkg"
+
+    @Test func reopeningRestoresEveryOperationUndoAndAssets() throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/boards")
+        let ids = IDSource()
+        let (package, sticker, _, _) = try makeSamplePackage(fs, ids: ids)
+        try package.commit { try $0.move(sticker, to: pt(70, 80)) }
+        try package.save()
+        let expected = try package.replica.snapshot().canonicalJSON()
+        let vector = package.replica.versionVector
+        package.close()
+        let reopened = try BoardPackage.open(at: Self.root, fileSystem: fs, newReplicaID: ids.make)
+        #expect(reopened.notices.isEmpty, "\(reopened.notices)")
+        #expect(reopened.replica.id == package.replica.id)
+        #expect(reopened.replica.versionVector == vector)
+        #expect(try reopened.replica.snapshot().canonicalJSON() == expected)
+        // Undo works across the reopen: the move is undone first.
+        try reopened.commit { $0.undo() }
+        #expect(reopened.replica.snapshot().stickers.first { $0.id == sticker.uuid }?.position == pt(10, 10))
+    }
+
+    @Test func aSecondOpenOfAnOpenPackageIsRefused() throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/boards")
+        let ids = IDSource()
+        let (package, _, _, _) = try makeSamplePackage(fs, ids: ids)
+        #expect(throws: StoreError.locked(path: Self.root)) {
+            try BoardPackage.open(at: Self.root, fileSystem: fs, newReplicaID: ids.make)
+        }
+        package.close()
+        _ = try BoardPackage.open(at: Self.root, fileSystem: fs, newReplicaID: ids.make)
+    }
+
+    @Test func aCopiedPackageOpenedBesideItsOriginalGetsANewReplicaID() throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/boards")
+        let ids = IDSource()
+        let (package, _, _, _) = try makeSamplePackage(fs, ids: ids)
+        let original = package.replica.id
+        package.close()
+        fs.copyTree(Self.root, to: "/boards/Copy.boardpkg")
+        let copy = try BoardPackage.open(at: "/boards/Copy.boardpkg", fileSystem: fs, newReplicaID: ids.make)
+        let again = try BoardPackage.open(at: Self.root, fileSystem: fs, newReplicaID: ids.make)
+        #expect(again.replica.id == original)
+        #expect(copy.replica.id != original)
+        #expect(copy.notices.contains { $0.contains("copy") })
+        #expect(try copy.replica.snapshot().canonicalJSON() == again.replica.snapshot().canonicalJSON())
+        // Edits on both never collide: their op ids differ.
+        let a = try copy.commit { $0.setBackground(asset: nil) }.operations[0].id
+        let b = try again.commit { $0.setBackground(asset: nil) }.operations[0].id
+        #expect(a != b)
+        // The copy's id is remembered: reopening it keeps the new id.
+        copy.close()
+        let copyAgain = try BoardPackage.open(at: "/boards/Copy.boardpkg", fileSystem: fs, newReplicaID: ids.make)
+        #expect(copyAgain.replica.id == copy.replica.id)
+    }
+
+    @Test func theViewIsRebuiltFromTheLogWhenMissingOrOlder() throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/boards")
+        let ids = IDSource()
+        let (package, sticker, _, _) = try makeSamplePackage(fs, ids: ids)
+        // Saved to the log but never to the view (the process stopped before a save).
+        try package.commit { try $0.move(sticker, to: pt(1, 2)) }
+        package.close()
+        try fs.removeFile("\(Self.root)/background.png")
+        let reopened = try BoardPackage.open(at: Self.root, fileSystem: fs, newReplicaID: ids.make)
+        #expect(reopened.notices.contains { $0.contains("rebuilt") })
+        let manifest = try PackageReader(fileSystem: fs).read(Self.root)
+        #expect(manifest.stickers.first { $0.id == sticker.uuid }?.position == pt(1, 2))
+        #expect(manifest.backgroundPNG == pngGreen)
+    }
+
+    @Test func aPackageWithoutSyncDataIsImportedKeepingItemIDs() throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectories("/boards/Seed.boardpkg/stickers")
+        let strokeID = UUID(uuidString: "8B3E1F0A-0000-4000-8000-000000000001")!
+        let stickerID = UUID(uuidString: "A573B5D1-0000-4000-8000-000000000002")!
+        let seedManifest = """
+        {"schemaVersion":1,"canvasSize":{"width":800,"height":600},
+         "strokes":[{"id":"\(strokeID.uuidString)","color":{"red":1,"green":0,"blue":0,"alpha":1},"width":3,
+                     "points":[{"x":1,"y":2},{"x":3,"y":4}]}],
+         "stickers":[{"id":"\(stickerID.uuidString)","imagePNG":"","position":{"x":40,"y":50},"scale":2,"rotationRadians":0.5}]}
+        """
+        try fs.writeFile("/boards/Seed.boardpkg/manifest.json", Array(seedManifest.utf8))
+        try fs.writeFile("/boards/Seed.boardpkg/stickers/\(stickerID.uuidString).png", Array(pngBlue))
+        let package = try BoardPackage.open(at: "/boards/Seed.boardpkg", fileSystem: fs, newReplicaID: IDSource().make)
+        let board = package.replica.snapshot()
+        #expect(board.canvasSize == CodableSize(width: 800, height: 600))
+        #expect(board.strokes.map(\.id) == [strokeID])
+        #expect(board.strokes[0].points == [pt(1, 2), pt(3, 4)])
+        #expect(board.stickers.map(\.id) == [stickerID])
+        #expect(board.stickers[0].imagePNG == pngBlue)
+        #expect(board.stickers[0].scale == 2)
+        #expect(board.paintOrder == [strokeID, stickerID])
+        #expect(fs.isDirectory("/boards/Seed.boardpkg/sync"))
+    }
+
+    @Test func tornLastLogRecordIsCutAndEarlierRecordsKept() throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/boards")
+        let ids = IDSource()
+        let (package, sticker, _, _) = try makeSamplePackage(fs, ids: ids)
+        let saved = package.replica.versionVector
+        // The next commit's append is torn by a power loss.
+        fs.crash(atStep: 1, tornWrite: true)
+        #expect(throws: FileSystemError.self) { try package.commit { try $0.move(sticker, to: pt(5, 5)) } }
+        fs.restart(.processCrash)
+        package.close()
+        let reopened = try BoardPackage.open(at: Self.root, fileSystem: fs, newReplicaID: ids.make)
+        #expect(reopened.notices.contains { $0.contains("torn") })
+        #expect(reopened.replica.versionVector == saved)
+    }
+
+    @Test func aBitFlipInsideTheLogIsAClearErrorThatChangesNothing() throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/boards")
+        let ids = IDSource()
+        let (package, _, _, _) = try makeSamplePackage(fs, ids: ids)
+        package.close()
+        let logPath = "\(Self.root)/sync/oplog"
+        let before = try fs.readFile(logPath)
+        fs.corrupt(logPath) { bytes in var b = bytes; b[20] ^= 0x04; return b }
+        let damaged = try fs.readFile(logPath)
+        do {
+            _ = try BoardPackage.open(at: Self.root, fileSystem: fs, newReplicaID: ids.make)
+            Issue.record("a damaged log opened")
+        } catch let error as StoreError {
+            guard case .damagedLog = error else { Issue.record("unexpected \(error)"); return }
+            #expect(error.description.contains("oplog"))
+        }
+        #expect(try fs.readFile(logPath) == damaged, "the damaged log is left as it was")
+        #expect(before != damaged)
+    }
+
+    @Test(arguments: [0, 3, 7, 8, 9, 15])
+    func truncatedLogsRecoverToTheirCompleteRecords(keep: Int) throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/boards")
+        let ids = IDSource()
+        let (package, _, _, _) = try makeSamplePackage(fs, ids: ids)
+        package.close()
+        let logPath = "\(Self.root)/sync/oplog"
+        let full = try fs.readFile(logPath)
+        fs.corrupt(logPath) { Array($0.prefix(keep)) }
+        let reopened = try BoardPackage.open(at: Self.root, fileSystem: fs, newReplicaID: ids.make)
+        #expect(reopened.replica.storedOperationCount == 0, "no complete record survives \(keep) of \(full.count) bytes")
+    }
+
+    @Test func aDamagedManifestIsRebuiltFromTheLog() throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/boards")
+        let ids = IDSource()
+        let (package, _, _, _) = try makeSamplePackage(fs, ids: ids)
+        let expected = try package.replica.snapshot().canonicalJSON()
+        package.close()
+        fs.corrupt("\(Self.root)/manifest.json") { Array($0.prefix($0.count / 2)) }
+        #expect(throws: StoreError.self) { try PackageReader(fileSystem: fs).read(Self.root) }
+        fs.corrupt("\(Self.root)/sync/view.json") { _ in [] }
+        let reopened = try BoardPackage.open(at: Self.root, fileSystem: fs, newReplicaID: ids.make)
+        #expect(try reopened.replica.snapshot().canonicalJSON() == expected)
+        _ = try PackageReader(fileSystem: fs).read(Self.root)
+    }
+
+    @Test func compactionKeepsTheStateAndShrinksTheLog() throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/boards")
+        let ids = IDSource()
+        let (package, sticker, _, _) = try makeSamplePackage(fs, ids: ids)
+        package.compactionRecordThreshold = 50
+        for x in 0..<200 { try package.commit { try $0.move(sticker, to: pt(Double(x), 0)) } }
+        let before = package.logSize
+        try package.save()
+        #expect(package.logRecordCount == 1)
+        #expect(package.logSize < before / 4)
+        let expected = try package.replica.snapshot().canonicalJSON()
+        let vector = package.replica.versionVector
+        package.close()
+        let reopened = try BoardPackage.open(at: Self.root, fileSystem: fs, newReplicaID: ids.make)
+        #expect(try reopened.replica.snapshot().canonicalJSON() == expected)
+        #expect(reopened.replica.versionVector == vector)
+    }
+
+    @Test func coalescedSavesWaitForAPauseButNeverLongerThanTheMaximum() {
+        var scheduler = SaveScheduler(quietPeriod: 0.25, maxDelay: 1.0)
+        #expect(scheduler.deadline == nil)
+        // 1,000 edits over one second: one every millisecond.
+        var saves = 0
+        for index in 0..<1000 {
+            let now = Double(index) / 1000
+            scheduler.noteChange(now: now)
+            if scheduler.isDue(now: now) { saves += 1; scheduler.didSave() }
+        }
+        #expect(saves == 0, "continuous edits: the first forced save comes at 1 s")
+        #expect(scheduler.deadline == 1.0)
+        #expect(scheduler.isDue(now: 1.0))
+        scheduler.didSave()
+        scheduler.noteChange(now: 2.0)
+        #expect(scheduler.deadline == 2.25)
+    }
+}

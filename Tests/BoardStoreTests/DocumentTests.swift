@@ -1,0 +1,81 @@
+import BoardCRDT
+import BoardModel
+import BoardStore
+import Foundation
+import Testing
+
+@Suite struct DocumentTests {
+    @Test func documentSnapshotPackageSnapshotDocumentRoundTripIncludingPendingAssets() throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/out")
+        let ids = IDSource()
+        let document = try BoardDocument(replicaID: ids.make(), source: .photoBoard(pngGreen))
+        let sticker = try document.edit { try $0.addSticker(imagePNG: pngRed, at: pt(12.5, 7.25), scale: 1.5, rotation: 0.25) }.item!
+        let pendingHash = AssetHash.of(Array("arrives later".utf8))
+        let pending = try document.edit { try $0.addSticker(asset: pendingHash, at: pt(3, 3)) }.item!
+        try document.edit { replica in
+            let edit = try replica.beginStroke(color: RGBAColor(red: 0.2, green: 0.4, blue: 0.6), width: 3, points: [pt(1, 1), pt(2, 3)])
+            replica.finishStroke()
+            return edit
+        }
+        try document.edit { try $0.sendToBack(sticker) }
+        #expect(document.isDirty)
+
+        let snapshot = try document.snapshot(contentType: .boardPackage)
+        #expect(snapshot.canvasSize == CodableSize(width: 5, height: 5), "the photo sized the canvas")
+        #expect(snapshot.pendingStickerIDs == [pending.uuid])
+        let writer = document.writer(configuration: WriteConfiguration(contentType: .boardPackage, fileSystem: fs))
+        try writer.write(content: snapshot, to: "/out/Round.boardpkg", previous: nil)
+        document.markSaved()
+        #expect(!document.isDirty)
+
+        let read = try document.reader(configuration: ReadConfiguration(contentType: .boardPackage, fileSystem: fs)).read(from: "/out/Round.boardpkg")
+        #expect(read == snapshot, "package → snapshot gives back the same board, pending sticker included")
+
+        let copy = try BoardDocument(replicaID: ids.make())
+        try copy.apply(snapshot: read, previous: nil)
+        #expect(try copy.replica.snapshot().canonicalJSON() == snapshot.canonicalJSON())
+        #expect(copy.replica.missingAssets == [pendingHash])
+        // Applying the same snapshot again changes nothing.
+        #expect(try copy.apply(snapshot: read, previous: nil).operations.isEmpty)
+    }
+
+    @Test func exportTypesFailClearlyUntilTheirRenderersArrive() throws {
+        let document = try BoardDocument(replicaID: ReplicaID(1))
+        let snapshot = try document.snapshot(contentType: .png)
+        for type in [ContentType.png, .pdf, .svg] {
+            let writer = document.writer(configuration: WriteConfiguration(contentType: type, fileSystem: MemoryFileSystem()))
+            #expect(throws: StoreError.unsupportedContentType(type.description)) {
+                try writer.write(content: snapshot, to: "/x.\(type.fileExtension)", previous: nil)
+            }
+        }
+        #expect(ContentType.forPath("/a/Weekend.boardpkg/") == .boardPackage)
+        #expect(ContentType.forPath("export.PNG") == .png)
+    }
+
+    @Test func everyUserFacingChangeMarksTheDocumentAndCallsAutosave() throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/boards")
+        let package = try BoardPackage.create(at: "/boards/A.boardpkg", fileSystem: fs, replicaID: ReplicaID(7))
+        let document = BoardDocument(package: package)
+        var calls = 0
+        document.autosave = { _ in calls += 1 }
+        let sticker = try document.edit { try $0.addSticker(imagePNG: pngRed, at: pt(0, 0)) }.item!
+        try document.edit { try $0.move(sticker, to: pt(1, 1)) }
+        _ = try document.undo()
+        #expect(calls == 3)
+        #expect(document.isDirty)
+        try document.save()
+        #expect(!document.isDirty)
+        _ = try document.edit { $0.undo() }  // undoes the sticker's creation
+        #expect(document.replica.snapshot().stickers.isEmpty)
+        _ = try document.edit { $0.undo() }  // nothing left: no change, no call
+        #expect(calls == 4)
+    }
+
+    @Test func aPhotoThatIsNotAPNGIsRefused() {
+        #expect(throws: StoreError.self) {
+            try BoardDocument(replicaID: ReplicaID(1), source: .photoBoard(Data("GIF89a".utf8)))
+        }
+    }
+}
