@@ -6,6 +6,7 @@ import PackageDescription
 let package = Package(
     name: "BoardSync",
     products: [
+        .executable(name: "board-sync", targets: ["board-sync"]),
         .library(name: "BoardModel", targets: ["BoardModel"]),
         .library(name: "BoardCRDT", targets: ["BoardCRDT"]),
         .library(name: "BoardStore", targets: ["BoardStore"]),
@@ -18,6 +19,8 @@ let package = Package(
         .target(name: "BoardCRDT", dependencies: ["BoardModel"]),
         // Board packages on disk: the incremental writer, the durable op log, the file-system seam.
         .target(name: "BoardStore", dependencies: ["BoardModel", "BoardCRDT"]),
+        // The command-line tool, wrapped by bin/board-sync.
+        .executableTarget(name: "board-sync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore"]),
         // Seeded randomness and history generation that drives the real replica code.
         .target(
             name: "BoardSimulation",
@@ -32,6 +35,7 @@ let package = Package(
         ),
         .testTarget(name: "BoardModelTests", dependencies: ["BoardModel"]),
         .testTarget(name: "BoardCRDTTests", dependencies: ["BoardModel", "BoardCRDT", "BoardSimulation"]),
+        .testTarget(name: "BoardSyncCLITests", dependencies: ["BoardModel"]),
         .testTarget(name: "BoardStoreTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSimulation"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,119 @@
+import BoardModel
+import Foundation
+
+/// Bad usage: printed as `Error: …` followed by the command's usage, exit 64.
+struct UsageError: Error {
+    let message: String
+    init(_ message: String) { self.message = message }
+}
+
+/// A runtime failure: printed as `Error: …`, exit 1.
+struct Failure: Error {
+    let message: String
+    init(_ message: String) { self.message = message }
+}
+
+/// Options and positionals of one command line, parsed against what the command declares.
+struct Arguments {
+    private(set) var positionals: [String] = []
+    private var values: [String: String] = [:]
+    private var present: Set<String> = []
+
+    /// `options` take a value (`--to X,Y` or `--to=X,Y`); `flags` do not.
+    init(_ arguments: [String], options: Set<String>, flags: Set<String>) throws {
+        var index = 0
+        var onlyPositionals = false
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if onlyPositionals || !argument.hasPrefix("--") || argument == "-" {
+                // A lone "-5,3" style value is a positional, not an option.
+                positionals.append(argument)
+                continue
+            }
+            if argument == "--" { onlyPositionals = true; continue }
+            var name = String(argument.dropFirst(2))
+            var inline: String?
+            if let equals = name.firstIndex(of: "=") {
+                inline = String(name[name.index(after: equals)...])
+                name = String(name[..<equals])
+            }
+            if flags.contains(name) {
+                guard inline == nil else { throw UsageError("--\(name) takes no value") }
+                present.insert(name)
+            } else if options.contains(name) {
+                if let inline {
+                    values[name] = inline
+                } else {
+                    guard index < arguments.count else { throw UsageError("--\(name) needs a value") }
+                    values[name] = arguments[index]
+                    index += 1
+                }
+                present.insert(name)
+            } else {
+                throw UsageError("unknown option --\(name)")
+            }
+        }
+    }
+
+    func has(_ flag: String) -> Bool { present.contains(flag) }
+    func value(_ option: String) -> String? { values[option] }
+
+    /// Exactly `names.count` positionals, named in errors by `names`.
+    func positionals(_ names: [String]) throws -> [String] {
+        if positionals.count < names.count {
+            throw UsageError("missing \(names[positionals.count])")
+        }
+        if positionals.count > names.count {
+            throw UsageError("unexpected argument '\(positionals[names.count])'")
+        }
+        return positionals
+    }
+}
+
+/// Strict parsers for the values the commands take. Each error names the option and the value.
+enum Parse {
+    static func number(_ text: String, _ what: String) throws -> Double {
+        guard let value = Double(text.trimmingCharacters(in: .whitespaces)), value.isFinite else {
+            throw UsageError("\(what) '\(text)' is not a finite number")
+        }
+        return value
+    }
+
+    static func point(_ text: String, _ what: String) throws -> CodablePoint {
+        let parts = text.split(separator: ",", omittingEmptySubsequences: false)
+        guard parts.count == 2 else { throw UsageError("\(what) '\(text)' is not a point X,Y") }
+        return CodablePoint(x: try number(String(parts[0]), what), y: try number(String(parts[1]), what))
+    }
+
+    static func points(_ text: String, _ what: String) throws -> [CodablePoint] {
+        let items = text.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" })
+        guard !items.isEmpty else { throw UsageError("\(what) needs at least one point X,Y") }
+        return try items.map { try point(String($0), what) }
+    }
+
+    static func size(_ text: String, _ what: String) throws -> CodableSize {
+        let parts = text.lowercased().split(separator: "x", omittingEmptySubsequences: false)
+        guard parts.count == 2 else { throw UsageError("\(what) '\(text)' is not a size WxH") }
+        let size = CodableSize(width: try number(String(parts[0]), what), height: try number(String(parts[1]), what))
+        guard size.width > 0, size.height > 0 else { throw UsageError("\(what) '\(text)' must be positive") }
+        return size
+    }
+
+    static func color(_ text: String) throws -> RGBAColor {
+        var digits = Substring(text)
+        if digits.hasPrefix("#") { digits = digits.dropFirst() }
+        guard digits.count == 6 || digits.count == 8, digits.allSatisfy(\.isHexDigit),
+              let value = UInt32(digits, radix: 16) else {
+            throw UsageError("--color '\(text)' is not #RRGGBB or #RRGGBBAA")
+        }
+        let full = digits.count == 6 ? value << 8 | 0xFF : value
+        func channel(_ shift: UInt32) -> Double { Double((full >> shift) & 0xFF) / 255 }
+        return RGBAColor(red: channel(24), green: channel(16), blue: channel(8), alpha: channel(0))
+    }
+
+    static func uuid(_ text: String) throws -> UUID {
+        guard let uuid = UUID(uuidString: text) else { throw UsageError("'\(text)' is not an item id (a UUID as `show` prints it)") }
+        return uuid
+    }
+}

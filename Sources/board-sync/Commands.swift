@@ -1,0 +1,231 @@
+import BoardCRDT
+import BoardModel
+import BoardStore
+import Foundation
+
+/// The edit and inspection commands. Each parses and checks all of its input before it opens the
+/// package, so bad input changes nothing on disk; each edit is one operation group, durable in
+/// the op log before the view is saved.
+struct Commands {
+    let fileSystem: any FileSystem = PosixFileSystem()
+
+    static func randomReplicaID() -> ReplicaID {
+        var generator = SystemRandomNumberGenerator()
+        return ReplicaID(UInt64.random(in: 1...UInt64.max, using: &generator))
+    }
+
+    func run(_ name: String, _ raw: [String]) throws {
+        switch name {
+        case "new": try new(raw)
+        case "stroke": try stroke(raw)
+        case "sticker": try sticker(raw)
+        case "move": try move(raw)
+        case "transform": try transform(raw)
+        case "delete", "restore", "front", "back": try itemCommand(name, raw)
+        case "undo", "redo": try undoRedo(name, raw)
+        case "show": try show(raw)
+        case "log": try log(raw)
+        default: throw UsageError("unknown subcommand '\(name)'")
+        }
+    }
+
+    // MARK: Commands
+
+    private func new(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: ["canvas", "background"], flags: ["json"])
+        let path = try args.positionals(["<package>"])[0]
+        let canvas = try args.value("canvas").map { try Parse.size($0, "--canvas") }
+        let background = try args.value("background").map(readPNG)
+        let package: BoardPackage
+        do {
+            package = try BoardPackage.create(at: path, fileSystem: fileSystem, replicaID: Self.randomReplicaID())
+        } catch StoreError.alreadyExists(let existing) {
+            throw Failure("\(existing) already exists; choose another name or remove it first")
+        }
+        defer { package.close() }
+        if canvas != nil || background != nil {
+            try package.commit { replica in
+                var made: [Op] = []
+                if let canvas { made += try replica.setCanvasSize(canvas).operations }
+                if let background { made += replica.setBackground(imagePNG: background).operations }
+                return LocalEdit(operations: made)
+            }
+            // A fresh board starts with an empty undo history: its setup is not an undoable edit.
+            try package.commit { replica in
+                replica.undoHistory = UndoHistory()
+                return LocalEdit()
+            }
+            try package.save()
+        }
+        if args.has("json") {
+            try printJSON(["package": path, "replica": package.replica.id.description])
+        }
+    }
+
+    private func stroke(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: ["points", "color", "width"], flags: ["json"])
+        let path = try args.positionals(["<package>"])[0]
+        guard let pointsText = args.value("points") else { throw UsageError("missing --points \"X,Y X,Y ...\"") }
+        let points = try Parse.points(pointsText, "--points")
+        let color = try args.value("color").map(Parse.color) ?? RGBAColor.black
+        let width = try args.value("width").map { try Parse.number($0, "--width") } ?? 2
+        guard width >= 0 else { throw UsageError("--width '\(width)' must not be negative") }
+        let edit = try withPackage(path) { package in
+            try package.commit { replica in
+                let edit = try replica.beginStroke(color: color, width: width, points: points)
+                replica.finishStroke()
+                return edit
+            }
+        }
+        try report(edit, json: args.has("json"), printID: true)
+    }
+
+    private func sticker(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: ["image", "at", "scale", "rotation"], flags: ["json"])
+        let path = try args.positionals(["<package>"])[0]
+        guard let imagePath = args.value("image") else { throw UsageError("missing --image FILE.png") }
+        guard let atText = args.value("at") else { throw UsageError("missing --at X,Y") }
+        let at = try Parse.point(atText, "--at")
+        let scale = try args.value("scale").map { try Parse.number($0, "--scale") } ?? 1
+        let rotation = try args.value("rotation").map { try Parse.number($0, "--rotation") } ?? 0
+        let image = try readPNG(imagePath)
+        let edit = try withPackage(path) { package in
+            let hash = try package.addAsset(image)
+            return try package.commit { try $0.addSticker(asset: hash, at: at, scale: scale, rotation: rotation) }
+        }
+        try report(edit, json: args.has("json"), printID: true)
+    }
+
+    private func move(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: ["to"], flags: ["json"])
+        let positionals = try args.positionals(["<package>", "<id>"])
+        let id = ItemID(uuid: try Parse.uuid(positionals[1]))
+        guard let toText = args.value("to") else { throw UsageError("missing --to X,Y") }
+        let to = try Parse.point(toText, "--to")
+        let edit = try withPackage(positionals[0]) { package in
+            try package.commit { try $0.move(id, to: to) }
+        }
+        try report(edit, json: args.has("json"), printID: false)
+    }
+
+    private func transform(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: ["scale", "rotation"], flags: ["json"])
+        let positionals = try args.positionals(["<package>", "<id>"])
+        let id = ItemID(uuid: try Parse.uuid(positionals[1]))
+        let scale = try args.value("scale").map { try Parse.number($0, "--scale") }
+        let rotation = try args.value("rotation").map { try Parse.number($0, "--rotation") }
+        guard scale != nil || rotation != nil else { throw UsageError("give --scale, --rotation or both") }
+        let edit = try withPackage(positionals[0]) { package in
+            try package.commit { replica in
+                replica.beginUndoGroup()
+                defer { replica.endUndoGroup() }
+                var made: [Op] = []
+                if let scale { made += try replica.setScale(id, to: scale).operations }
+                if let rotation { made += try replica.setRotation(id, to: rotation).operations }
+                return LocalEdit(item: id, operations: made)
+            }
+        }
+        try report(edit, json: args.has("json"), printID: false)
+    }
+
+    private func itemCommand(_ name: String, _ raw: [String]) throws {
+        let args = try Arguments(raw, options: [], flags: ["json"])
+        let positionals = try args.positionals(["<package>", "<id>"])
+        let id = ItemID(uuid: try Parse.uuid(positionals[1]))
+        let edit = try withPackage(positionals[0]) { package in
+            try package.commit { replica in
+                switch name {
+                case "delete": return try replica.delete(id)
+                case "restore": return try replica.restore(id)
+                case "front": return try replica.bringToFront(id)
+                default: return try replica.sendToBack(id)
+                }
+            }
+        }
+        try report(edit, json: args.has("json"), printID: false)
+    }
+
+    private func undoRedo(_ name: String, _ raw: [String]) throws {
+        let args = try Arguments(raw, options: [], flags: ["json"])
+        let path = try args.positionals(["<package>"])[0]
+        let edit = try withPackage(path) { package in
+            try package.commit { name == "undo" ? $0.undo() : $0.redo() }
+        }
+        if edit.operations.isEmpty && !args.has("json") {
+            FileHandle.standardError.write(Data("nothing to \(name)\n".utf8))
+        }
+        try report(edit, json: args.has("json"), printID: false)
+    }
+
+    private func show(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: [], flags: ["json"])
+        let path = try args.positionals(["<package>"])[0]
+        let (board, replica) = try withPackage(path) { ($0.replica.snapshot(), $0.replica) }
+        if args.has("json") {
+            FileHandle.standardOutput.write(Data(ManifestEncoder.encode(board) + [10]))
+            return
+        }
+        print(Inspect.describe(board, replica: replica, path: path))
+    }
+
+    private func log(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: [], flags: ["json"])
+        let path = try args.positionals(["<package>"])[0]
+        let operations = try withPackage(path) { package in
+            package.replica.fullState().operations.sorted { $0.timestamp < $1.timestamp }
+        }
+        if args.has("json") {
+            try printJSON(operations.map(Inspect.json))
+        } else {
+            for op in operations { print(Inspect.line(op)) }
+        }
+    }
+
+    // MARK: Helpers
+
+    /// Opens the package, runs `body`, saves the view if anything changed, and closes it.
+    private func withPackage<T>(_ path: String, _ body: (BoardPackage) throws -> T) throws -> T {
+        guard fileSystem.isDirectory(path) else {
+            throw Failure("no board package at \(path) (create one with `board-sync new \(path)`)")
+        }
+        let package = try BoardPackage.open(at: path, fileSystem: fileSystem, newReplicaID: Self.randomReplicaID)
+        defer { package.close() }
+        for notice in package.notices {
+            FileHandle.standardError.write(Data("note: \(path): \(notice)\n".utf8))
+        }
+        let before = package.logRecordCount
+        let result = try body(package)
+        if package.logRecordCount != before { try package.save() }
+        return result
+    }
+
+    private func readPNG(_ path: String) throws -> Data {
+        let bytes: [UInt8]
+        do {
+            bytes = try fileSystem.readFile(path)
+        } catch let error as FileSystemError {
+            throw Failure("cannot read image \(path): \(error.message)")
+        }
+        do {
+            _ = try PNGHeader(validating: bytes)
+        } catch let error as PNGError {
+            throw Failure("\(path): \(error.description)")
+        }
+        return Data(bytes)
+    }
+
+    private func report(_ edit: LocalEdit, json: Bool, printID: Bool) throws {
+        if json {
+            var object: [String: Any] = ["operations": edit.operations.count]
+            if let item = edit.item { object["id"] = item.description }
+            try printJSON(object)
+        } else if printID, let item = edit.item {
+            print(item.description)
+        }
+    }
+}
+
+func printJSON(_ object: Any) throws {
+    let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
+    FileHandle.standardOutput.write(data + Data([10]))
+}

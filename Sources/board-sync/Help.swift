@@ -1,0 +1,90 @@
+/// Help texts in swift-argument-parser's layout: OVERVIEW, USAGE, ARGUMENTS, OPTIONS.
+struct CommandHelp {
+    let name: String
+    let overview: String
+    let usage: String
+    var arguments: [(String, String)] = []
+    var options: [(String, String)] = []
+
+    var text: String {
+        var lines = ["OVERVIEW: \(overview)", "", "USAGE: board-sync \(usage)"]
+        if !arguments.isEmpty {
+            lines += ["", "ARGUMENTS:"] + arguments.map { "  \($0.0.padding(toLength: 24, withPad: " ", startingAt: 0)) \($0.1)" }
+        }
+        lines += ["", "OPTIONS:"] + (options + [("-h, --help", "Show help information.")]).map {
+            "  \($0.0.padding(toLength: 24, withPad: " ", startingAt: 0)) \($0.1)"
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+let packageArgument = ("<package>", "The board package directory (NAME.boardpkg).")
+let idArgument = ("<id>", "The item's id, a UUID exactly as `show` prints it.")
+let jsonOption = ("--json", "Print the result as JSON for scripts.")
+
+let commandHelps: [String: CommandHelp] = [
+    "new": CommandHelp(name: "new", overview: "Create a new, empty board package.",
+                       usage: "new <package> [--canvas WxH] [--background FILE.png] [--json]",
+                       arguments: [packageArgument],
+                       options: [("--canvas WxH", "Canvas size in points (default 1600x1200)."),
+                                 ("--background FILE.png", "A PNG photo for the background."), jsonOption]),
+    "stroke": CommandHelp(name: "stroke", overview: "Draw a stroke on top of the board and print its id.",
+                          usage: "stroke <package> --points \"X,Y X,Y ...\" [--color #RRGGBBAA] [--width W] [--json]",
+                          arguments: [packageArgument],
+                          options: [("--points \"X,Y ...\"", "The stroke's points, separated by spaces."),
+                                    ("--color #RRGGBB[AA]", "Ink colour (default #000000FF)."),
+                                    ("--width W", "Line width in points (default 2)."), jsonOption]),
+    "sticker": CommandHelp(name: "sticker", overview: "Place a PNG image on top of the board and print its id.",
+                           usage: "sticker <package> --image FILE.png --at X,Y [--scale S] [--rotation RADIANS] [--json]",
+                           arguments: [packageArgument],
+                           options: [("--image FILE.png", "The sticker's image."), ("--at X,Y", "Where its centre goes."),
+                                     ("--scale S", "Scale factor (default 1)."), ("--rotation RADIANS", "Rotation (default 0)."), jsonOption]),
+    "move": CommandHelp(name: "move", overview: "Move a sticker.", usage: "move <package> <id> --to X,Y [--json]",
+                        arguments: [packageArgument, idArgument], options: [("--to X,Y", "The sticker's new centre."), jsonOption]),
+    "transform": CommandHelp(name: "transform", overview: "Scale and/or rotate a sticker.",
+                             usage: "transform <package> <id> [--scale S] [--rotation RADIANS] [--json]",
+                             arguments: [packageArgument, idArgument],
+                             options: [("--scale S", "New scale factor."), ("--rotation RADIANS", "New rotation."), jsonOption]),
+    "delete": CommandHelp(name: "delete", overview: "Erase a stroke or delete a sticker (restore brings it back).",
+                          usage: "delete <package> <id> [--json]", arguments: [packageArgument, idArgument], options: [jsonOption]),
+    "restore": CommandHelp(name: "restore", overview: "Bring back an erased stroke or deleted sticker with every edit merged meanwhile.",
+                           usage: "restore <package> <id> [--json]", arguments: [packageArgument, idArgument], options: [jsonOption]),
+    "front": CommandHelp(name: "front", overview: "Bring an item to the front.", usage: "front <package> <id> [--json]",
+                         arguments: [packageArgument, idArgument], options: [jsonOption]),
+    "back": CommandHelp(name: "back", overview: "Send an item to the back.", usage: "back <package> <id> [--json]",
+                        arguments: [packageArgument, idArgument], options: [jsonOption]),
+    "undo": CommandHelp(name: "undo", overview: "Undo this package's most recent edit (its own edits only, across invocations).",
+                        usage: "undo <package> [--json]", arguments: [packageArgument], options: [jsonOption]),
+    "redo": CommandHelp(name: "redo", overview: "Redo the most recently undone edit.", usage: "redo <package> [--json]",
+                        arguments: [packageArgument], options: [jsonOption]),
+    "show": CommandHelp(name: "show", overview: "Show the board: canvas, background, strokes and stickers in paint order.",
+                        usage: "show <package> [--json]", arguments: [packageArgument],
+                        options: [("--json", "Print the canonical snapshot as JSON, shaped like manifest.json.")]),
+    "log": CommandHelp(name: "log", overview: "List the package's operations, newest last, with their timestamps.",
+                       usage: "log <package> [--json]", arguments: [packageArgument],
+                       options: [("--json", "Print the operations as a JSON array.")]),
+]
+
+let commandOrder = ["new", "stroke", "sticker", "move", "transform", "delete", "restore", "front", "back", "undo", "redo", "show", "log"]
+
+let toolVersion = "0.3.0"
+
+var mainHelp: String {
+    var lines = [
+        "OVERVIEW: Edit, inspect and sync BoardSync board packages.",
+        "",
+        "USAGE: board-sync <subcommand> [options]",
+        "",
+        "OPTIONS:",
+        "  --version                Show the version.",
+        "  -h, --help               Show help information.",
+        "",
+        "SUBCOMMANDS:",
+    ]
+    for name in commandOrder {
+        lines.append("  \(name.padding(toLength: 24, withPad: " ", startingAt: 0)) \(commandHelps[name]!.overview)")
+    }
+    lines += ["", "  See 'board-sync help <subcommand>' for detailed help.",
+              "", "EXIT CODES: 0 success, 1 failure, 64 bad usage."]
+    return lines.joined(separator: "\n")
+}
