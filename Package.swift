@@ -30,7 +30,7 @@ let package = Package(
         // Benchmarks: run through bin/bench in release builds; never timed assertions in tests.
         .executableTarget(
             name: "board-bench",
-            dependencies: ["BoardModel", "BoardCRDT", "BoardSimulation"],
+            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSimulation"],
             path: "Benchmarks/BoardBench"
         ),
         .testTarget(name: "BoardModelTests", dependencies: ["BoardModel"]),

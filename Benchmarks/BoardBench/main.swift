@@ -3,6 +3,7 @@
 import BoardCRDT
 import BoardModel
 import BoardSimulation
+import BoardStore
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -45,6 +46,10 @@ func progress(_ message: String) {
 }
 
 /// Resident set size of this process, from /proc/self/status (Linux).
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
 func residentBytes() -> Int {
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
           let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
@@ -140,6 +145,53 @@ if let growth = Double(String(decoding: output, as: UTF8.self).trimmingCharacter
     record("loaded_board_resident_growth", "bytes", growth)
 }
 record("asset_bytes", "bytes", Double(workload.assets.values.reduce(0) { $0 + $1.count }))
+
+progress("board package on disk")
+let storeRoot = scratch.appendingPathComponent("store").path
+try FileManager.default.createDirectory(atPath: storeRoot, withIntermediateDirectories: true)
+let disk = PosixFileSystem()
+var nextID: UInt64 = 0xD15C
+let packagePath = storeRoot + "/Workload.boardpkg"
+let package = try BoardPackage.create(at: packagePath, fileSystem: disk, replicaID: ReplicaID(0xD15C))
+for (_, data) in workload.assets { try package.addAsset(data) }
+try package.merge(workload.replica.fullState())
+let firstSave = ContinuousClock.now
+try package.save()
+record("package_first_save", "s", seconds(ContinuousClock.now - firstSave))
+let stickerToMove = package.replica.itemIDs.first { package.replica.kind(of: $0) == .sticker && package.replica.isVisible($0) }!
+let logBefore = package.logSize
+try package.commit { try $0.move(stickerToMove, to: CodablePoint(x: 321.5, y: 123.25)) }
+record("durable_move_log_append", "bytes", Double(package.logSize - logBefore))
+let saveStart = ContinuousClock.now
+let saveReport = try package.save()
+record("save_after_move", "s", seconds(ContinuousClock.now - saveStart))
+record("save_after_move_images_written", "files", Double(saveReport.written.filter { $0.hasSuffix(".png") }.count))
+record("manifest_bytes", "bytes", Double(saveReport.manifestBytes))
+
+// A burst of 1,000 edits over one (virtual) second: every edit is appended and fsynced; the view
+// is saved only when the coalescing scheduler says so.
+var scheduler = SaveScheduler()
+var viewSaves = 0
+let recordsBefore = package.logRecordCount
+let burstStart = ContinuousClock.now
+for index in 0..<1000 {
+    let now = Double(index) / 1000
+    try package.commit { try $0.move(stickerToMove, to: CodablePoint(x: Double(index), y: 5)) }
+    scheduler.noteChange(now: now)
+    if scheduler.isDue(now: now) { try package.save(); scheduler.didSave(); viewSaves += 1 }
+}
+let burstRecords = package.logRecordCount - recordsBefore
+if scheduler.isPending { try package.save(); scheduler.didSave(); viewSaves += 1 }
+let burstSeconds = seconds(ContinuousClock.now - burstStart)
+record("burst_1000_edits_log_records", "records", Double(burstRecords))
+record("burst_1000_edits_view_saves", "saves", Double(viewSaves))
+record("burst_1000_durable_edits", "s", burstSeconds)
+package.close()
+let openTime = try measure {
+    let reopened = try BoardPackage.open(at: packagePath, fileSystem: disk, newReplicaID: { nextID += 1; return ReplicaID(nextID) })
+    reopened.close()
+}
+record("open_saved_board", "s", openTime)
 
 if json {
     let object = Dictionary(uniqueKeysWithValues: figures.map { ($0.0, $0.2) })
