@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "BoardModel", targets: ["BoardModel"]),
         .library(name: "BoardCRDT", targets: ["BoardCRDT"]),
         .library(name: "BoardStore", targets: ["BoardStore"]),
+        .library(name: "BoardSync", targets: ["BoardSync"]),
         .library(name: "BoardSimulation", targets: ["BoardSimulation"]),
     ],
     targets: [
@@ -19,6 +20,8 @@ let package = Package(
         .target(name: "BoardCRDT", dependencies: ["BoardModel"]),
         // Board packages on disk: the incremental writer, the durable op log, the file-system seam.
         .target(name: "BoardStore", dependencies: ["BoardModel", "BoardCRDT"]),
+        // Wire format and the sans-IO sync session. Pure: no sockets, clocks or files.
+        .target(name: "BoardSync", dependencies: ["BoardModel", "BoardCRDT"]),
         // The command-line tool, wrapped by bin/board-sync.
         .executableTarget(name: "board-sync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore"]),
         // Seeded randomness and history generation that drives the real replica code.

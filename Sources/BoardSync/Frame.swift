@@ -1,0 +1,82 @@
+import BoardCRDT
+import BoardModel
+
+/// One message on the wire:
+///
+///     length  u32 LE   bytes of type + payload (1 ... Limits.maxFrame)
+///     type    u8       MessageType
+///     payload length - 1 bytes
+///     crc32   u32 LE   CRC-32 of type + payload
+public struct Frame: Equatable, Sendable {
+    public var type: UInt8
+    public var payload: [UInt8]
+
+    public init(type: UInt8, payload: [UInt8]) {
+        self.type = type
+        self.payload = payload
+    }
+
+    public func encoded() -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(payload.count + 9)
+        let length = UInt32(payload.count + 1)
+        append32(length, &out)
+        out.append(type)
+        out += payload
+        var crc = CRC32.checksum([type])
+        crc = CRC32.checksum(payload, continuing: crc)
+        append32(crc, &out)
+        return out
+    }
+}
+
+func append32(_ value: UInt32, _ out: inout [UInt8]) {
+    for shift in stride(from: 0, to: 32, by: 8) { out.append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
+}
+
+/// Splits a byte stream into frames. Accepts any split of the stream; returns nil for "need more
+/// bytes"; never consumes half a frame; checks a frame's length against the limit before
+/// buffering its body.
+public struct FrameDecoder: Sendable {
+    public let maxFrame: Int
+    private var buffer: [UInt8] = []
+    private var start = 0
+
+    public init(maxFrame: Int) {
+        self.maxFrame = maxFrame
+    }
+
+    /// Bytes received but not yet returned as frames.
+    public var bufferedCount: Int { buffer.count - start }
+
+    public mutating func append<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
+        buffer.append(contentsOf: bytes)
+    }
+
+    public mutating func next() throws(SessionError) -> Frame? {
+        let available = buffer.count - start
+        guard available >= 4 else { compactIfNeeded(); return nil }
+        let length = Int(UInt32(buffer[start]) | UInt32(buffer[start + 1]) << 8 | UInt32(buffer[start + 2]) << 16 | UInt32(buffer[start + 3]) << 24)
+        guard length >= 1 else { throw SessionError(.malformedFrame, "frame of length 0") }
+        guard length <= maxFrame else {
+            throw SessionError(.frameTooLarge, "frame of \(length) bytes exceeds the limit of \(maxFrame)")
+        }
+        guard available >= 4 + length + 4 else { compactIfNeeded(); return nil }
+        let bodyStart = start + 4
+        let body = buffer[bodyStart..<(bodyStart + length)]
+        let crcStart = bodyStart + length
+        let crc = UInt32(buffer[crcStart]) | UInt32(buffer[crcStart + 1]) << 8 | UInt32(buffer[crcStart + 2]) << 16 | UInt32(buffer[crcStart + 3]) << 24
+        guard CRC32.checksum(body) == crc else { throw SessionError(.badChecksum, "frame checksum mismatch") }
+        let frame = Frame(type: body.first!, payload: Array(body.dropFirst()))
+        start = crcStart + 4
+        compactIfNeeded()
+        return frame
+    }
+
+    private mutating func compactIfNeeded() {
+        if start > 0 && (start == buffer.count || start > 1 << 16) {
+            buffer.removeFirst(start)
+            start = 0
+        }
+    }
+}

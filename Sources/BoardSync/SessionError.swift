@@ -1,0 +1,58 @@
+/// Why a session closed. Sent to the peer in an ERROR frame before closing, and reported to
+/// the host. Codes are stable wire values (docs/PROTOCOL.md).
+public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible {
+    public enum Code: UInt16, Sendable {
+        case malformedFrame = 1
+        case badChecksum = 2
+        case frameTooLarge = 3
+        case unsupportedVersion = 4
+        case unknownMessage = 5
+        case badBoardName = 6
+        case unauthorized = 7
+        case unexpectedMessage = 8
+        case invalidOperations = 9
+        case assetMismatch = 10
+        case idleTimeout = 11
+        case slowReader = 12
+        case shuttingDown = 13
+        case internalError = 14
+        case assetTooLarge = 15
+        case boardMismatch = 16
+
+        public var name: String {
+            switch self {
+            case .malformedFrame: return "malformed frame"
+            case .badChecksum: return "bad checksum"
+            case .frameTooLarge: return "frame too large"
+            case .unsupportedVersion: return "unsupported protocol version"
+            case .unknownMessage: return "unknown message type"
+            case .badBoardName: return "bad board name"
+            case .unauthorized: return "unauthorized"
+            case .unexpectedMessage: return "unexpected message"
+            case .invalidOperations: return "invalid operations"
+            case .assetMismatch: return "asset does not match its hash"
+            case .idleTimeout: return "idle timeout"
+            case .slowReader: return "peer is not reading (send queue full)"
+            case .shuttingDown: return "shutting down"
+            case .internalError: return "internal error"
+            case .assetTooLarge: return "asset too large"
+            case .boardMismatch: return "board name mismatch"
+            }
+        }
+    }
+
+    public let code: Code
+    public let message: String
+    /// True when the other side reported this error (it arrived in an ERROR frame).
+    public let remote: Bool
+
+    public init(_ code: Code, _ message: String, remote: Bool = false) {
+        self.code = code
+        self.message = message
+        self.remote = remote
+    }
+
+    public var description: String {
+        "\(remote ? "peer reported " : "")\(code.name) (code \(code.rawValue)): \(message)"
+    }
+}

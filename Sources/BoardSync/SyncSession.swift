@@ -1,0 +1,352 @@
+import BoardCRDT
+import BoardModel
+
+/// Limits a session enforces on what it receives and buffers.
+public struct SessionLimits: Sendable {
+    /// Largest frame accepted (type + payload).
+    public var maxFrame = 16 << 20
+    /// Largest asset accepted.
+    public var maxAsset = 64 << 20
+    /// Asset chunk size when sending.
+    public var assetChunk = 256 << 10
+    /// Bytes a host may queue for a peer before the peer counts as not reading (enforced by the
+    /// transport, which knows what the socket has taken).
+    public var maxQueuedBytes = 64 << 20
+
+    public init() {}
+}
+
+/// Timing of keep-alives. Times are seconds on the host's monotonic clock, passed in.
+public struct SessionTiming: Sendable {
+    /// Send a PING after this long without sending anything.
+    public var keepAlive: Double = 5
+    /// Close the session after this long without receiving anything.
+    public var idleTimeout: Double = 20
+
+    public init(keepAlive: Double = 5, idleTimeout: Double = 20) {
+        self.keepAlive = keepAlive
+        self.idleTimeout = idleTimeout
+    }
+}
+
+/// What a session reports to its host.
+public enum SessionEvent: Equatable, Sendable {
+    /// The peer's handshake. An acceptor answers with `accept(board:version:)` or `close(_:)`.
+    case hello(Hello)
+    /// Operations to merge (the host validates them by applying; invalid ones → `close`).
+    case operations(OperationBatch)
+    /// The peer has durably merged everything up to this vector.
+    case acknowledged(VersionVector)
+    /// The peer has sent everything it held when the session began.
+    case synced(VersionVector)
+    /// The peer wants these assets.
+    case assetsWanted([AssetRequest])
+    /// A chunk of an asset this side asked for (feed it to an `AssetAssembler`).
+    case assetChunk(AssetChunk)
+    case assetUnavailable(AssetHash)
+    /// The session is over: nil for a clean goodbye, else why.
+    case closed(SessionError?)
+}
+
+/// The sync protocol between two replicas of one board, as a sans-IO state machine.
+///
+/// Driving it (see docs/PROTOCOL.md):
+/// 1. The dialing side calls `start(now:)`, which queues its HELLO; the accepting side waits.
+/// 2. Feed every received byte to `receive(_:now:)` (any split of the stream) and act on the
+///    returned events. An acceptor answers `.hello` with `accept(...)` (sending its HELLO).
+/// 3. After the handshake the host sends what the peer lacks (`send(_:)` with
+///    `replica.operations(since: peer.version)`), then `sendSynced(_:)`; afterwards it streams new
+///    operations with `send(_:)`, acknowledges merges with `acknowledge(_:)`, asks for missing
+///    assets with `want(_:)` and answers `.assetsWanted` with `queueAsset(_:_:from:)`.
+/// 4. Write `takeOutput()` to the socket whenever it is writable; call `handleTimer(now:)` at
+///    `nextDeadline`.
+///
+/// It touches no socket, clock or file. A protocol violation closes it for good (sticky): an
+/// ERROR frame is queued, `.closed(error)` is reported, and later input is ignored.
+public struct SyncSession: Sendable {
+    public enum Role: Sendable { case dialer, acceptor }
+
+    private enum State: Sendable {
+        case idle
+        case awaitingHello
+        case awaitingAccept(Hello)
+        case open(Hello)
+        case closed(SessionError?)
+    }
+
+    public let role: Role
+    public let localReplica: ReplicaID
+    public let limits: SessionLimits
+    public let timing: SessionTiming
+    public var credentials: [UInt8] = []
+
+    private var state: State = .idle
+    private var decoder: FrameDecoder
+    private var outbox: [UInt8] = []
+    private var assetQueue: [(hash: AssetHash, data: [UInt8], offset: Int)] = []
+    private var lastReceived: Double = 0
+    private var lastSent: Double = 0
+    private var pingNonce: UInt64 = 0
+    private var boardName: String = ""
+
+    /// Assets requested on this link and not yet fully received.
+    public private(set) var outstandingWants: Set<AssetHash> = []
+    /// Assets queued or sent on this link: each crosses a link at most once.
+    public private(set) var sentAssets: Set<AssetHash> = []
+    /// Bytes of frames received and sent, for statistics.
+    public private(set) var bytesReceived = 0
+    public private(set) var bytesSent = 0
+
+    public init(role: Role, localReplica: ReplicaID, limits: SessionLimits = SessionLimits(), timing: SessionTiming = SessionTiming()) {
+        self.role = role
+        self.localReplica = localReplica
+        self.limits = limits
+        self.timing = timing
+        self.decoder = FrameDecoder(maxFrame: limits.maxFrame)
+    }
+
+    /// The peer's handshake once the session is open.
+    public var peer: Hello? {
+        if case .open(let hello) = state { return hello }
+        return nil
+    }
+
+    public var isOpen: Bool { peer != nil }
+
+    public var isClosed: Bool {
+        if case .closed = state { return true }
+        return false
+    }
+
+    public var closeReason: SessionError? {
+        if case .closed(let error) = state { return error }
+        return nil
+    }
+
+    // MARK: Inputs
+
+    /// Dialer: queue the HELLO for `board`, saying we hold `version`.
+    public mutating func start(board: String, version: VersionVector, now: Double) {
+        precondition(role == .dialer, "only the dialing side starts")
+        guard case .idle = state else { return }
+        boardName = board
+        lastReceived = now
+        lastSent = now
+        queue(.hello(Hello(board: board, replica: localReplica, credentials: credentials, version: version)))
+        state = .awaitingHello
+    }
+
+    /// Acceptor: begin waiting for the dialer's HELLO.
+    public mutating func listen(now: Double) {
+        precondition(role == .acceptor, "only the accepting side listens")
+        guard case .idle = state else { return }
+        lastReceived = now
+        lastSent = now
+        state = .awaitingHello
+    }
+
+    /// Acceptor: answer the peer's HELLO, saying we hold `version` of its board.
+    public mutating func accept(version: VersionVector) {
+        guard case .awaitingAccept(let hello) = state else { return }
+        queue(.hello(Hello(board: hello.board, replica: localReplica, version: version)))
+        state = .open(hello)
+    }
+
+    /// Feeds received bytes (any split of the stream) and returns what happened.
+    public mutating func receive(_ bytes: [UInt8], now: Double) -> [SessionEvent] {
+        if isClosed { return [] }
+        bytesReceived += bytes.count
+        lastReceived = now
+        decoder.append(bytes)
+        var events: [SessionEvent] = []
+        while !isClosed {
+            let frame: Frame?
+            do {
+                frame = try decoder.next()
+            } catch {
+                events.append(fail(error))
+                break
+            }
+            guard let frame else { break }
+            do {
+                let message = try Message(frame: frame, limits: limits)
+                if let event = try handle(message) { events.append(event) }
+            } catch {
+                events.append(fail(error))
+            }
+        }
+        return events
+    }
+
+    /// Checks keep-alive and idle deadlines.
+    public mutating func handleTimer(now: Double) -> [SessionEvent] {
+        switch state {
+        case .idle, .closed: return []
+        default: break
+        }
+        if now - lastReceived >= timing.idleTimeout {
+            return [fail(SessionError(.idleTimeout, "nothing received for \(Int(timing.idleTimeout)) s"))]
+        }
+        if now - lastSent >= timing.keepAlive {
+            pingNonce += 1
+            queue(.ping(pingNonce))
+            lastSent = now
+        }
+        return []
+    }
+
+    /// When `handleTimer` next needs to run.
+    public var nextDeadline: Double? {
+        switch state {
+        case .idle, .closed: return nil
+        default: return min(lastSent + timing.keepAlive, lastReceived + timing.idleTimeout)
+        }
+    }
+
+    // MARK: Outputs
+
+    /// Sends operations (a delta or live ones). Ignored before the handshake or after close.
+    public mutating func send(_ batch: OperationBatch) {
+        guard isOpen, !batch.operations.isEmpty || batch.covers != nil else { return }
+        queue(.operations(batch.encoded()))
+    }
+
+    /// Marks the end of the initial delta.
+    public mutating func sendSynced(_ version: VersionVector) {
+        guard isOpen else { return }
+        queue(.synced(version))
+    }
+
+    /// Tells the peer what is now durably merged here.
+    public mutating func acknowledge(_ version: VersionVector) {
+        guard isOpen else { return }
+        queue(.ack(version))
+    }
+
+    /// Asks for assets (each from where a previous transfer stopped). Hashes already
+    /// outstanding on this link are not asked again.
+    public mutating func want(_ requests: [AssetRequest]) {
+        guard isOpen else { return }
+        let fresh = requests.filter { outstandingWants.insert($0.hash).inserted }
+        guard !fresh.isEmpty else { return }
+        for start in stride(from: 0, to: fresh.count, by: 1024) {
+            queue(.want(Array(fresh[start..<min(start + 1024, fresh.count)])))
+        }
+    }
+
+    /// Queues an asset's bytes from `offset` in chunks. Each asset is sent at most once per
+    /// link (a resumed request after a reconnect is a new link).
+    public mutating func queueAsset(_ hash: AssetHash, _ data: [UInt8], from offset: UInt64 = 0) {
+        guard isOpen, sentAssets.insert(hash).inserted else { return }
+        assetQueue.append((hash, data, Int(min(offset, UInt64(data.count)))))
+    }
+
+    public mutating func sendNoAsset(_ hash: AssetHash) {
+        guard isOpen else { return }
+        queue(.noAsset(hash))
+    }
+
+    /// Closes: a clean BYE for nil, an ERROR frame otherwise.
+    public mutating func close(_ error: SessionError? = nil) {
+        guard !isClosed else { return }
+        if let error { queue(.error(code: error.code.rawValue, message: error.message)) } else { queue(.bye) }
+        state = .closed(error)
+    }
+
+    /// Bytes waiting in the session (frames not yet taken, plus queued asset bytes).
+    public var pendingOutputCount: Int {
+        outbox.count + assetQueue.reduce(0) { $0 + $1.data.count - $1.offset }
+    }
+
+    /// Takes up to about `maxBytes` of output for the socket. Asset chunks are cut lazily here,
+    /// so a large asset never sits in memory twice.
+    public mutating func takeOutput(maxBytes: Int = Int.max, now: Double? = nil) -> [UInt8] {
+        while outbox.count < min(maxBytes, limits.assetChunk * 2), !assetQueue.isEmpty {
+            var item = assetQueue.removeFirst()
+            let end = min(item.data.count, item.offset + limits.assetChunk)
+            let chunk = AssetChunk(hash: item.hash, totalSize: UInt64(item.data.count), offset: UInt64(item.offset),
+                                   bytes: Array(item.data[item.offset..<end]))
+            queue(.assetChunk(chunk))
+            item.offset = end
+            if end < item.data.count { assetQueue.insert(item, at: 0) }
+        }
+        if let now, !outbox.isEmpty { lastSent = now }
+        let out = outbox
+        outbox = []
+        bytesSent += out.count
+        return out
+    }
+
+    // MARK: Internals
+
+    private mutating func queue(_ message: Message) {
+        outbox += message.frame().encoded()
+    }
+
+    private mutating func fail(_ error: SessionError) -> SessionEvent {
+        close(error)
+        return .closed(error)
+    }
+
+    private mutating func handle(_ message: Message) throws(SessionError) -> SessionEvent? {
+        if case .error(let code, let text) = message {
+            let error = SessionError(SessionError.Code(rawValue: code) ?? .internalError, text, remote: true)
+            state = .closed(error)
+            return .closed(error)
+        }
+        if case .bye = message {
+            if !isClosed { queue(.bye) }
+            state = .closed(nil)
+            return .closed(nil)
+        }
+        switch state {
+        case .awaitingHello:
+            guard case .hello(let hello) = message else {
+                throw SessionError(.unexpectedMessage, "expected HELLO, got \(message.kind)")
+            }
+            guard Hello.isValidBoardName(hello.board) else {
+                throw SessionError(.badBoardName, "'\(hello.board.prefix(40))' is not a plain board name")
+            }
+            if role == .dialer {
+                guard hello.board == boardName else {
+                    throw SessionError(.boardMismatch, "asked for board '\(boardName)', peer answered for '\(hello.board)'")
+                }
+                state = .open(hello)
+            } else {
+                state = .awaitingAccept(hello)
+            }
+            return .hello(hello)
+        case .awaitingAccept:
+            throw SessionError(.unexpectedMessage, "\(message.kind) before the handshake was answered")
+        case .open:
+            switch message {
+            case .hello: throw SessionError(.unexpectedMessage, "a second HELLO")
+            case .operations(let bytes):
+                do {
+                    return .operations(try OperationBatch(decoding: bytes))
+                } catch {
+                    throw SessionError(.invalidOperations, "\(error)")
+                }
+            case .ack(let vector): return .acknowledged(vector)
+            case .synced(let vector): return .synced(vector)
+            case .want(let requests): return .assetsWanted(requests)
+            case .assetChunk(let chunk):
+                guard outstandingWants.contains(chunk.hash) else {
+                    throw SessionError(.unexpectedMessage, "asset \(chunk.hash.hex.prefix(12)) was not asked for")
+                }
+                if chunk.offset + UInt64(chunk.bytes.count) == chunk.totalSize { outstandingWants.remove(chunk.hash) }
+                return .assetChunk(chunk)
+            case .noAsset(let hash):
+                outstandingWants.remove(hash)
+                return .assetUnavailable(hash)
+            case .ping(let nonce):
+                queue(.pong(nonce))
+                return nil
+            case .pong: return nil
+            case .error, .bye: return nil
+            }
+        case .idle, .closed:
+            return nil
+        }
+    }
+}
