@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "BoardCRDT", targets: ["BoardCRDT"]),
         .library(name: "BoardStore", targets: ["BoardStore"]),
         .library(name: "BoardSync", targets: ["BoardSync"]),
+        .library(name: "BoardNet", targets: ["BoardNet"]),
         .library(name: "BoardSimulation", targets: ["BoardSimulation"]),
     ],
     targets: [
@@ -22,6 +23,9 @@ let package = Package(
         .target(name: "BoardStore", dependencies: ["BoardModel", "BoardCRDT"]),
         // Wire format and the sans-IO sync session. Pure: no sockets, clocks or files.
         .target(name: "BoardSync", dependencies: ["BoardModel", "BoardCRDT"]),
+        // POSIX TCP: epoll event loop, connections, the sync server and peer hosts.
+        .target(name: "CBoardNet"),
+        .target(name: "BoardNet", dependencies: ["CBoardNet", "BoardModel", "BoardCRDT", "BoardStore", "BoardSync"]),
         // The command-line tool, wrapped by bin/board-sync.
         .executableTarget(name: "board-sync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore"]),
         // Seeded randomness and history generation that drives the real replica code.

@@ -1,0 +1,276 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CBoardNet
+
+/// An IPv4 address and port.
+public struct SocketAddress: Equatable, Sendable, CustomStringConvertible {
+    public var host: String
+    public var port: UInt16
+
+    public init(host: String, port: UInt16) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Parses `HOST:PORT` (HOST an IPv4 address or `localhost`).
+    public init(parsing text: String) throws {
+        guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]) else {
+            throw NetError.badAddress(text)
+        }
+        var host = String(text[..<colon])
+        if host == "localhost" || host.isEmpty { host = "127.0.0.1" }
+        var probe = in_addr()
+        guard inet_pton(AF_INET, host, &probe) == 1 else { throw NetError.badAddress(text) }
+        self.init(host: host, port: port)
+    }
+
+    public var description: String { "\(host):\(port)" }
+
+    func sockaddr() -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        _ = inet_pton(AF_INET, host, &address.sin_addr)
+        return address
+    }
+}
+
+/// A non-blocking TCP connection on an event loop, with a bounded send queue.
+///
+/// Loop thread only. `send` queues bytes and writes what the socket takes; when more than
+/// `maxQueuedBytes` are waiting, the peer is not reading and the connection closes with an error
+/// instead of buffering without limit.
+public final class TCPConnection: EventSource {
+    public let loop: EventLoop
+    public let remote: String
+    private var fd: Int32
+    private var sendBuffer: [UInt8] = []
+    private var sendOffset = 0
+    private var connecting: Bool
+    private var closeAfterFlush = false
+    public var maxQueuedBytes = 64 << 20
+    public private(set) var isClosed = false
+
+    public var onConnect: (() -> Void)?
+    public var onData: (([UInt8]) -> Void)?
+    /// After the send queue drained (a chance to queue more, such as asset chunks).
+    public var onWritable: (() -> Void)?
+    /// Exactly once: nil for an orderly close, else what went wrong.
+    public var onClose: ((String?) -> Void)?
+
+    init(loop: EventLoop, fd: Int32, remote: String, connecting: Bool) throws {
+        self.loop = loop
+        self.fd = fd
+        self.remote = remote
+        self.connecting = connecting
+        var one: Int32 = 1
+        _ = setsockopt(fd, Int32(IPPROTO_TCP), 1 /* TCP_NODELAY */, &one, socklen_t(MemoryLayout<Int32>.size))
+        try loop.register(fd, self, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue | (connecting ? EPOLLOUT.rawValue : 0))
+    }
+
+    /// Starts connecting to `address`; `onConnect` or `onClose` follows. Loop thread only.
+    public static func connect(to address: SocketAddress, on loop: EventLoop) throws -> TCPConnection {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw NetError.system("socket", errno) }
+        var address4 = address.sockaddr()
+        let result = withUnsafePointer(to: &address4) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        if result != 0 && errno != EINPROGRESS {
+            let code = errno
+            _ = Glibc.close(fd)
+            throw NetError.connectFailed(address.description, String(cString: strerror(code)))
+        }
+        return try TCPConnection(loop: loop, fd: fd, remote: address.description, connecting: true)
+    }
+
+    /// Bytes queued and not yet taken by the socket.
+    public var queuedBytes: Int { sendBuffer.count - sendOffset }
+
+    /// Queues bytes. Returns false (and closes) when the queue limit is exceeded.
+    @discardableResult
+    public func send(_ bytes: [UInt8]) -> Bool {
+        guard !isClosed, !bytes.isEmpty else { return !isClosed }
+        if queuedBytes + bytes.count > maxQueuedBytes {
+            fail("the peer is not reading: more than \(maxQueuedBytes) bytes queued")
+            return false
+        }
+        sendBuffer += bytes
+        if !connecting { flush() }
+        return true
+    }
+
+    /// Closes after the queued bytes are written (or at once with `immediately`).
+    public func close(immediately: Bool = false) {
+        guard !isClosed else { return }
+        if immediately || queuedBytes == 0 || connecting {
+            finish(nil)
+        } else {
+            closeAfterFlush = true
+        }
+    }
+
+    func handle(events: UInt32) {
+        if isClosed { return }
+        if connecting && events & (EPOLLOUT.rawValue | EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0 {
+            var error: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            _ = getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
+            if error != 0 {
+                fail("cannot connect to \(remote): \(String(cString: strerror(error)))")
+                return
+            }
+            connecting = false
+            onConnect?()
+            updateInterest()
+            flush()
+            if isClosed { return }
+        }
+        if events & EPOLLIN.rawValue != 0 || events & (EPOLLRDHUP.rawValue | EPOLLHUP.rawValue) != 0 {
+            readAvailable()
+            if isClosed { return }
+        }
+        if events & EPOLLOUT.rawValue != 0 {
+            flush()
+        }
+        if events & EPOLLERR.rawValue != 0 && !isClosed {
+            fail("socket error")
+        }
+    }
+
+    private func readAvailable() {
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while !isClosed {
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count > 0 {
+                onData?(Array(buffer[0..<count]))
+            } else if count == 0 {
+                finish(nil)
+                return
+            } else {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { return }
+                fail("recv: \(String(cString: strerror(errno)))")
+                return
+            }
+        }
+    }
+
+    private func flush() {
+        while queuedBytes > 0 && !isClosed {
+            let written = sendBuffer.withUnsafeBytes { raw in
+                Glibc.send(fd, raw.baseAddress! + sendOffset, raw.count - sendOffset, Int32(MSG_NOSIGNAL))
+            }
+            if written > 0 {
+                sendOffset += written
+            } else if written < 0 && errno == EINTR {
+                continue
+            } else if written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                break
+            } else {
+                fail("send: \(String(cString: strerror(errno)))")
+                return
+            }
+        }
+        if sendOffset > 0 && (queuedBytes == 0 || sendOffset > 1 << 20) {
+            sendBuffer.removeFirst(sendOffset)
+            sendOffset = 0
+        }
+        if queuedBytes == 0 {
+            if closeAfterFlush { finish(nil); return }
+            onWritable?()
+        }
+        updateInterest()
+    }
+
+    private func updateInterest() {
+        guard !isClosed else { return }
+        var events = EPOLLIN.rawValue | EPOLLRDHUP.rawValue
+        if connecting || queuedBytes > 0 { events |= EPOLLOUT.rawValue }
+        loop.modify(fd, events: events)
+    }
+
+    private func fail(_ message: String) {
+        finish(message)
+    }
+
+    private func finish(_ error: String?) {
+        guard !isClosed else { return }
+        isClosed = true
+        loop.unregister(fd)
+        _ = Glibc.close(fd)
+        fd = -1
+        let callback = onClose
+        onClose = nil
+        onData = nil
+        onWritable = nil
+        onConnect = nil
+        callback?(error)
+    }
+}
+
+/// A listening TCP socket that hands accepted connections to `onAccept`. Loop thread only.
+public final class TCPListener: EventSource {
+    public let loop: EventLoop
+    public let address: SocketAddress
+    private var fd: Int32
+    public var onAccept: ((TCPConnection) -> Void)?
+
+    /// Binds and listens (port 0 picks a free port; `address` tells which).
+    public init(address: SocketAddress, on loop: EventLoop) throws {
+        self.loop = loop
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw NetError.system("socket", errno) }
+        var one: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address4 = address.sockaddr()
+        let bound = withUnsafePointer(to: &address4) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 128) == 0 else {
+            let code = errno
+            _ = Glibc.close(fd)
+            throw NetError.system("bind/listen on \(address)", code)
+        }
+        var actual = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &actual) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        self.fd = fd
+        self.address = SocketAddress(host: address.host, port: UInt16(bigEndian: actual.sin_port))
+        try loop.register(fd, self, events: EPOLLIN.rawValue)
+    }
+
+    func handle(events: UInt32) {
+        while fd >= 0 {
+            var remote = sockaddr_in()
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let client = withUnsafeMutablePointer(to: &remote) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept(fd, $0, &length) }
+            }
+            guard client >= 0 else { return }
+            _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+            var text = [CChar](repeating: 0, count: 32)
+            var addr = remote.sin_addr
+            inet_ntop(AF_INET, &addr, &text, 32)
+            let host = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let name = "\(host):\(UInt16(bigEndian: remote.sin_port))"
+            guard let connection = try? TCPConnection(loop: loop, fd: client, remote: name, connecting: false) else {
+                _ = Glibc.close(client)
+                continue
+            }
+            onAccept?(connection)
+        }
+    }
+
+    /// Stops accepting.
+    public func close() {
+        guard fd >= 0 else { return }
+        loop.unregister(fd)
+        _ = Glibc.close(fd)
+        fd = -1
+    }
+}

@@ -1,0 +1,271 @@
+import BoardCRDT
+import BoardModel
+import Foundation
+
+/// Where a hub keeps its board: merges must be durable before they are acknowledged.
+/// `BoardPackage` is the real one; `MemoryReplicaStore` serves tests and simulations.
+public protocol ReplicaStore: AnyObject {
+    var replica: Replica { get }
+    /// Merges a peer's operations durably; returns how many were new.
+    @discardableResult func merge(_ batch: OperationBatch) throws -> Int
+    /// Stores asset bytes durably, refusing bytes that do not match `claimedHash`.
+    @discardableResult func addAsset(_ data: Data, claimedHash: AssetHash?) throws -> AssetHash
+}
+
+/// A replica held in memory (no durability), for tests and simulations.
+public final class MemoryReplicaStore: ReplicaStore {
+    public private(set) var replica: Replica
+
+    public init(replica: Replica) {
+        self.replica = replica
+    }
+
+    public func merge(_ batch: OperationBatch) throws -> Int {
+        try replica.apply(batch)
+    }
+
+    public func addAsset(_ data: Data, claimedHash: AssetHash?) throws -> AssetHash {
+        if let claimedHash { try replica.assets.insert(data, claimedHash: claimedHash) } else { replica.assets.insert(data) }
+        return AssetHash.of(data)
+    }
+
+    /// A local edit, applied directly.
+    public func edit(_ body: (inout Replica) throws -> LocalEdit) rethrows -> LocalEdit {
+        try body(&replica)
+    }
+}
+
+/// Identifies a session within a host.
+public typealias SessionID = Int
+
+/// One board shared with many sessions: the sans-IO coordination that both the sync server and
+/// a live peer run. It answers handshakes with what the peer lacks, merges incoming operations
+/// durably before acknowledging them, relays new operations to every other session (so A–B–C
+/// converges without A and C meeting), fetches missing assets from whoever has them, and serves
+/// assets it holds. The host owns sockets and time; it passes bytes and `now` in and writes each
+/// session's `output(for:)` out.
+public final class BoardHub {
+    public let board: String
+    public let store: ReplicaStore
+    /// Accept a dialer's HELLO for any board name (a peer hosts exactly one board).
+    public var acceptsAnyBoard = false
+    /// Called after operations or assets changed the store (a host schedules a save).
+    public var onChange: (() -> Void)?
+    /// Called with log lines worth showing an operator.
+    public var log: ((String) -> Void)?
+
+    public private(set) var sessions: [SessionID: SyncSession] = [:]
+    private var assembler = AssetAssembler()
+    /// Which session each missing asset is being fetched from.
+    private var fetching: [AssetHash: SessionID] = [:]
+    /// Sessions that asked for an asset this hub is still fetching.
+    private var waiting: [AssetHash: Set<SessionID>] = [:]
+    /// Assets each session said it does not have.
+    private var unavailable: [SessionID: Set<AssetHash>] = [:]
+    /// Peers' handshakes and what they acknowledged / finished sending.
+    public private(set) var acknowledged: [SessionID: VersionVector] = [:]
+    public private(set) var syncedFrom: Set<SessionID> = []
+
+    /// Operations merged from peers and relayed, for statistics.
+    public private(set) var operationsMerged = 0
+
+    public init(board: String, store: ReplicaStore) {
+        self.board = board
+        self.store = store
+    }
+
+    // MARK: Sessions
+
+    /// A session this host dialed: starts the handshake for `board`.
+    public func addDialer(_ id: SessionID, _ session: SyncSession, now: Double) {
+        var session = session
+        session.start(board: board, version: store.replica.versionVector, now: now)
+        sessions[id] = session
+    }
+
+    /// An accepted session whose HELLO has arrived (the host looked up this hub by its board name).
+    public func attach(_ id: SessionID, _ session: SyncSession, hello: Hello) {
+        var session = session
+        session.accept(version: store.replica.versionVector)
+        sessions[id] = session
+        greet(id, hello)
+    }
+
+    /// An accepted session that has not said hello yet (peers, which host one board).
+    public func addAcceptor(_ id: SessionID, _ session: SyncSession, now: Double) {
+        var session = session
+        session.listen(now: now)
+        sessions[id] = session
+    }
+
+    public func remove(_ id: SessionID) {
+        sessions[id] = nil
+        acknowledged[id] = nil
+        syncedFrom.remove(id)
+        unavailable[id] = nil
+        for (hash, set) in waiting { waiting[hash] = set.subtracting([id]) }
+        let orphaned = fetching.filter { $0.value == id }.map(\.key)
+        for hash in orphaned { fetching[hash] = nil }
+        if !orphaned.isEmpty { requestMissing(preferring: nil) }
+    }
+
+    /// Closes every session (for shutdown); their output then holds the goodbye.
+    public func closeAll(_ error: SessionError?) {
+        for id in sessions.keys { sessions[id]?.close(error) }
+    }
+
+    // MARK: Input
+
+    /// Feeds bytes from a session's connection; returns the session's events (for the host's
+    /// logs and for one-shot clients that watch for completion).
+    @discardableResult
+    public func receive(_ id: SessionID, _ bytes: [UInt8], now: Double) -> [SessionEvent] {
+        guard var session = sessions[id] else { return [] }
+        let events = session.receive(bytes, now: now)
+        sessions[id] = session
+        for event in events { handle(id, event) }
+        return events
+    }
+
+    public func handleTimers(now: Double) -> [(SessionID, SessionEvent)] {
+        var fired: [(SessionID, SessionEvent)] = []
+        for id in Array(sessions.keys) {
+            guard var session = sessions[id] else { continue }
+            let events = session.handleTimer(now: now)
+            sessions[id] = session
+            fired += events.map { (id, $0) }
+        }
+        return fired
+    }
+
+    public var nextDeadline: Double? {
+        sessions.values.compactMap(\.nextDeadline).min()
+    }
+
+    /// Output waiting for one session's socket.
+    public func output(for id: SessionID, maxBytes: Int = Int.max, now: Double) -> [UInt8] {
+        guard var session = sessions[id] else { return [] }
+        let bytes = session.takeOutput(maxBytes: maxBytes, now: now)
+        sessions[id] = session
+        return bytes
+    }
+
+    public func pendingOutput(for id: SessionID) -> Int {
+        sessions[id]?.pendingOutputCount ?? 0
+    }
+
+    /// Local edits made on this hub's store: stream them to every open session.
+    public func broadcast(_ operations: [Op], except excluded: SessionID? = nil) {
+        guard !operations.isEmpty else { return }
+        let batch = OperationBatch(operations: operations)
+        for id in sessions.keys where id != excluded && sessions[id]!.isOpen {
+            sessions[id]!.send(batch)
+        }
+    }
+
+    // MARK: Protocol
+
+    private func handle(_ id: SessionID, _ event: SessionEvent) {
+        switch event {
+        case .hello(let hello):
+            guard sessions[id]?.role == .acceptor else {
+                greet(id, hello)
+                return
+            }
+            guard acceptsAnyBoard || hello.board == board else {
+                sessions[id]?.close(SessionError(.boardMismatch, "this host serves '\(board)', not '\(hello.board)'"))
+                return
+            }
+            sessions[id]?.accept(version: store.replica.versionVector)
+            greet(id, hello)
+        case .operations(let batch):
+            mergeFromPeer(id, batch)
+        case .acknowledged(let vector):
+            acknowledged[id] = (acknowledged[id] ?? .empty).merged(with: vector)
+        case .synced:
+            syncedFrom.insert(id)
+        case .assetsWanted(let requests):
+            for request in requests { serve(request, to: id) }
+        case .assetChunk(let chunk):
+            do {
+                if let bytes = try assembler.add(chunk) {
+                    fetching[chunk.hash] = nil
+                    try store.addAsset(Data(bytes), claimedHash: chunk.hash)
+                    onChange?()
+                    for waiter in waiting.removeValue(forKey: chunk.hash) ?? [] {
+                        sessions[waiter]?.queueAsset(chunk.hash, bytes)
+                    }
+                }
+            } catch let error as SessionError {
+                fetching[chunk.hash] = nil
+                sessions[id]?.close(error)
+            } catch {
+                fetching[chunk.hash] = nil
+                sessions[id]?.close(SessionError(.internalError, "could not store asset: \(error)"))
+            }
+        case .assetUnavailable(let hash):
+            unavailable[id, default: []].insert(hash)
+            if fetching[hash] == id { fetching[hash] = nil }
+            requestMissing(preferring: nil)
+            if fetching[hash] == nil {
+                for waiter in waiting.removeValue(forKey: hash) ?? [] { sessions[waiter]?.sendNoAsset(hash) }
+            }
+        case .closed(let error):
+            if let error { log?("session \(id) closed: \(error)") }
+        }
+    }
+
+    /// After the handshake: send the peer exactly what it lacks, then the end-of-delta marker.
+    private func greet(_ id: SessionID, _ hello: Hello) {
+        let replica = store.replica
+        sessions[id]?.send(replica.operations(since: hello.version))
+        sessions[id]?.sendSynced(replica.versionVector)
+        log?("session \(id): replica \(hello.replica) joined board '\(hello.board)'")
+    }
+
+    private func mergeFromPeer(_ id: SessionID, _ batch: OperationBatch) {
+        let before = store.replica
+        let fresh = batch.operations.filter { !before.hasIntegrated($0.id) }
+        do {
+            try store.merge(batch)
+        } catch let error as OperationError {
+            sessions[id]?.close(SessionError(.invalidOperations, error.description))
+            return
+        } catch {
+            sessions[id]?.close(SessionError(.internalError, "could not save operations: \(error)"))
+            return
+        }
+        operationsMerged += fresh.count
+        requestMissing(preferring: id)
+        sessions[id]?.acknowledge(store.replica.versionVector)
+        if !fresh.isEmpty {
+            broadcast(fresh, except: id)
+            onChange?()
+        }
+    }
+
+    /// Asks for every referenced asset that is missing and not already on its way.
+    private func requestMissing(preferring preferred: SessionID?) {
+        let missing = store.replica.missingAssets.filter { fetching[$0] == nil }
+        guard !missing.isEmpty else { return }
+        var byPeer: [SessionID: [AssetRequest]] = [:]
+        let open = sessions.filter { $0.value.isOpen }.keys.sorted()
+        for hash in missing {
+            let candidates = ([preferred].compactMap { $0 } + open).filter { sessions[$0]?.isOpen == true && !(unavailable[$0]?.contains(hash) ?? false) }
+            guard let peer = candidates.first else { continue }
+            fetching[hash] = peer
+            byPeer[peer, default: []].append(AssetRequest(hash: hash, offset: assembler.offset(for: hash)))
+        }
+        for (peer, requests) in byPeer { sessions[peer]?.want(requests) }
+    }
+
+    private func serve(_ request: AssetRequest, to id: SessionID) {
+        if let data = store.replica.assets.data(for: request.hash) {
+            sessions[id]?.queueAsset(request.hash, Array(data), from: request.offset)
+        } else if fetching[request.hash] != nil {
+            waiting[request.hash, default: []].insert(id)
+        } else {
+            sessions[id]?.sendNoAsset(request.hash)
+        }
+    }
+}

@@ -1,0 +1,2 @@
+// Intentionally empty: CBoardNet only exports system headers to Swift.
+#include "CBoardNet.h"
