@@ -27,7 +27,7 @@ let package = Package(
         .target(name: "CBoardNet"),
         .target(name: "BoardNet", dependencies: ["CBoardNet", "BoardModel", "BoardCRDT", "BoardStore", "BoardSync"]),
         // The command-line tool, wrapped by bin/board-sync.
-        .executableTarget(name: "board-sync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore"]),
+        .executableTarget(name: "board-sync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardSimulation"]),
         // Seeded randomness and history generation that drives the real replica code.
         .target(
             name: "BoardSimulation",

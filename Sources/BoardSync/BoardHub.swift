@@ -65,9 +65,12 @@ public final class BoardHub {
     /// Peers' handshakes and what they acknowledged / finished sending.
     public private(set) var acknowledged: [SessionID: VersionVector] = [:]
     public private(set) var syncedFrom: Set<SessionID> = []
+    /// A lower bound of what each peer holds: its handshake vector merged with its acks.
+    private var peerVersions: [SessionID: VersionVector] = [:]
 
-    /// Operations merged from peers and relayed, for statistics.
+    /// Operations merged from peers, and operations sent to peers (deltas and live), for statistics.
     public private(set) var operationsMerged = 0
+    public private(set) var operationsSent = 0
 
     public init(board: String, store: ReplicaStore) {
         self.board = board
@@ -101,6 +104,7 @@ public final class BoardHub {
     public func remove(_ id: SessionID) {
         sessions[id] = nil
         acknowledged[id] = nil
+        peerVersions[id] = nil
         syncedFrom.remove(id)
         unavailable[id] = nil
         for (hash, set) in waiting { waiting[hash] = set.subtracting([id]) }
@@ -160,6 +164,7 @@ public final class BoardHub {
         let batch = OperationBatch(operations: operations)
         for id in sessions.keys where id != excluded && sessions[id]!.isOpen {
             sessions[id]!.send(batch)
+            operationsSent += operations.count
         }
     }
 
@@ -182,6 +187,7 @@ public final class BoardHub {
             mergeFromPeer(id, batch)
         case .acknowledged(let vector):
             acknowledged[id] = (acknowledged[id] ?? .empty).merged(with: vector)
+            peerVersions[id] = (peerVersions[id] ?? .empty).merged(with: vector)
         case .synced:
             syncedFrom.insert(id)
         case .assetsWanted(let requests):
@@ -217,8 +223,11 @@ public final class BoardHub {
 
     /// After the handshake: send the peer exactly what it lacks, then the end-of-delta marker.
     private func greet(_ id: SessionID, _ hello: Hello) {
+        peerVersions[id] = hello.version
         let replica = store.replica
-        sessions[id]?.send(replica.operations(since: hello.version))
+        let delta = replica.operations(since: hello.version)
+        operationsSent += delta.operations.count
+        sessions[id]?.send(delta)
         sessions[id]?.sendSynced(replica.versionVector)
         log?("session \(id): replica \(hello.replica) joined board '\(hello.board)'")
     }
@@ -238,10 +247,20 @@ public final class BoardHub {
         operationsMerged += fresh.count
         requestMissing(preferring: id)
         sessions[id]?.acknowledge(store.replica.versionVector)
-        if !fresh.isEmpty {
+        guard !fresh.isEmpty else { return }
+        if batch.covers != nil {
+            // A complete delta may skip operations its sender had compacted away; relayed as
+            // loose operations they would leave gaps in the other peers' version vectors. Send
+            // each other peer a complete delta from what it is known to hold instead.
+            for other in sessions.keys where other != id && sessions[other]!.isOpen {
+                let delta = store.replica.operations(since: peerVersions[other] ?? .empty)
+                operationsSent += delta.operations.count
+                sessions[other]!.send(delta)
+            }
+        } else {
             broadcast(fresh, except: id)
-            onChange?()
         }
+        onChange?()
     }
 
     /// Asks for every referenced asset that is missing and not already on its way.

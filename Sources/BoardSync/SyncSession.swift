@@ -75,7 +75,7 @@ public struct SyncSession: Sendable {
     }
 
     public let role: Role
-    public let localReplica: ReplicaID
+    public private(set) var localReplica: ReplicaID
     public let limits: SessionLimits
     public let timing: SessionTiming
     public var credentials: [UInt8] = []
@@ -143,6 +143,13 @@ public struct SyncSession: Sendable {
         lastReceived = now
         lastSent = now
         state = .awaitingHello
+    }
+
+    /// Acceptor: sets which replica answers, before `accept` (a server learns which board, and so
+    /// which replica, from the HELLO itself).
+    public mutating func rebind(localReplica: ReplicaID) {
+        guard case .awaitingAccept = state else { return }
+        self.localReplica = localReplica
     }
 
     /// Acceptor: answer the peer's HELLO, saying we hold `version` of its board.

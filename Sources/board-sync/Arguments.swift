@@ -17,6 +17,7 @@ struct Failure: Error {
 struct Arguments {
     private(set) var positionals: [String] = []
     private var values: [String: String] = [:]
+    private var allValues: [String: [String]] = [:]
     private var present: Set<String> = []
 
     /// `options` take a value (`--to X,Y` or `--to=X,Y`); `flags` do not.
@@ -42,13 +43,16 @@ struct Arguments {
                 guard inline == nil else { throw UsageError("--\(name) takes no value") }
                 present.insert(name)
             } else if options.contains(name) {
+                let value: String
                 if let inline {
-                    values[name] = inline
+                    value = inline
                 } else {
                     guard index < arguments.count else { throw UsageError("--\(name) needs a value") }
-                    values[name] = arguments[index]
+                    value = arguments[index]
                     index += 1
                 }
+                values[name] = value
+                allValues[name, default: []].append(value)
                 present.insert(name)
             } else {
                 throw UsageError("unknown option --\(name)")
@@ -58,6 +62,8 @@ struct Arguments {
 
     func has(_ flag: String) -> Bool { present.contains(flag) }
     func value(_ option: String) -> String? { values[option] }
+    /// Every value of an option that may repeat.
+    func values(_ option: String) -> [String] { allValues[option] ?? [] }
 
     /// Exactly `names.count` positionals, named in errors by `names`.
     func positionals(_ names: [String]) throws -> [String] {

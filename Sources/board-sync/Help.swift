@@ -65,7 +65,30 @@ let commandHelps: [String: CommandHelp] = [
                        options: [("--json", "Print the operations as a JSON array.")]),
 ]
 
-let commandOrder = ["new", "stroke", "sticker", "move", "transform", "delete", "restore", "front", "back", "undo", "redo", "show", "log"]
+let netHelps: [String: CommandHelp] = [
+    "demo": CommandHelp(name: "demo", overview: "Show three peers editing one board through an embedded sync server on loopback.",
+                        usage: "demo [--out DIR] [--steps N] [--json]",
+                        options: [("--out DIR", "Where to write the packages (default: a new folder under the temp directory)."),
+                                  ("--steps N", "Editing rounds per peer (default 40)."),
+                                  ("--json", "Print the summary as JSON.")]),
+    "serve": CommandHelp(name: "serve", overview: "Run a sync server hosting every board in a data directory.",
+                         usage: "serve --data DIR [--listen HOST:PORT]",
+                         options: [("--data DIR", "Where boards live, one DIR/<name>.boardpkg each (created if missing)."),
+                                   ("--listen HOST:PORT", "Address to listen on (default 127.0.0.1:7420; port 0 picks one).")]),
+    "sync": CommandHelp(name: "sync", overview: "Sync a package with a server once, both directions, then exit.",
+                        usage: "sync <package> --server HOST:PORT --board NAME [--timeout S] [--json]",
+                        arguments: [packageArgument],
+                        options: [("--server HOST:PORT", "The sync server."), ("--board NAME", "The board's name on the server."),
+                                  ("--timeout S", "Give up after S seconds (default 60)."), jsonOption]),
+    "peer": CommandHelp(name: "peer", overview: "Run a live replica that accepts and dials peers and relays what it learns.",
+                        usage: "peer <package> [--listen HOST:PORT] [--connect HOST:PORT]... [--board NAME]",
+                        arguments: [packageArgument],
+                        options: [("--listen HOST:PORT", "Accept peers here."),
+                                  ("--connect HOST:PORT", "Dial this peer or server (repeatable); reconnects with backoff."),
+                                  ("--board NAME", "Board name sent when dialing (default: the package's name).")]),
+]
+
+let commandOrder = ["demo", "serve", "sync", "peer", "new", "stroke", "sticker", "move", "transform", "delete", "restore", "front", "back", "undo", "redo", "show", "log"]
 
 let toolVersion = "0.3.0"
 
@@ -82,7 +105,7 @@ var mainHelp: String {
         "SUBCOMMANDS:",
     ]
     for name in commandOrder {
-        lines.append("  \(name.padding(toLength: 24, withPad: " ", startingAt: 0)) \(commandHelps[name]!.overview)")
+        lines.append("  \(name.padding(toLength: 24, withPad: " ", startingAt: 0)) \((commandHelps[name] ?? netHelps[name])!.overview)")
     }
     lines += ["", "  See 'board-sync help <subcommand>' for detailed help.",
               "", "EXIT CODES: 0 success, 1 failure, 64 bad usage."]

@@ -27,7 +27,7 @@ case "--version":
     exit(0)
 case "help":
     if arguments.count > 1 {
-        guard let help = commandHelps[arguments[1]] else {
+        guard let help = commandHelps[arguments[1]] ?? netHelps[arguments[1]] else {
             fail("unknown subcommand '\(arguments[1])'", usage: "<subcommand> [options]", code: 64)
         }
         print(help.text)
@@ -39,7 +39,7 @@ default:
     break
 }
 
-guard let help = commandHelps[first] else {
+guard let help = commandHelps[first] ?? netHelps[first] else {
     fail("unknown subcommand '\(first)'", usage: "<subcommand> [options]", code: 64)
 }
 let rest = Array(arguments.dropFirst())
@@ -48,7 +48,11 @@ if rest.contains("--help") || rest.contains("-h") {
     exit(0)
 }
 do {
-    try Commands().run(first, rest)
+    if netHelps[first] != nil {
+        try NetCommands().run(first, rest)
+    } else {
+        try Commands().run(first, rest)
+    }
 } catch let error as UsageError {
     fail(error.message, usage: help.usage, helpTopic: first, code: 64)
 } catch let error as Failure {

@@ -1,0 +1,84 @@
+import BoardCRDT
+import BoardStore
+import BoardSync
+import Foundation
+
+/// `board-sync sync`: an offline replica meets the server once, both directions, assets
+/// included, and returns when each side holds the other's operations.
+public enum OneShotSync {
+    public struct Report: Sendable {
+        public var operationsReceived: Int
+        public var operationsSent: Int
+        public var bytesSent: Int
+        public var bytesReceived: Int
+        public var missingAssets: Int
+        public var seconds: Double
+    }
+
+    public enum Failure: Error, CustomStringConvertible {
+        case unreachable(String)
+        case closed(String)
+        case timedOut(Double)
+
+        public var description: String {
+            switch self {
+            case .unreachable(let why): return "cannot reach the server: \(why)"
+            case .closed(let why): return "the server closed the connection: \(why)"
+            case .timedOut(let seconds): return "no result after \(Int(seconds)) s; the server may be overloaded or unreachable"
+            }
+        }
+    }
+
+    public static func run(package: BoardPackage, board: String, server: SocketAddress, timeout: Double = 60,
+                           log: @escaping (String) -> Void = { _ in }) throws -> Report {
+        let loop = try EventLoop()
+        var options = SyncHost.Options()
+        options.reconnect = false
+        options.log = log
+        let host = try SyncHost(board: board, store: package, package: package, listen: nil, loop: loop, options: options)
+        let start = EventLoop.now()
+        let startVersion = package.replica.versionVector
+        var failure: Failure?
+        var done = false
+        var sawOpen = false
+        var bytes = (sent: 0, received: 0)
+        let hub = host.boards[board]!.hub
+        host.onProgress = {
+            if let (_, session) = hub.sessions.first {
+                if session.isOpen { sawOpen = true }
+                bytes = (max(bytes.sent, session.bytesSent), max(bytes.received, session.bytesReceived))
+            }
+            guard !done, failure == nil else { return }
+            guard let (id, session) = hub.sessions.first else {
+                if host.connectionCount == 0 {
+                    failure = sawOpen ? .closed("before both sides were in sync") : .unreachable("connection refused or closed")
+                    loop.stop()
+                }
+                return
+            }
+            if session.isClosed {
+                failure = .closed(session.closeReason.map { "\($0)" } ?? "goodbye before both sides were in sync")
+                loop.stop()
+                return
+            }
+            guard session.isOpen, hub.syncedFrom.contains(id), let peer = session.peer else { return }
+            let serverHolds = (hub.acknowledged[id] ?? .empty).merged(with: peer.version)
+            guard serverHolds.dominates(package.replica.versionVector),
+                  session.outstandingWants.isEmpty, host.isQuiet(board) else { return }
+            done = true
+            host.shutdown()
+            loop.schedule(after: 0.01) { loop.stop() }
+        }
+        loop.schedule(after: timeout) {
+            if !done { failure = .timedOut(timeout); loop.stop() }
+        }
+        host.connect(to: server)
+        loop.run()
+        if let failure { throw failure }
+        try package.save()
+        let received = package.replica.versionVector.totalCount - startVersion.totalCount
+        return Report(operationsReceived: Int(received), operationsSent: hub.operationsSent,
+                      bytesSent: bytes.sent, bytesReceived: bytes.received,
+                      missingAssets: package.replica.missingAssets.count, seconds: EventLoop.now() - start)
+    }
+}

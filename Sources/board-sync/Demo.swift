@@ -1,0 +1,197 @@
+import BoardCRDT
+import BoardModel
+import BoardNet
+import BoardSimulation
+import BoardStore
+import BoardSync
+import Foundation
+
+/// `board-sync demo`: an embedded sync server on a free loopback port and three peers in one
+/// process drawing strokes and dragging stickers at the same time; carol goes offline for the
+/// middle of the session and keeps editing. They converge, their packages are written, and a
+/// summary says what crossed the wire.
+struct Demo {
+    let out: String
+    let steps: Int
+    let json: Bool
+
+    init(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: ["out", "steps"], flags: ["json"])
+        _ = try args.positionals([])
+        steps = try args.value("steps").map { text -> Int in
+            guard let value = Int(text), (1...10_000).contains(value) else { throw UsageError("--steps '\(text)' must be 1...10000") }
+            return value
+        } ?? 40
+        json = args.has("json")
+        if let out = args.value("out") {
+            if FileManager.default.fileExists(atPath: out),
+               !((try? FileManager.default.contentsOfDirectory(atPath: out))?.isEmpty ?? false) {
+                throw Failure("\(out) exists and is not empty; give a new or empty folder")
+            }
+            self.out = out
+        } else {
+            let stamp = Int(Date().timeIntervalSince1970)
+            self.out = FileManager.default.temporaryDirectory.appendingPathComponent("board-sync-demo-\(stamp)-\(getpid())").path
+        }
+    }
+
+    func say(_ line: String) {
+        if !json { print(line) }
+    }
+
+    func run() throws {
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let loop = try EventLoop()
+        var serverOptions = SyncHost.Options()
+        var serverLog: [String] = []
+        serverOptions.log = { serverLog.append($0) }
+        let server = try SyncHost(serverDataDirectory: out + "/server", listen: SocketAddress(host: "127.0.0.1", port: 0),
+                                  loop: loop, options: serverOptions)
+        let address = server.listenAddress!
+        say("BoardSync demo: three peers, one board, an embedded sync server on \(address)")
+        say("writing packages to \(out)")
+
+        let names = ["alice", "bob", "carol"]
+        let colors: [(UInt8, UInt8, UInt8)] = [(220, 40, 60), (40, 120, 220), (40, 170, 80)]
+        var rng = SeededRandom(seed: 2026)
+        var peers: [SyncHost] = []
+        var packages: [BoardPackage] = []
+        for (index, name) in names.enumerated() {
+            let package = try BoardPackage.create(at: "\(out)/\(name).boardpkg", fileSystem: PosixFileSystem(),
+                                                  replicaID: ReplicaID(rng.next()))
+            var options = SyncHost.Options()
+            options.reconnectDelay = (0.05, 0.5)
+            let host = try SyncHost(board: "demo", store: package, package: package, listen: nil, loop: loop, options: options)
+            host.connect(to: address)
+            peers.append(host)
+            packages.append(package)
+            _ = index
+        }
+        let images = colors.map { color in
+            Data(PNGEncoder.solid(width: 32, height: 32, red: color.0, green: color.1, blue: color.2))
+        }
+
+        var made = [0, 0, 0]
+        var step = 0
+        let offlineFrom = steps / 4
+        let offlineUntil = (3 * steps) / 4
+        var lastEdit = 0.0
+        var failure: Error?
+        var converged: Double?
+        let start = EventLoop.now()
+
+        func edit(_ index: Int) throws {
+            let replica = packages[index].replica
+            let stickers = replica.itemIDs.filter { replica.kind(of: $0) == .sticker && replica.isVisible($0) }
+            var pen = CodablePoint(x: Double(Int.random(in: 50...1500, using: &rng)), y: Double(Int.random(in: 50...1100, using: &rng)))
+            func walk() -> CodablePoint {
+                pen.x += Double(Int.random(in: -24...24, using: &rng)) / 4
+                pen.y += Double(Int.random(in: -24...24, using: &rng)) / 4
+                return pen
+            }
+            let host = peers[index]
+            if step % 8 == index || stickers.isEmpty {
+                made[index] += try host.edit { try $0.addSticker(imagePNG: images[index], at: walk(), scale: 1.5) }.operations.count
+            } else if step % 3 == 0 {
+                let sticker = rng.pick(stickers)
+                made[index] += try host.edit { replica in
+                    replica.beginUndoGroup()
+                    defer { replica.endUndoGroup() }
+                    var ops: [Op] = []
+                    for _ in 0..<4 { ops += try replica.move(sticker, to: walk()).operations }
+                    return LocalEdit(operations: ops)
+                }.operations.count
+            } else {
+                let color = RGBAColor(red: Double(colors[index].0) / 255, green: Double(colors[index].1) / 255, blue: Double(colors[index].2) / 255)
+                made[index] += try host.edit { try $0.beginStroke(color: color, width: 3, points: (0..<4).map { _ in walk() }) }.operations.count
+                for _ in 0..<2 {
+                    made[index] += try host.edit { try $0.appendPoints((0..<4).map { _ in walk() }) }.operations.count
+                }
+                made[index] += try host.edit { replica in replica.finishStroke(); return LocalEdit() }.operations.count
+            }
+        }
+
+        func isConverged() -> Bool {
+            let vector = packages[0].replica.versionVector
+            guard let hub = server.boards["demo"]?.hub, hub.store.replica.versionVector == vector else { return false }
+            return packages.allSatisfy { $0.replica.versionVector == vector && $0.replica.missingAssets.isEmpty }
+                && hub.store.replica.missingAssets.isEmpty
+                && peers.allSatisfy { $0.isQuiet("demo") } && server.isQuiet("demo")
+        }
+
+        func tick() {
+            do {
+                if step < steps {
+                    if step == offlineFrom { peers[2].setOffline(true); say("  step \(step): carol goes offline (keeps editing)") }
+                    if step == offlineUntil { peers[2].setOffline(false); say("  step \(step): carol comes back online") }
+                    for index in peers.indices { try edit(index) }
+                    step += 1
+                    lastEdit = EventLoop.now()
+                    if step == steps { say("  step \(step): editing done; waiting for convergence") }
+                } else if isConverged() {
+                    converged = EventLoop.now()
+                    loop.stop()
+                    return
+                }
+                if EventLoop.now() - start > 60 {
+                    var state = "the peers did not converge within 60 s:"
+                    for (index, package) in packages.enumerated() {
+                        state += "\n  \(names[index]): \(package.replica.versionVector) missing \(package.replica.missingAssets.count) quiet \(peers[index].isQuiet("demo")) links \(peers[index].connectionCount)"
+                    }
+                    if let hub = server.boards["demo"]?.hub {
+                        state += "\n  server: \(hub.store.replica.versionVector) missing \(hub.store.replica.missingAssets.count) sessions \(hub.sessions.count)"
+                    }
+                    failure = Failure(state)
+                    loop.stop()
+                    return
+                }
+                loop.schedule(after: 0.02) { tick() }
+            } catch {
+                failure = error
+                loop.stop()
+            }
+        }
+        loop.schedule(after: 0.1) { tick() }
+        loop.run()
+        if let failure { throw failure }
+
+        var wireBytes = 0
+        for host in peers { wireBytes += host.sessionBytes.sent + host.sessionBytes.received }
+        for host in peers { host.shutdown() }
+        server.shutdown()
+        loop.schedule(after: 0.05) { loop.stop() }
+        loop.run()
+
+        let snapshots = try packages.map { try $0.replica.snapshot().canonicalJSON() }
+        let serverPackage = server.boards["demo"]!.package!
+        let serverSnapshot = try serverPackage.replica.snapshot().canonicalJSON()
+        let identical = snapshots.allSatisfy { $0 == snapshots[0] } && serverSnapshot == snapshots[0]
+        let board = packages[0].replica.snapshot()
+        for package in packages { try package.save(); package.close() }
+        let convergeMS = Int(((converged ?? lastEdit) - lastEdit) * 1000)
+        let totalOps = packages[0].replica.versionVector.totalCount
+        if json {
+            try printJSON([
+                "folder": out, "server": address.description, "operations": totalOps,
+                "operationsByPeer": Dictionary(uniqueKeysWithValues: zip(names, made)),
+                "bytesOnWire": wireBytes / 2, "millisecondsToConvergeAfterLastEdit": convergeMS,
+                "identical": identical, "strokes": board.strokes.count, "stickers": board.stickers.count,
+                "packages": names.map { "\(out)/\($0).boardpkg" } + ["\(out)/server/demo.boardpkg"],
+            ])
+        } else {
+            say("")
+            for (index, name) in names.enumerated() {
+                say("  \(name.padding(toLength: 6, withPad: " ", startingAt: 0)) made \(made[index]) operations\(index == 2 ? " (offline for steps \(offlineFrom)-\(offlineUntil))" : "")")
+            }
+            say("  converged: \(identical ? "yes, all three peers and the server hold byte-identical boards" : "NO")")
+            say("  board: \(board.strokes.count) strokes, \(board.stickers.count) stickers, \(totalOps) operations")
+            say("  bytes on the wire: \(wireBytes / 2) (each byte counted once)")
+            say("  time to converge after the last edit: \(convergeMS) ms")
+            say("  packages:")
+            for name in names { say("    \(out)/\(name).boardpkg") }
+            say("    \(out)/server/demo.boardpkg")
+            say("  look inside: bin/board-sync show \(out)/alice.boardpkg")
+        }
+        if !identical { throw Failure("the replicas differ after converging") }
+    }
+}

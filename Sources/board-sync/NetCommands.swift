@@ -1,0 +1,132 @@
+import BoardCRDT
+import BoardModel
+import BoardNet
+import BoardStore
+import BoardSync
+import Dispatch
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// serve, sync, peer and demo: the commands that talk TCP.
+struct NetCommands {
+    func run(_ name: String, _ raw: [String]) throws {
+        switch name {
+        case "serve": try serve(raw)
+        case "sync": try sync(raw)
+        case "peer": try peer(raw)
+        case "demo": try Demo(raw).run()
+        default: throw UsageError("unknown subcommand '\(name)'")
+        }
+    }
+
+    static func log(_ line: String) {
+        let stamp = ISO8601DateFormatter().string(from: Date())
+        FileHandle.standardError.write(Data("\(stamp) \(line)\n".utf8))
+    }
+
+    /// Stops `host` cleanly on SIGINT or SIGTERM: no new connections, goodbyes, saves, exit 0.
+    static func stopOnSignals(_ host: SyncHost, _ loop: EventLoop) -> [DispatchSourceSignal] {
+        [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            // SyncHost lives on the loop thread; the handler only posts work to that thread.
+            nonisolated(unsafe) let unsafeHost = host
+            source.setEventHandler {
+                loop.execute {
+                    NetCommands.log("signal \(number == SIGINT ? "SIGINT" : "SIGTERM"): stopping")
+                    unsafeHost.shutdown()
+                    loop.schedule(after: 0.2) { loop.stop() }
+                }
+            }
+            source.resume()
+            return source
+        }
+    }
+
+    private func address(_ text: String, _ option: String) throws -> SocketAddress {
+        do {
+            return try SocketAddress(parsing: text)
+        } catch {
+            throw UsageError("\(option) \(error)")
+        }
+    }
+
+    private func serve(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: ["data", "listen"], flags: [])
+        _ = try args.positionals([])
+        guard let data = args.value("data") else { throw UsageError("missing --data DIR") }
+        let listen = try address(args.value("listen") ?? "127.0.0.1:7420", "--listen")
+        let loop = try EventLoop()
+        var options = SyncHost.Options()
+        options.log = NetCommands.log
+        let host: SyncHost
+        do {
+            host = try SyncHost(serverDataDirectory: data, listen: listen, loop: loop, options: options)
+        } catch {
+            throw Failure("cannot start the server: \(error)")
+        }
+        NetCommands.log("serving boards from \(data) on \(host.listenAddress!) (SIGINT or SIGTERM stops)")
+        let signals = NetCommands.stopOnSignals(host, loop)
+        loop.run()
+        withExtendedLifetime(signals) {}
+    }
+
+    private func sync(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: ["server", "board", "timeout"], flags: ["json"])
+        let path = try args.positionals(["<package>"])[0]
+        guard let serverText = args.value("server") else { throw UsageError("missing --server HOST:PORT") }
+        guard let board = args.value("board") else { throw UsageError("missing --board NAME") }
+        guard Hello.isValidBoardName(board) else { throw UsageError("--board '\(board)' is not a plain name (letters, digits, '-', '_', '.')") }
+        let server = try address(serverText, "--server")
+        let timeout = try args.value("timeout").map { try Parse.number($0, "--timeout") } ?? 60
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw Failure("no board package at \(path) (create one with `board-sync new \(path)`)")
+        }
+        let package = try BoardPackage.open(at: path, fileSystem: PosixFileSystem(), newReplicaID: Commands.randomReplicaID)
+        defer { package.close() }
+        let report: OneShotSync.Report
+        do {
+            report = try OneShotSync.run(package: package, board: board, server: server, timeout: timeout)
+        } catch let failure as OneShotSync.Failure {
+            throw Failure("\(server): \(failure)")
+        }
+        if args.has("json") {
+            try printJSON(["server": server.description, "board": board, "operationsReceived": report.operationsReceived,
+                           "operationsSent": report.operationsSent, "bytesSent": report.bytesSent,
+                           "bytesReceived": report.bytesReceived, "missingAssets": report.missingAssets,
+                           "seconds": report.seconds])
+        } else {
+            print("synced \(path) with board '\(board)' on \(server): received \(report.operationsReceived) operations, sent \(report.operationsSent); \(report.bytesSent) bytes up, \(report.bytesReceived) bytes down in \(String(format: "%.2f", report.seconds)) s")
+            if report.missingAssets > 0 {
+                print("note: \(report.missingAssets) image(s) are still pending: no peer has sent their bytes yet")
+            }
+        }
+    }
+
+    private func peer(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: ["listen", "connect", "board"], flags: [])
+        let path = try args.positionals(["<package>"])[0]
+        let listen = try args.value("listen").map { try address($0, "--listen") }
+        let dials = try args.values("connect").map { try address($0, "--connect") }
+        guard listen != nil || !dials.isEmpty else { throw UsageError("give --listen, --connect or both") }
+        let defaultBoard = Path.name(of: path).replacingOccurrences(of: ".boardpkg", with: "")
+        let board = args.value("board") ?? (Hello.isValidBoardName(defaultBoard) ? defaultBoard : "board")
+        guard Hello.isValidBoardName(board) else { throw UsageError("--board '\(board)' is not a plain name") }
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw Failure("no board package at \(path) (create one with `board-sync new \(path)`)")
+        }
+        let package = try BoardPackage.open(at: path, fileSystem: PosixFileSystem(), newReplicaID: Commands.randomReplicaID)
+        defer { package.close() }
+        let loop = try EventLoop()
+        var options = SyncHost.Options()
+        options.log = NetCommands.log
+        let host = try SyncHost(board: board, store: package, package: package, listen: listen, loop: loop, options: options)
+        for dial in dials { host.connect(to: dial) }
+        NetCommands.log("peer \(package.replica.id) for \(path) (board '\(board)')\(host.listenAddress.map { ", listening on \($0)" } ?? "")")
+        let signals = NetCommands.stopOnSignals(host, loop)
+        loop.run()
+        withExtendedLifetime(signals) {}
+    }
+}
