@@ -42,6 +42,8 @@ let package = Package(
         ),
         .testTarget(name: "BoardModelTests", dependencies: ["BoardModel"]),
         .testTarget(name: "BoardCRDTTests", dependencies: ["BoardModel", "BoardCRDT", "BoardSimulation"]),
+        .testTarget(name: "BoardSyncTests", dependencies: ["BoardModel", "BoardCRDT", "BoardSync", "BoardSimulation"]),
+        .testTarget(name: "BoardNetTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet"]),
         .testTarget(name: "BoardSyncCLITests", dependencies: ["BoardModel"]),
         .testTarget(name: "BoardStoreTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSimulation"]),
     ],

@@ -229,11 +229,12 @@ public final class SyncHost {
         let path = Path.join(directory, "\(name).boardpkg")
         do {
             let fileSystem = PosixFileSystem()
-            let package = fileSystem.isDirectory(path)
+            let existed = fileSystem.isDirectory(path)
+            let package = existed
                 ? try BoardPackage.open(at: path, fileSystem: fileSystem, newReplicaID: options.newReplicaID)
                 : try BoardPackage.create(at: path, fileSystem: fileSystem, replicaID: options.newReplicaID())
             for notice in package.notices { options.log("board '\(name)': \(notice)") }
-            options.log("board '\(name)': \(fileSystem.isDirectory(path) ? "opened" : "created") \(path) (\(package.replica.versionVector.totalCount) operations)")
+            options.log("board '\(name)': \(existed ? "opened" : "created") \(path) (\(package.replica.versionVector.totalCount) operations)")
             let hosted = HostedBoard(hub: BoardHub(board: name, store: package), package: package)
             install(hosted, as: name)
             return hosted

@@ -1,0 +1,197 @@
+import BoardCRDT
+import BoardModel
+import BoardSimulation
+import BoardSync
+import Foundation
+import Testing
+
+/// Two hubs wired back to back in memory: the first simulator (no sockets, no clock).
+struct Pair {
+    let server: BoardHub
+    let client: BoardHub
+    var split: Split
+    var rng = SeededRandom(seed: 1)
+    var now = 0.0
+
+    enum Split { case whole, oneByte, random }
+
+    init(server: MemoryReplicaStore, client: MemoryReplicaStore, split: Split, limits: SessionLimits = SessionLimits()) {
+        self.server = BoardHub(board: "b", store: server)
+        self.client = BoardHub(board: "b", store: client)
+        self.split = split
+        self.server.addAcceptor(1, SyncSession(role: .acceptor, localReplica: server.replica.id, limits: limits), now: 0)
+        self.client.addDialer(1, SyncSession(role: .dialer, localReplica: client.replica.id, limits: limits), now: 0)
+    }
+
+    /// Moves bytes both ways until neither side has anything to say (bounded, to catch livelock).
+    mutating func drive(maxRounds: Int = 10_000) throws {
+        for _ in 0..<maxRounds {
+            now += 0.001
+            let up = client.output(for: 1, now: now)
+            let down = server.output(for: 1, now: now)
+            if up.isEmpty && down.isEmpty { return }
+            deliver(up, to: server)
+            deliver(down, to: client)
+        }
+        throw DriveError.livelock
+    }
+
+    mutating func deliver(_ bytes: [UInt8], to hub: BoardHub) {
+        var offset = 0
+        while offset < bytes.count {
+            let size: Int
+            switch split {
+            case .whole: size = bytes.count
+            case .oneByte: size = 1
+            case .random: size = Int.random(in: 1...64, using: &rng)
+            }
+            let end = min(bytes.count, offset + size)
+            hub.receive(1, Array(bytes[offset..<end]), now: now)
+            offset = end
+        }
+    }
+
+    enum DriveError: Error { case livelock }
+}
+
+func storeWithHistory(seed: UInt64, replicaIndex: Int) -> MemoryReplicaStore {
+    let history = HistoryGenerator(replicaCount: 3...3, steps: 40...40).generate(seed: seed)
+    var replica = history.replicas[replicaIndex]
+    for data in history.assets.values where replica.referencedAssets.contains(AssetHash.of(data)) {
+        replica.assets.insert(data)
+    }
+    return MemoryReplicaStore(replica: replica)
+}
+
+@Suite struct SessionTests {
+    @Test(arguments: [Pair.Split.whole, .oneByte, .random])
+    func twoDivergedReplicasConvergeWhateverTheByteSplit(split: Pair.Split) throws {
+        for seed in 0..<15 as Range<UInt64> {
+            let a = storeWithHistory(seed: seed, replicaIndex: 0)
+            let b = storeWithHistory(seed: seed, replicaIndex: 1)
+            var pair = Pair(server: a, client: b, split: split)
+            try pair.drive()
+            #expect(a.replica.versionVector == b.replica.versionVector, "seed \(seed)")
+            #expect(try a.replica.snapshot().canonicalJSON() == b.replica.snapshot().canonicalJSON(), "seed \(seed)")
+        }
+    }
+
+    @Test func assetsCrossALinkOnceAndInChunks() throws {
+        var limits = SessionLimits()
+        limits.assetChunk = 1000
+        var a = Replica(id: ReplicaID(1))
+        let image = Data((0..<10_000).map { UInt8(truncatingIfNeeded: $0 * 7) })
+        for x in 0..<5 { _ = try a.addSticker(imagePNG: image, at: CodablePoint(x: Double(x), y: 0)) }
+        let server = MemoryReplicaStore(replica: a)
+        let client = MemoryReplicaStore(replica: Replica(id: ReplicaID(2)))
+        var pair = Pair(server: server, client: client, split: .random, limits: limits)
+        try pair.drive()
+        #expect(client.replica.missingAssets.isEmpty)
+        #expect(client.replica.snapshot().stickers.allSatisfy { $0.imagePNG == image })
+        // Five stickers share one asset: its bytes crossed once (10 chunks of 1000 + framing).
+        let received = pair.client.sessions[1]!.bytesReceived
+        #expect(received < 10_000 + 3_000, "\(received) bytes for one 10 kB asset")
+    }
+
+    @Test func anInterruptedAssetTransferResumesFromItsOffset() throws {
+        var assembler = AssetAssembler()
+        let bytes = (0..<5000).map { UInt8(truncatingIfNeeded: $0) }
+        let hash = AssetHash.of(bytes)
+        #expect(try assembler.add(AssetChunk(hash: hash, totalSize: 5000, offset: 0, bytes: Array(bytes[0..<2000]))) == nil)
+        #expect(assembler.offset(for: hash) == 2000, "a new link asks from here")
+        #expect(try assembler.add(AssetChunk(hash: hash, totalSize: 5000, offset: 2000, bytes: Array(bytes[2000...]))) == bytes)
+        // Bytes that do not match the hash are refused.
+        #expect(throws: SessionError.self) {
+            _ = try assembler.add(AssetChunk(hash: hash, totalSize: 3, offset: 0, bytes: [1, 2, 3]))
+        }
+    }
+
+    /// A session fed hostile bytes closes with a code, queues an ERROR frame, and reports nothing
+    /// else; the replica behind it is untouched.
+    static func acceptorFed(_ bytes: [UInt8]) -> (events: [SessionEvent], output: [UInt8], session: SyncSession) {
+        var session = SyncSession(role: .acceptor, localReplica: ReplicaID(9))
+        session.listen(now: 0)
+        let events = session.receive(bytes, now: 0)
+        return (events, session.takeOutput(), session)
+    }
+
+    static func errorCode(in output: [UInt8]) -> UInt16? {
+        var decoder = FrameDecoder(maxFrame: 1 << 20)
+        decoder.append(output)
+        while let frame = try? decoder.next() {
+            if case .error(let code, _)? = try? Message(frame: frame, limits: SessionLimits()) { return code }
+        }
+        return nil
+    }
+
+    static func hello(version: UInt64 = 1, board: String = "team") -> [UInt8] {
+        var frame = Message.hello(Hello(board: board, replica: ReplicaID(5), version: .empty)).frame()
+        if version != 1 {
+            var payload = frame.payload
+            payload[4] = UInt8(version)
+            frame = Frame(type: frame.type, payload: payload)
+        }
+        return frame.encoded()
+    }
+
+    @Test(arguments: [
+        ("garbage", Array("GET / HTTP/1.1\r\nHost: x\r\n\r\n".utf8), SessionError.Code.frameTooLarge),
+        ("bad checksum", { var b = SessionTests.hello(); b[b.count - 1] ^= 1; return b }(), .badChecksum),
+        ("oversized length", [0xFF, 0xFF, 0xFF, 0x7F, 1, 2, 3], .frameTooLarge),
+        ("zero length", [0, 0, 0, 0, 0, 0, 0, 0], .malformedFrame),
+        ("wrong protocol version", SessionTests.hello(version: 7), .unsupportedVersion),
+        ("unknown message type", Frame(type: 0x7E, payload: []).encoded(), .unknownMessage),
+        ("operations before hello", Message.operations([1, 0, 0, 0]).frame().encoded(), .unexpectedMessage),
+        ("board name escaping a folder", SessionTests.hello(board: "../etc"), .badBoardName),
+        ("empty board name", SessionTests.hello(board: ""), .badBoardName),
+    ])
+    func protocolViolationsCloseWithACode(name: String, bytes: [UInt8], code: SessionError.Code) {
+        let (events, output, session) = Self.acceptorFed(bytes)
+        #expect(events.count == 1, "\(name)")
+        #expect(events.first == .closed(session.closeReason), "\(name)")
+        #expect(session.closeReason?.code == code, "\(name): \(String(describing: session.closeReason))")
+        #expect(Self.errorCode(in: output) == code.rawValue, "\(name): the peer is told why")
+        // Sticky: later input is ignored.
+        var closed = session
+        #expect(closed.receive(Self.hello(), now: 1).isEmpty)
+    }
+
+    @Test func aTruncatedFrameWaitsForMoreBytesAndNeverHalfConsumes() {
+        let hello = Self.hello()
+        var session = SyncSession(role: .acceptor, localReplica: ReplicaID(9))
+        session.listen(now: 0)
+        #expect(session.receive(Array(hello.dropLast()), now: 0).isEmpty)
+        #expect(!session.isClosed)
+        let events = session.receive([hello.last!], now: 0)
+        guard case .hello(let received)? = events.first else {
+            Issue.record("expected the hello once complete, got \(events)")
+            return
+        }
+        #expect(received.board == "team")
+    }
+
+    @Test func invalidOperationsCloseTheSessionAndLeaveTheReplicaAsItWas() throws {
+        let store = MemoryReplicaStore(replica: Replica(id: ReplicaID(1)))
+        let hub = BoardHub(board: "team", store: store)
+        hub.addAcceptor(1, SyncSession(role: .acceptor, localReplica: ReplicaID(1)), now: 0)
+        hub.receive(1, Self.hello(), now: 0)
+        #expect(hub.sessions[1]?.isOpen == true)
+        // A well-framed OPS message whose batch does not decode.
+        let events = hub.receive(1, Message.operations([1, 0, 5, 1, 2]).frame().encoded(), now: 0)
+        #expect(events.contains { if case .closed(let error?) = $0 { return error.code == .invalidOperations }; return false })
+        #expect(store.replica.versionVector == .empty)
+    }
+
+    @Test func keepAliveAndIdleTimeout() throws {
+        var session = SyncSession(role: .dialer, localReplica: ReplicaID(1), timing: SessionTiming(keepAlive: 5, idleTimeout: 20))
+        session.start(board: "b", version: .empty, now: 0)
+        _ = session.takeOutput(now: 0)
+        #expect(session.nextDeadline == 5)
+        #expect(session.handleTimer(now: 5).isEmpty)
+        var decoder = FrameDecoder(maxFrame: 1 << 20)
+        decoder.append(session.takeOutput(now: 5))
+        #expect(try decoder.next()?.type == Message.Kind.ping.rawValue)
+        let events = session.handleTimer(now: 20)
+        #expect(events == [.closed(SessionError(.idleTimeout, "nothing received for 20 s"))])
+    }
+}
