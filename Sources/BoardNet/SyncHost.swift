@@ -271,9 +271,14 @@ public final class SyncHost {
         let now = EventLoop.now()
         for id in hosted.hub.sessions.keys.sorted() {
             guard let link = links[id] else { continue }
-            let room = max(0, options.limits.assetChunk * 4 - link.connection.queuedBytes)
-            let bytes = hosted.hub.output(for: id, maxBytes: room, now: now)
-            if !bytes.isEmpty { link.connection.send(bytes) }
+            // Pull output while the socket keeps taking it; past the high-water mark, wait for
+            // the connection's onWritable (asset chunks are cut lazily, so nothing piles up).
+            let highWater = options.limits.assetChunk * 4
+            while !link.connection.isClosed, link.connection.queuedBytes < highWater {
+                let bytes = hosted.hub.output(for: id, maxBytes: highWater - link.connection.queuedBytes, now: now)
+                if bytes.isEmpty { break }
+                link.connection.send(bytes)
+            }
             if hosted.hub.sessions[id]?.isClosed == true, hosted.hub.pendingOutput(for: id) == 0 {
                 link.connection.close()
             }
@@ -332,6 +337,16 @@ public final class SyncHost {
 
     /// Closes one board's links abruptly (a test's or demo's "go offline").
     public func dropConnections() {
+        for link in links.values { link.connection.close(immediately: true) }
+    }
+
+    /// Stops at once, as a killed process would: no goodbyes, no saves (what was acknowledged is
+    /// already in each package's log).
+    public func abort() {
+        guard !stopped else { return }
+        stopped = true
+        listener?.close()
+        if let tickTimer { loop.cancelTimer(tickTimer) }
         for link in links.values { link.connection.close(immediately: true) }
     }
 

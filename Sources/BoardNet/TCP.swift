@@ -97,7 +97,7 @@ public final class TCPConnection: EventSource {
             return false
         }
         sendBuffer += bytes
-        if !connecting { flush() }
+        if !connecting { flush(notify: false) }
         return true
     }
 
@@ -124,7 +124,7 @@ public final class TCPConnection: EventSource {
             connecting = false
             onConnect?()
             updateInterest()
-            flush()
+            flush(notify: true)
             if isClosed { return }
         }
         if events & EPOLLIN.rawValue != 0 || events & (EPOLLRDHUP.rawValue | EPOLLHUP.rawValue) != 0 {
@@ -132,7 +132,7 @@ public final class TCPConnection: EventSource {
             if isClosed { return }
         }
         if events & EPOLLOUT.rawValue != 0 {
-            flush()
+            flush(notify: true)
         }
         if events & EPOLLERR.rawValue != 0 && !isClosed {
             fail("socket error")
@@ -157,7 +157,9 @@ public final class TCPConnection: EventSource {
         }
     }
 
-    private func flush() {
+    /// Writes what the socket takes. `notify`: report a drained queue through `onWritable`
+    /// (only from readiness events, never from inside `send`, so writers cannot recurse).
+    private func flush(notify: Bool) {
         while queuedBytes > 0 && !isClosed {
             let written = sendBuffer.withUnsafeBytes { raw in
                 Glibc.send(fd, raw.baseAddress! + sendOffset, raw.count - sendOffset, Int32(MSG_NOSIGNAL))
@@ -179,7 +181,7 @@ public final class TCPConnection: EventSource {
         }
         if queuedBytes == 0 {
             if closeAfterFlush { finish(nil); return }
-            onWritable?()
+            if notify { onWritable?() }
         }
         updateInterest()
     }

@@ -46,6 +46,10 @@ public final class BoardPackage {
         lock = nil
     }
 
+    private func requireOpen() throws {
+        guard lock != nil else { throw StoreError.closed(path: path) }
+    }
+
     /// Bytes and records in the op log.
     public var logSize: Int { log.size }
     public var logRecordCount: Int { log.recordCount }
@@ -150,6 +154,7 @@ public final class BoardPackage {
     /// before returning. If the edit throws or the log cannot be written, nothing changes.
     @discardableResult
     public func commit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
+        try requireOpen()
         var next = replica
         let edit = try body(&next)
         if !edit.operations.isEmpty {
@@ -164,6 +169,7 @@ public final class BoardPackage {
     /// many were new. Asset bytes should be added with `addAsset` as they arrive.
     @discardableResult
     public func merge(_ batch: OperationBatch) throws -> Int {
+        try requireOpen()
         var next = replica
         let fresh = batch.operations.filter { !next.hasIntegrated($0.id) }
         let count = try next.apply(batch)
@@ -179,6 +185,7 @@ public final class BoardPackage {
     /// bytes that do not match are refused.
     @discardableResult
     public func addAsset(_ data: Data, claimedHash: AssetHash? = nil) throws -> AssetHash {
+        try requireOpen()
         let hash = AssetHash.of(data)
         if let claimedHash, claimedHash != hash {
             throw AssetStoreError.hashMismatch(claimed: claimedHash, actual: hash)
@@ -195,6 +202,7 @@ public final class BoardPackage {
     /// history and compacts the log when it has grown well past the state it holds.
     @discardableResult
     public func save(progress: (PackageWriter.Progress) -> Void = { _ in }) throws -> PackageWriter.Report {
+        try requireOpen()
         let board = replica.snapshot()
         let writer = PackageWriter(fileSystem: fileSystem)
         let report = try writer.write(board, to: path, previous: lastView?.snapshot, progress: progress)

@@ -9,6 +9,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case unsupportedContentType(String)
     case invalidImage(path: String, String)
     case locked(path: String)
+    case closed(path: String)
 
     public var description: String {
         switch self {
@@ -19,6 +20,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .damagedFile(let path, let why): return "\(path) is damaged: \(why)"
         case .unsupportedContentType(let type): return "writing \(type) is not supported yet (board packages only; exports arrive with the export issue)"
         case .invalidImage(let path, let why): return "\(path): \(why)"
+        case .closed(let path): return "\(path) was closed; open it again to make changes"
         case .locked(let path): return "\(path) is open in another process (a peer, the server or another command); try again when it has finished"
         }
     }
