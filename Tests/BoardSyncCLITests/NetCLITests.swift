@@ -1,0 +1,128 @@
+import BoardModel
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A long-running board-sync process (serve or peer) whose log we read for its address.
+final class Daemon {
+    let process = Process()
+    private let errors = Pipe()
+    private(set) var log = ""
+
+    init(_ arguments: [String], in directory: String) throws {
+        process.executableURL = URL(fileURLWithPath: CLI.binary)
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    /// Reads the log until a line contains `marker` (or 10 s pass); returns that line.
+    func waitFor(_ marker: String) -> String? {
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if let line = log.split(separator: "\n").first(where: { $0.contains(marker) }) { return String(line) }
+            let data = errors.fileHandleForReading.availableData
+            if data.isEmpty { usleep(20_000) } else { log += String(decoding: data, as: UTF8.self) }
+        }
+        return nil
+    }
+
+    /// The HOST:PORT after "listening on ".
+    func listeningAddress() -> String? {
+        guard let line = waitFor("listening on ") else { return nil }
+        return line.components(separatedBy: "listening on ").last?.split(separator: " ").first.map(String.init)
+    }
+
+    /// SIGTERM, then the exit status.
+    func terminate() -> Int32 {
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        log += String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        return process.terminationStatus
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+    }
+}
+
+@Suite(.serialized) struct NetCLITests {
+    @Test func serveAndSyncTwoOfflineReplicas() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        let server = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0"], in: workspace.path)
+        let address = try #require(server.listeningAddress(), "server log: \(server.log)")
+        try cli.run("new", "A.boardpkg")
+        try cli.run("new", "B.boardpkg")
+        try cli.run("sticker", "A.boardpkg", "--image", "red.png", "--at", "10,10")
+        try cli.run("stroke", "B.boardpkg", "--points", "1,1 4,4 9,2")
+        for package in ["A.boardpkg", "B.boardpkg", "A.boardpkg"] {
+            let result = try cli.run("sync", package, "--server", address, "--board", "team")
+            #expect(result.status == 0, "\(package): \(result.stderr)")
+            #expect(result.stdout.contains("synced \(package)"))
+        }
+        let a = try cli.run("show", "A.boardpkg", "--json").stdout
+        let b = try cli.run("show", "B.boardpkg", "--json").stdout
+        #expect(a == b, "byte-identical boards")
+        let stickerID = try #require(try workspace.board("B.boardpkg").stickers.first?.id)
+        #expect(FileManager.default.fileExists(atPath: workspace.path + "/B.boardpkg/stickers/\(stickerID.uuidString).png"), "the image came along")
+        // JSON for scripts.
+        let json = try cli.run("sync", "B.boardpkg", "--server", address, "--board", "team", "--json")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(report["operationsReceived"] as? Int == 0)
+        // Bad board names are refused before connecting.
+        let evil = try cli.run("sync", "A.boardpkg", "--server", address, "--board", "../x")
+        #expect(evil.status == 64)
+        // SIGTERM: stop accepting, save, exit 0; the log says what happened.
+        #expect(server.terminate() == 0)
+        #expect(server.log.contains("board 'team': created"))
+        #expect(server.log.contains("stopped"))
+        #expect(FileManager.default.fileExists(atPath: workspace.path + "/data/team.boardpkg/manifest.json"))
+        // With no server, sync fails clearly with exit 1.
+        let unreachable = try cli.run("sync", "A.boardpkg", "--server", address, "--board", "team", "--timeout", "5")
+        #expect(unreachable.status == 1)
+        #expect(unreachable.stderr.contains("cannot reach the server"))
+    }
+
+    @Test func peersRelaySoTheEndsOfAChainConverge() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        for name in ["A", "B", "C"] { try cli.run("new", "\(name).boardpkg") }
+        try cli.run("sticker", "A.boardpkg", "--image", "red.png", "--at", "5,5")
+        try cli.run("stroke", "C.boardpkg", "--points", "0,0 3,3")
+        let a = try Daemon(["peer", "A.boardpkg", "--listen", "127.0.0.1:0", "--board", "chain"], in: workspace.path)
+        let aAddress = try #require(a.listeningAddress(), "\(a.log)")
+        let b = try Daemon(["peer", "B.boardpkg", "--listen", "127.0.0.1:0", "--connect", aAddress, "--board", "chain"], in: workspace.path)
+        let bAddress = try #require(b.listeningAddress(), "\(b.log)")
+        #expect(b.waitFor("connected to") != nil, "\(b.log)")
+        // C meets only B; B relays to A.
+        let sync = try cli.run("sync", "C.boardpkg", "--server", bAddress, "--board", "chain")
+        #expect(sync.status == 0, "\(sync.stderr)")
+        usleep(300_000)
+        #expect(a.terminate() == 0)
+        #expect(b.terminate() == 0)
+        let boards = try ["A", "B", "C"].map { try cli.run("show", "\($0).boardpkg", "--json").stdout }
+        #expect(boards[0] == boards[2], "A and C hold the same board without ever meeting")
+        #expect(boards[1] == boards[2])
+        #expect(try workspace.board("A.boardpkg").strokes.count == 1)
+    }
+
+    @Test func theDemoConvergesAndWritesPackages() throws {
+        let workspace = try Workspace()
+        let result = try workspace.cli.run("demo", "--out", "demo-out", "--steps", "12", "--json")
+        #expect(result.status == 0, "\(result.stderr)")
+        let summary = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        #expect(summary["identical"] as? Bool == true)
+        #expect((summary["operations"] as? Int ?? 0) > 30)
+        #expect((summary["bytesOnWire"] as? Int ?? 0) > 0)
+        let packages = try #require(summary["packages"] as? [String])
+        #expect(packages.count == 4)
+        let shown = try packages.map { try workspace.cli.run("show", $0, "--json").stdout }
+        #expect(Set(shown).count == 1, "every package, the server's included, holds the same board")
+        #expect(try workspace.cli.run("demo", "--out", "demo-out").status == 1, "refuses a non-empty folder")
+    }
+}
