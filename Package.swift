@@ -37,7 +37,7 @@ let package = Package(
         // Benchmarks: run through bin/bench in release builds; never timed assertions in tests.
         .executableTarget(
             name: "board-bench",
-            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSimulation"],
+            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardSimulation"],
             path: "Benchmarks/BoardBench"
         ),
         .testTarget(name: "BoardModelTests", dependencies: ["BoardModel"]),

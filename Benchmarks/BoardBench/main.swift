@@ -193,6 +193,19 @@ let openTime = try measure {
 }
 record("open_saved_board", "s", openTime)
 
+progress("sync over loopback: throughput")
+let opsPerSecond = try SyncBench.throughput(scratch: scratch.path, count: Int(ProcessInfo.processInfo.environment["TP"] ?? "200000")!)
+record("sync_throughput_one_peer_via_server", "ops/s", opsPerSecond)
+progress("sync over loopback: latency with 8 clients")
+let latency = try SyncBench.latency(scratch: scratch.path, clients: 8, rounds: 400)
+record("sync_latency_8_clients_median", "ms", latency.median)
+record("sync_latency_8_clients_p99", "ms", latency.p99)
+progress("sync over loopback: offline replica catches up on the workload board")
+let offline = try SyncBench.offlineSync(scratch: scratch.path, workload: workload)
+record("offline_sync_whole_board", "s", offline.seconds)
+record("offline_sync_bytes_on_wire", "bytes", Double(offline.bytes))
+record("offline_sync_of_which_asset_bytes", "bytes", Double(offline.assetBytes))
+
 if json {
     let object = Dictionary(uniqueKeysWithValues: figures.map { ($0.0, $0.2) })
     let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])
@@ -203,6 +216,7 @@ if json {
         let shown: String
         switch unit {
         case "s": shown = String(format: "%.4f s", value)
+        case "ms": shown = String(format: "%.3f ms", value)
         case "bytes": shown = value >= 10_000 ? String(format: "%.0f bytes (%.2f MB)", value, value / 1_000_000) : String(format: "%.0f bytes", value)
         default: shown = String(format: "%.0f %@", value, unit)
         }

@@ -53,7 +53,8 @@ public final class EventLoop: @unchecked Sendable {
         return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
     }
 
-    /// Runs until `stop()`. Call on the thread that owns the loop.
+    /// Runs until `stop()` (a stop requested before `run` ends the next run at once). Call on the
+    /// thread that owns the loop.
     public func run() {
         var events = [epoll_event](repeating: epoll_event(), count: 64)
         while !stopping.load(ordering: .acquiring) {
@@ -76,6 +77,8 @@ public final class EventLoop: @unchecked Sendable {
             runTimers()
         }
         runPosted()
+        // A stop ends one run; the loop can be run again afterwards.
+        stopping.store(false, ordering: .releasing)
     }
 
     /// Runs `task` on the loop thread (thread-safe).

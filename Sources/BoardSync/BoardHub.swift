@@ -127,7 +127,21 @@ public final class BoardHub {
         guard var session = sessions[id] else { return [] }
         let events = session.receive(bytes, now: now)
         sessions[id] = session
-        for event in events { handle(id, event) }
+        // Group commit: consecutive live OPS frames from one read merge as one batch (one log
+        // append, one fsync, one ACK, one relay). Complete deltas keep their own batch.
+        var pending: [Op] = []
+        for event in events {
+            if case .operations(let batch) = event, batch.base == nil, batch.covers == nil {
+                pending += batch.operations
+                continue
+            }
+            if !pending.isEmpty {
+                mergeFromPeer(id, OperationBatch(operations: pending))
+                pending = []
+            }
+            handle(id, event)
+        }
+        if !pending.isEmpty { mergeFromPeer(id, OperationBatch(operations: pending)) }
         return events
     }
 
