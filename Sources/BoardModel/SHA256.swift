@@ -23,14 +23,35 @@ public struct SHA256: Sendable {
     }
 
     public mutating func update<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
-        for byte in bytes {
-            buffer.append(byte)
-            length &+= 1
-            if buffer.count == 64 {
-                compress(buffer)
-                buffer.removeAll(keepingCapacity: true)
-            }
+        let handled: Void? = bytes.withContiguousStorageIfAvailable { updateContiguous($0) }
+        if handled == nil {
+            updateContiguous(Array(bytes))
         }
+    }
+
+    private mutating func updateContiguous(_ input: UnsafeBufferPointer<UInt8>) {
+        guard let base = input.baseAddress, !input.isEmpty else { return }
+        length &+= UInt64(input.count)
+        var index = 0
+        if !buffer.isEmpty {
+            let take = min(64 - buffer.count, input.count)
+            buffer.append(contentsOf: UnsafeBufferPointer(start: base, count: take))
+            index = take
+            guard buffer.count == 64 else { return }
+            buffer.withUnsafeBufferPointer { compress($0.baseAddress!) }
+            buffer.removeAll(keepingCapacity: true)
+        }
+        while input.count - index >= 64 {
+            compress(base + index)
+            index += 64
+        }
+        if index < input.count {
+            buffer.append(contentsOf: UnsafeBufferPointer(start: base + index, count: input.count - index))
+        }
+    }
+
+    private mutating func updateContiguous(_ input: [UInt8]) {
+        input.withUnsafeBufferPointer { updateContiguous($0) }
     }
 
     /// The 32-byte digest. The hasher should not be used afterwards.
@@ -42,8 +63,10 @@ public struct SHA256: Sendable {
         for shift in stride(from: 56, through: 0, by: -8) {
             tail.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift)))
         }
-        for start in stride(from: 0, to: tail.count, by: 64) {
-            compress(Array(tail[start..<start + 64]))
+        tail.withUnsafeBufferPointer { pointer in
+            for start in stride(from: 0, to: pointer.count, by: 64) {
+                compress(pointer.baseAddress! + start)
+            }
         }
         let words = [state.0, state.1, state.2, state.3, state.4, state.5, state.6, state.7]
         return words.flatMap { word in
@@ -63,27 +86,34 @@ public struct SHA256: Sendable {
         0x748f_82ee, 0x78a5_636f, 0x84c8_7814, 0x8cc7_0208, 0x90be_fffa, 0xa450_6ceb, 0xbef9_a3f7, 0xc671_78f2,
     ]
 
-    private mutating func compress(_ block: [UInt8]) {
-        var w = [UInt32](repeating: 0, count: 64)
-        for i in 0..<16 {
-            w[i] = UInt32(block[4 * i]) << 24 | UInt32(block[4 * i + 1]) << 16
-                | UInt32(block[4 * i + 2]) << 8 | UInt32(block[4 * i + 3])
+    private mutating func compress(_ block: UnsafePointer<UInt8>) {
+        withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
+            for i in 0..<16 {
+                w[i] = UInt32(block[4 * i]) << 24 | UInt32(block[4 * i + 1]) << 16
+                    | UInt32(block[4 * i + 2]) << 8 | UInt32(block[4 * i + 3])
+            }
+            for i in 16..<64 {
+                let s0 = w[i - 15].rotatedRight(7) ^ w[i - 15].rotatedRight(18) ^ (w[i - 15] >> 3)
+                let s1 = w[i - 2].rotatedRight(17) ^ w[i - 2].rotatedRight(19) ^ (w[i - 2] >> 10)
+                w[i] = w[i - 16] &+ s0 &+ w[i - 7] &+ s1
+            }
+            compressRounds(w)
         }
-        for i in 16..<64 {
-            let s0 = w[i - 15].rotatedRight(7) ^ w[i - 15].rotatedRight(18) ^ (w[i - 15] >> 3)
-            let s1 = w[i - 2].rotatedRight(17) ^ w[i - 2].rotatedRight(19) ^ (w[i - 2] >> 10)
-            w[i] = w[i - 16] &+ s0 &+ w[i - 7] &+ s1
-        }
+    }
+
+    private mutating func compressRounds(_ w: UnsafeMutableBufferPointer<UInt32>) {
         var (a, b, c, d, e, f, g, h) = state
+        SHA256.k.withUnsafeBufferPointer { k in
         for i in 0..<64 {
             let s1 = e.rotatedRight(6) ^ e.rotatedRight(11) ^ e.rotatedRight(25)
             let choice = (e & f) ^ (~e & g)
-            let t1 = h &+ s1 &+ choice &+ SHA256.k[i] &+ w[i]
+            let t1 = h &+ s1 &+ choice &+ k[i] &+ w[i]
             let s0 = a.rotatedRight(2) ^ a.rotatedRight(13) ^ a.rotatedRight(22)
             let majority = (a & b) ^ (a & c) ^ (b & c)
             let t2 = s0 &+ majority
             h = g; g = f; f = e; e = d &+ t1
             d = c; c = b; b = a; a = t1 &+ t2
+        }
         }
         state = (state.0 &+ a, state.1 &+ b, state.2 &+ c, state.3 &+ d,
                  state.4 &+ e, state.5 &+ f, state.6 &+ g, state.7 &+ h)

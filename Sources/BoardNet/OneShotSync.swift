@@ -66,7 +66,7 @@ public enum OneShotSync {
             guard serverHolds.dominates(package.replica.versionVector),
                   session.outstandingWants.isEmpty, host.isQuiet(board) else { return }
             done = true
-            host.shutdown()
+            host.shutdown(save: false)  // the caller's save below writes the view once
             loop.schedule(after: 0.01) { loop.stop() }
         }
         loop.schedule(after: timeout) {

@@ -63,6 +63,7 @@ public final class SyncHost {
     private var tickTimer: Int?
     private var stopped = false
     private var retiredBytes = (sent: 0, received: 0)
+    private var flushScheduled: Set<String> = []
     /// Called after every event, so one-shot clients can check whether they are done.
     public var onProgress: (() -> Void)?
 
@@ -223,6 +224,12 @@ public final class SyncHost {
         flush(hello.board)
     }
 
+    /// Server: opens a board now instead of on the first HELLO naming it. Returns whether it is open.
+    @discardableResult
+    public func preload(board name: String) -> Bool {
+        openBoard(name) != nil
+    }
+
     private func openBoard(_ name: String) -> HostedBoard? {
         if let hosted = boards[name] { return hosted }
         guard let directory = dataDirectory, Hello.isValidBoardName(name) else { return nil }
@@ -263,6 +270,16 @@ public final class SyncHost {
             scheduleRedial(index)
         }
         onProgress?()
+    }
+
+    /// Flushes `board` at the end of this loop iteration, once however many edits queue output
+    /// before then (one write per burst instead of one per edit).
+    private func flushSoon(_ board: String) {
+        guard flushScheduled.insert(board).inserted else { return }
+        loop.schedule(after: 0) { [weak self] in
+            self?.flushScheduled.remove(board)
+            self?.flush(board)
+        }
     }
 
     /// Writes every session's pending output for a board; closes links whose session ended.
@@ -331,7 +348,7 @@ public final class SyncHost {
         }
         hosted.hub.broadcast(edit.operations)
         hosted.scheduler.noteChange(now: EventLoop.now())
-        flush(name)
+        flushSoon(name)
         return edit
     }
 
@@ -350,8 +367,9 @@ public final class SyncHost {
         for link in links.values { link.connection.close(immediately: true) }
     }
 
-    /// Stops accepting, says goodbye to every peer, saves every board, and stops reconnecting.
-    public func shutdown() {
+    /// Stops accepting, says goodbye to every peer, saves every board (unless `save` is false),
+    /// and stops reconnecting.
+    public func shutdown(save saving: Bool = true) {
         guard !stopped else { return }
         stopped = true
         listener?.close()
@@ -359,7 +377,7 @@ public final class SyncHost {
         for (name, hosted) in boards {
             hosted.hub.closeAll(nil)
             flush(name)
-            save(hosted, name)
+            if saving { save(hosted, name) }
         }
         for link in links.values { link.connection.close() }
         options.log("stopped")

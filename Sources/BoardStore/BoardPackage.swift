@@ -26,6 +26,7 @@ public final class BoardPackage {
     private var lastView: ViewIndex?
     private var undoSaved: UndoHistory?
     private var storedAssets: Set<AssetHash> = []
+    private var assetDirectoryDirty = false
 
     /// Records beyond which `save` considers compacting the log.
     public var compactionRecordThreshold = 512
@@ -42,6 +43,7 @@ public final class BoardPackage {
 
     /// Releases the lock. The package must not be used afterwards.
     public func close() {
+        if lock != nil { try? syncAssetDirectoryIfNeeded() }
         lock?.release()
         lock = nil
     }
@@ -185,12 +187,24 @@ public final class BoardPackage {
     /// bytes that do not match are refused.
     @discardableResult
     public func addAsset(_ data: Data, claimedHash: AssetHash? = nil) throws -> AssetHash {
+        try addAsset(data, claimedHash: claimedHash, syncDirectory: true)
+    }
+
+    /// Stores bytes a peer sent: the file is fsynced and renamed into place, but the directory
+    /// fsync waits for the next `save` or `close` (a received asset lost to a crash before then
+    /// is simply fetched again), so a replica catching up on 100 images pays one directory sync.
+    @discardableResult
+    public func addReceivedAsset(_ data: Data, claimedHash: AssetHash?) throws -> AssetHash {
+        try addAsset(data, claimedHash: claimedHash, syncDirectory: false)
+    }
+
+    private func addAsset(_ data: Data, claimedHash: AssetHash?, syncDirectory: Bool) throws -> AssetHash {
         try requireOpen()
         let hash = AssetHash.of(data)
         if let claimedHash, claimedHash != hash {
             throw AssetStoreError.hashMismatch(claimed: claimedHash, actual: hash)
         }
-        try storeAsset(hash, data)
+        try storeAsset(hash, data, syncDirectory: syncDirectory)
         replica.assets.insert(data)
         return hash
     }
@@ -203,6 +217,7 @@ public final class BoardPackage {
     @discardableResult
     public func save(progress: (PackageWriter.Progress) -> Void = { _ in }) throws -> PackageWriter.Report {
         try requireOpen()
+        try syncAssetDirectoryIfNeeded()
         let board = replica.snapshot()
         let writer = PackageWriter(fileSystem: fileSystem)
         let report = try writer.write(board, to: path, previous: lastView?.snapshot, progress: progress)
@@ -237,12 +252,28 @@ public final class BoardPackage {
         Path.join(path, PackageLayout.assets, hash.hex)
     }
 
-    private func storeAsset(_ hash: AssetHash, _ data: Data) throws {
+    private func storeAsset(_ hash: AssetHash, _ data: Data, syncDirectory: Bool = true) throws {
         guard !storedAssets.contains(hash) else { return }
         if try fileSystem.fileSize(assetPath(hash)) != data.count {
-            try fileSystem.writeAtomically(assetPath(hash), Array(data))
+            let path = assetPath(hash)
+            let temp = Path.join(Path.parent(of: path), ".\(hash.hex).tmp")
+            try fileSystem.writeFile(temp, Array(data))
+            try fileSystem.syncFile(temp)
+            try fileSystem.rename(temp, path)
+            if syncDirectory || assetDirectoryDirty {
+                try fileSystem.syncDirectory(Path.parent(of: path))
+                assetDirectoryDirty = false
+            } else {
+                assetDirectoryDirty = true
+            }
         }
         storedAssets.insert(hash)
+    }
+
+    private func syncAssetDirectoryIfNeeded() throws {
+        guard assetDirectoryDirty else { return }
+        try fileSystem.syncDirectory(Path.join(path, PackageLayout.assets))
+        assetDirectoryDirty = false
     }
 
     private func storeAssets(referencedBy operations: [Op], from replica: Replica) throws {

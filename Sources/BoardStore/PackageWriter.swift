@@ -63,10 +63,13 @@ public struct PackageWriter: Sendable {
 
         progress(Progress(phase: .background, completed: 0, total: 1))
         let backgroundPath = Path.join(package, PackageLayout.background)
+        var stagedBackground: [(temp: String, final: String)] = []
         try syncFile(backgroundPath, relative: PackageLayout.background,
                      bytes: board.backgroundPNG, hash: board.backgroundSHA256,
                      previousHash: previous?.backgroundSHA256 ?? previous?.backgroundPNG.map { AssetHash.of($0).hex },
-                     report: &report)
+                     report: &report, staged: &stagedBackground)
+        try fileSystem.syncFiles(stagedBackground.map(\.temp))
+        for file in stagedBackground { try fileSystem.rename(file.temp, file.final) }
         try fileSystem.syncDirectory(package)
         progress(Progress(phase: .background, completed: 1, total: 1))
 
@@ -76,18 +79,23 @@ public struct PackageWriter: Sendable {
         var expected = Set<String>()
         let total = board.stickers.count
         progress(Progress(phase: .stickers, completed: 0, total: total))
+        // Changed images go to temp files first, become durable together (one syncFiles call),
+        // and only then are renamed over their final names.
+        var staged: [(temp: String, final: String)] = []
         for (index, sticker) in board.stickers.enumerated() {
             let relative = PackageLayout.stickerFile(sticker.id)
             let name = Path.name(of: relative)
             let kept = try syncFile(Path.join(package, relative), relative: relative,
                                     bytes: sticker.isPending ? nil : sticker.imagePNG,
                                     hash: sticker.imageSHA256, previousHash: previousHashes[sticker.id] ?? nil,
-                                    report: &report)
+                                    report: &report, staged: &staged)
             if kept { expected.insert(name) }
             if (index + 1) % 64 == 0 || index + 1 == total {
                 progress(Progress(phase: .stickers, completed: index + 1, total: total))
             }
         }
+        try fileSystem.syncFiles(staged.map(\.temp))
+        for file in staged { try fileSystem.rename(file.temp, file.final) }
         for name in try fileSystem.listDirectory(stickerDirectory) where !expected.contains(name) {
             try fileSystem.removeFile(Path.join(stickerDirectory, name))
             report.removed.append("\(PackageLayout.stickers)/\(name)")
@@ -99,7 +107,7 @@ public struct PackageWriter: Sendable {
     /// Brings one asset file in line. Returns whether a file for it should stay on disk.
     @discardableResult
     private func syncFile(_ path: String, relative: String, bytes: Data?, hash: String?, previousHash: String?,
-                          report: inout Report) throws -> Bool {
+                          report: inout Report, staged: inout [(temp: String, final: String)]) throws -> Bool {
         let size = try fileSystem.fileSize(path)
         guard let bytes, !bytes.isEmpty else {
             if hash != nil {
@@ -117,17 +125,11 @@ public struct PackageWriter: Sendable {
         if previousHash == currentHash, size == bytes.count {
             return true
         }
-        try writeDurably(path, Array(bytes))
+        let temp = Path.join(Path.parent(of: path), ".\(Path.name(of: path)).tmp")
+        try fileSystem.writeFile(temp, Array(bytes))
+        staged.append((temp, path))
         report.written.append(relative)
         return true
-    }
-
-    /// Temp file, write, fsync, rename. The caller fsyncs the directory.
-    private func writeDurably(_ path: String, _ bytes: [UInt8]) throws {
-        let temp = Path.join(Path.parent(of: path), ".\(Path.name(of: path)).tmp")
-        try fileSystem.writeFile(temp, bytes)
-        try fileSystem.syncFile(temp)
-        try fileSystem.rename(temp, path)
     }
 
     private func replace(_ path: String, with bytes: [UInt8]) throws {

@@ -8,8 +8,9 @@ public protocol ReplicaStore: AnyObject {
     var replica: Replica { get }
     /// Merges a peer's operations durably; returns how many were new.
     @discardableResult func merge(_ batch: OperationBatch) throws -> Int
-    /// Stores asset bytes durably, refusing bytes that do not match `claimedHash`.
-    @discardableResult func addAsset(_ data: Data, claimedHash: AssetHash?) throws -> AssetHash
+    /// Stores asset bytes a peer sent, refusing bytes that do not match `claimedHash`. (A store
+    /// may defer the directory fsync: a received asset lost to a crash is fetched again.)
+    @discardableResult func addReceivedAsset(_ data: Data, claimedHash: AssetHash?) throws -> AssetHash
 }
 
 /// A replica held in memory (no durability), for tests and simulations.
@@ -24,7 +25,7 @@ public final class MemoryReplicaStore: ReplicaStore {
         try replica.apply(batch)
     }
 
-    public func addAsset(_ data: Data, claimedHash: AssetHash?) throws -> AssetHash {
+    public func addReceivedAsset(_ data: Data, claimedHash: AssetHash?) throws -> AssetHash {
         if let claimedHash { try replica.assets.insert(data, claimedHash: claimedHash) } else { replica.assets.insert(data) }
         return AssetHash.of(data)
     }
@@ -210,7 +211,7 @@ public final class BoardHub {
             do {
                 if let bytes = try assembler.add(chunk) {
                     fetching[chunk.hash] = nil
-                    try store.addAsset(Data(bytes), claimedHash: chunk.hash)
+                    try store.addReceivedAsset(Data(bytes), claimedHash: chunk.hash)
                     onChange?()
                     for waiter in waiting.removeValue(forKey: chunk.hash) ?? [] {
                         sessions[waiter]?.queueAsset(chunk.hash, bytes)

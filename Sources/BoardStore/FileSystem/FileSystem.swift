@@ -63,6 +63,12 @@ public struct FileSystemError: Error, Equatable, CustomStringConvertible {
 }
 
 extension FileSystem {
+    /// Makes several files' data durable. The default fsyncs each; `PosixFileSystem` flushes the
+    /// whole file system once when there are many (one `syncfs` instead of hundreds of fsyncs).
+    public func syncFiles(_ paths: [String]) throws {
+        for path in paths { try syncFile(path) }
+    }
+
     public func exists(_ path: String) -> Bool {
         isDirectory(path) || ((try? fileSize(path)) ?? nil) != nil
     }
