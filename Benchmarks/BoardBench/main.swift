@@ -75,6 +75,13 @@ if let index = arguments.firstIndex(of: "--measure-load"), index + 1 < arguments
     exit(0)
 }
 
+if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "throughput" {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("board-bench-tp-\(ProcessInfo.processInfo.processIdentifier)").path
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    print("sync_throughput_one_peer_via_server", try SyncBench.throughput(scratch: directory, count: 200_000), "ops/s")
+    exit(0)
+}
 progress("generating the workload (4 users, live)")
 let workload = Workload().generate(seed: 1)
 let ops = workload.operations

@@ -125,9 +125,7 @@ public final class BoardHub {
     /// logs and for one-shot clients that watch for completion).
     @discardableResult
     public func receive(_ id: SessionID, _ bytes: [UInt8], now: Double) -> [SessionEvent] {
-        guard var session = sessions[id] else { return [] }
-        let events = session.receive(bytes, now: now)
-        sessions[id] = session
+        guard let events = withSession(id, { $0.receive(bytes, now: now) }) else { return [] }
         // Group commit: consecutive live OPS frames from one read merge as one batch (one log
         // append, one fsync, one ACK, one relay). Complete deltas keep their own batch.
         var pending: [Op] = []
@@ -149,9 +147,7 @@ public final class BoardHub {
     public func handleTimers(now: Double) -> [(SessionID, SessionEvent)] {
         var fired: [(SessionID, SessionEvent)] = []
         for id in Array(sessions.keys) {
-            guard var session = sessions[id] else { continue }
-            let events = session.handleTimer(now: now)
-            sessions[id] = session
+            let events = withSession(id) { $0.handleTimer(now: now) } ?? []
             fired += events.map { (id, $0) }
         }
         return fired
@@ -163,10 +159,7 @@ public final class BoardHub {
 
     /// Output waiting for one session's socket.
     public func output(for id: SessionID, maxBytes: Int = Int.max, now: Double) -> [UInt8] {
-        guard var session = sessions[id] else { return [] }
-        let bytes = session.takeOutput(maxBytes: maxBytes, now: now)
-        sessions[id] = session
-        return bytes
+        withSession(id) { $0.takeOutput(maxBytes: maxBytes, now: now) } ?? []
     }
 
     public func pendingOutput(for id: SessionID) -> Int {
@@ -177,10 +170,20 @@ public final class BoardHub {
     public func broadcast(_ operations: [Op], except excluded: SessionID? = nil) {
         guard !operations.isEmpty else { return }
         let batch = OperationBatch(operations: operations)
-        for id in sessions.keys where id != excluded && sessions[id]!.isOpen {
-            sessions[id]!.send(batch)
+        for id in Array(sessions.keys) where id != excluded && sessions[id]!.isOpen {
+            withSession(id) { $0.send(batch) }
             operationsSent += operations.count
         }
+    }
+
+    /// Mutates a session with unique ownership (taken out of the dictionary meanwhile), so its
+    /// buffers are never copied on write: a copy per call made streaming quadratic.
+    @discardableResult
+    private func withSession<T>(_ id: SessionID, _ body: (inout SyncSession) -> T) -> T? {
+        guard var session = sessions.removeValue(forKey: id) else { return nil }
+        let result = body(&session)
+        sessions[id] = session
+        return result
     }
 
     // MARK: Protocol

@@ -84,6 +84,7 @@ public struct SyncSession: Sendable {
     private var decoder: FrameDecoder
     private var outbox: [UInt8] = []
     private var assetQueue: [(hash: AssetHash, data: [UInt8], offset: Int)] = []
+    private var pendingLive: [Op] = []
     private var lastReceived: Double = 0
     private var lastSent: Double = 0
     private var pingNonce: UInt64 = 0
@@ -213,8 +214,14 @@ public struct SyncSession: Sendable {
     // MARK: Outputs
 
     /// Sends operations (a delta or live ones). Ignored before the handshake or after close.
+    /// Consecutive live batches are coalesced into one OPS frame when output is taken (any other
+    /// frame flushes them first, so the order of frames is kept).
     public mutating func send(_ batch: OperationBatch) {
         guard isOpen, !batch.operations.isEmpty || batch.covers != nil else { return }
+        if batch.base == nil, batch.covers == nil {
+            pendingLive += batch.operations
+            return
+        }
         queue(.operations(batch.encoded()))
     }
 
@@ -262,12 +269,13 @@ public struct SyncSession: Sendable {
 
     /// Bytes waiting in the session (frames not yet taken, plus queued asset bytes).
     public var pendingOutputCount: Int {
-        outbox.count + assetQueue.reduce(0) { $0 + $1.data.count - $1.offset }
+        outbox.count + pendingLive.count + assetQueue.reduce(0) { $0 + $1.data.count - $1.offset }
     }
 
     /// Takes up to about `maxBytes` of output for the socket. Asset chunks are cut lazily here,
     /// so a large asset never sits in memory twice.
     public mutating func takeOutput(maxBytes: Int = Int.max, now: Double? = nil) -> [UInt8] {
+        flushLive()
         while outbox.count < min(maxBytes, limits.assetChunk * 2), !assetQueue.isEmpty {
             var item = assetQueue.removeFirst()
             let end = min(item.data.count, item.offset + limits.assetChunk)
@@ -287,7 +295,15 @@ public struct SyncSession: Sendable {
     // MARK: Internals
 
     private mutating func queue(_ message: Message) {
+        flushLive()
         outbox += message.frame().encoded()
+    }
+
+    private mutating func flushLive() {
+        guard !pendingLive.isEmpty else { return }
+        let batch = OperationBatch(operations: pendingLive)
+        pendingLive = []
+        outbox += Message.operations(batch.encoded()).frame().encoded()
     }
 
     private mutating func fail(_ error: SessionError) -> SessionEvent {
