@@ -64,15 +64,21 @@ public final class BoardPackage {
         if fileSystem.exists(path) { throw StoreError.alreadyExists(path: path) }
         try fileSystem.createDirectories(path)
         try fileSystem.syncDirectory(Path.parent(of: path))
+        let package = try startSyncData(at: path, fileSystem: fileSystem, replicaID: replicaID)
+        try package.save()
+        return package
+    }
+
+    /// Creates `sync/` in an existing directory (identity, empty log, asset store) and returns
+    /// the package, locked, with an empty replica.
+    private static func startSyncData(at path: String, fileSystem: any FileSystem, replicaID: ReplicaID) throws -> BoardPackage {
         try fileSystem.createDirectory(Path.join(path, PackageLayout.sync))
         try fileSystem.createDirectory(Path.join(path, PackageLayout.assets))
         try fileSystem.syncDirectory(path)
         let lock = try takeLock(path, fileSystem)
         try Identity(replicaID: replicaID, directory: fileSystem.identity(of: path)).write(to: path, fileSystem)
         let (log, _, _) = try OpLog.open(Path.join(path, PackageLayout.opLog), fileSystem: fileSystem)
-        let package = BoardPackage(path: path, fileSystem: fileSystem, replica: Replica(id: replicaID), log: log, lock: lock)
-        try package.save()
-        return package
+        return BoardPackage(path: path, fileSystem: fileSystem, replica: Replica(id: replicaID), log: log, lock: lock)
     }
 
     /// Opens a package, repairing what a crash or a copy left behind (see `notices`).
@@ -335,13 +341,7 @@ public final class BoardPackage {
 
     private static func importSeedPackage(at path: String, fileSystem: any FileSystem, replicaID: ReplicaID) throws -> BoardPackage {
         let board = try PackageReader(fileSystem: fileSystem).read(path)
-        try fileSystem.createDirectory(Path.join(path, PackageLayout.sync))
-        try fileSystem.createDirectory(Path.join(path, PackageLayout.assets))
-        try fileSystem.syncDirectory(path)
-        let lock = try takeLock(path, fileSystem)
-        try Identity(replicaID: replicaID, directory: fileSystem.identity(of: path)).write(to: path, fileSystem)
-        let (log, _, _) = try OpLog.open(Path.join(path, PackageLayout.opLog), fileSystem: fileSystem)
-        let package = BoardPackage(path: path, fileSystem: fileSystem, replica: Replica(id: replicaID), log: log, lock: lock)
+        let package = try startSyncData(at: path, fileSystem: fileSystem, replicaID: replicaID)
         try package.commit { replica in try replica.edits(toMatch: board) }
         package.replica.undoHistory = UndoHistory()
         package.notices.append("imported a package without sync data: \(board.strokes.count) strokes, \(board.stickers.count) stickers")
