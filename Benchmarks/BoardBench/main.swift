@@ -82,6 +82,16 @@ if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "throughput" {
     print("sync_throughput_one_peer_via_server", try SyncBench.throughput(scratch: directory, count: 200_000), "ops/s")
     exit(0)
 }
+if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "apply" {
+    let ops = Workload().generate(seed: 1).operations
+    let start = ContinuousClock.now
+    for _ in 0..<10 {
+        var fresh = Replica(id: ReplicaID(0xBE7C))
+        try fresh.apply(ops)
+    }
+    print("apply_all_ops", seconds(ContinuousClock.now - start) / 10, "s")
+    exit(0)
+}
 progress("generating the workload (4 users, live)")
 let workload = Workload().generate(seed: 1)
 let ops = workload.operations

@@ -56,7 +56,7 @@ struct Demo {
         var rng = SeededRandom(seed: 2026)
         var peers: [SyncHost] = []
         var packages: [BoardPackage] = []
-        for (index, name) in names.enumerated() {
+        for name in names {
             let package = try BoardPackage.create(at: "\(out)/\(name).boardpkg", fileSystem: PosixFileSystem(),
                                                   replicaID: ReplicaID(rng.next()))
             var options = SyncHost.Options()
@@ -65,7 +65,6 @@ struct Demo {
             host.connect(to: address)
             peers.append(host)
             packages.append(package)
-            _ = index
         }
         let images = colors.map { color in
             Data(PNGEncoder.solid(width: 32, height: 32, red: color.0, green: color.1, blue: color.2))

@@ -111,6 +111,34 @@ final class Daemon {
         #expect(try workspace.board("A.boardpkg").strokes.count == 1)
     }
 
+    @Test func aPeerKilledWithSIGKILLAndRestartedConvergesWithNothingLost() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        // A 1.4 MB image, so the transfer takes many chunks.
+        let pixels = (0..<(600 * 600 * 4)).map { UInt8(truncatingIfNeeded: ($0 &* 2_654_435_761) >> 11) }
+        try Data(PNGEncoder.encode(width: 600, height: 600, rgba: pixels)).write(to: URL(fileURLWithPath: workspace.path + "/big.png"))
+        for name in ["A", "B"] { try cli.run("new", "\(name).boardpkg") }
+        try cli.run("sticker", "A.boardpkg", "--image", "big.png", "--at", "300,300")
+        try cli.run("stroke", "B.boardpkg", "--points", "1,1 2,2")
+        let a = try Daemon(["peer", "A.boardpkg", "--listen", "127.0.0.1:0", "--board", "k"], in: workspace.path)
+        let address = try #require(a.listeningAddress(), "\(a.log)")
+        let first = try Daemon(["peer", "B.boardpkg", "--connect", address, "--board", "k"], in: workspace.path)
+        _ = first.waitFor("connected to")
+        kill(first.process.processIdentifier, SIGKILL)
+        first.process.waitUntilExit()
+        // Restarted, B finishes the transfer; a clean stop saves its view.
+        let second = try Daemon(["peer", "B.boardpkg", "--connect", address, "--board", "k"], in: workspace.path)
+        _ = second.waitFor("connected to")
+        usleep(3_000_000)  // the transfer finishes well within this even in a debug build
+        #expect(second.terminate() == 0)
+        #expect(a.terminate() == 0)
+        let boards = try ["A", "B"].map { try cli.run("show", "\($0).boardpkg", "--json").stdout }
+        #expect(boards[0] == boards[1], "A: \(boards[0].prefix(200)) B: \(boards[1].prefix(200))")
+        let sticker = try #require(try workspace.board("B.boardpkg").stickers.first)
+        let file = workspace.path + "/B.boardpkg/stickers/\(sticker.id.uuidString).png"
+        #expect(try Data(contentsOf: URL(fileURLWithPath: file)) == Data(contentsOf: URL(fileURLWithPath: workspace.path + "/big.png")))
+    }
+
     @Test func theDemoConvergesAndWritesPackages() throws {
         let workspace = try Workspace()
         let result = try workspace.cli.run("demo", "--out", "demo-out", "--steps", "12", "--json")
