@@ -198,6 +198,16 @@ for index in 0..<1000 {
     if scheduler.isDue(now: now) { try package.save(); scheduler.didSave(); viewSaves += 1 }
 }
 let burstRecords = package.logRecordCount - recordsBefore
+// Merging peers' operations one small batch at a time on the big board (a server's hot path).
+var peerReplica = Replica(id: ReplicaID(0x9EE9))
+try peerReplica.apply(package.replica.fullState())
+var peerBatches: [OperationBatch] = []
+for index in 0..<200 {
+    peerBatches.append(OperationBatch(operations: try peerReplica.move(stickerToMove, to: CodablePoint(x: Double(index), y: 9)).operations))
+}
+let mergeStart = ContinuousClock.now
+for batch in peerBatches { try package.merge(batch) }
+record("merge_one_op_batch_on_big_board", "ms", seconds(ContinuousClock.now - mergeStart) / Double(peerBatches.count) * 1000)
 if scheduler.isPending { try package.save(); scheduler.didSave(); viewSaves += 1 }
 let burstSeconds = seconds(ContinuousClock.now - burstStart)
 record("burst_1000_edits_log_records", "records", Double(burstRecords))

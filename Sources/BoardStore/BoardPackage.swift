@@ -178,15 +178,15 @@ public final class BoardPackage {
     @discardableResult
     public func merge(_ batch: OperationBatch) throws -> Int {
         try requireOpen()
-        var next = replica
-        let fresh = batch.operations.filter { !next.hasIntegrated($0.id) }
-        let count = try next.apply(batch)
-        let raisesVector = next.versionVector != replica.versionVector
-        if count > 0 || raisesVector {
-            try log.append(OperationBatch(operations: fresh, base: batch.base, covers: batch.covers))
-        }
-        replica = next
-        return count
+        // Validate first, log second, apply in place last: applying a validated batch cannot
+        // fail, so a failed log write still changes nothing, and the replica is never copied
+        // (a copy of a large board per merged frame was most of a merge's cost).
+        for op in batch.operations { try op.validate() }
+        let fresh = batch.operations.filter { !replica.hasIntegrated($0.id) }
+        let raisesVector = batch.covers.map { !replica.versionVector.dominates($0) } ?? false
+        guard !fresh.isEmpty || raisesVector else { return 0 }
+        try log.append(OperationBatch(operations: fresh, base: batch.base, covers: batch.covers))
+        return try replica.apply(OperationBatch(operations: fresh, base: batch.base, covers: batch.covers))
     }
 
     /// Stores asset bytes durably and makes them available to snapshots. With `claimedHash`,
