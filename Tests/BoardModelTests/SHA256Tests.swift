@@ -41,3 +41,30 @@ import Testing
         #expect(AssetHash(digest: [UInt8](repeating: 0, count: 31)) == nil)
     }
 }
+
+@Suite struct CRC32Tests {
+    /// The byte-at-a-time definition, to check the fast version against.
+    static func reference(_ bytes: [UInt8]) -> UInt32 {
+        var value: UInt32 = 0xFFFF_FFFF
+        for byte in bytes {
+            value ^= UInt32(byte)
+            for _ in 0..<8 { value = value & 1 != 0 ? 0xEDB8_8320 ^ (value >> 1) : value >> 1 }
+        }
+        return ~value
+    }
+
+    @Test func standardCheckValue() {
+        #expect(CRC32.checksum(Array("123456789".utf8)) == 0xCBF4_3926)
+        #expect(CRC32.checksum([UInt8]()) == 0)
+    }
+
+    @Test func matchesTheDefinitionAtEveryLengthAndSplit() {
+        let data = (0..<300).map { UInt8(truncatingIfNeeded: $0 &* 151 &+ 7) }
+        for length in 0...data.count {
+            let prefix = Array(data[..<length])
+            #expect(CRC32.checksum(prefix) == Self.reference(prefix), "length \(length)")
+        }
+        let split = CRC32.checksum(data[100...], continuing: CRC32.checksum(data[..<100]))
+        #expect(split == Self.reference(data))
+    }
+}

@@ -25,7 +25,8 @@ struct UndoLog: Sendable {
         case redoing
     }
 
-    /// Undo history kept per replica; the oldest groups are forgotten beyond this.
+    /// Undo history kept per replica; the oldest groups are forgotten beyond this (up to a
+    /// quarter more may be held between trims).
     static let limit = 1000
 
     var undoStack: [Group] = []
@@ -66,7 +67,8 @@ struct UndoLog: Sendable {
 
     private mutating func push(_ group: Group) {
         undoStack.append(group)
-        if undoStack.count > UndoLog.limit {
+        // Trim in chunks: dropping one group per edit would move the whole stack every time.
+        if undoStack.count > UndoLog.limit + UndoLog.limit / 4 {
             undoStack.removeFirst(undoStack.count - UndoLog.limit)
         }
     }
