@@ -17,7 +17,7 @@ extension Replica {
         if openStroke != nil { finishStroke() }
         undoLog.begin()
         let item = explicitID ?? ItemID(createdBy: OpID(replica: id, seq: lastSeq + 1))
-        let start = StrokeStart(color: color8, width: widthUnits, z: ZKey.after(topKey(excluding: nil)), points: grid)
+        let start = StrokeStart(color: color8, width: widthUnits, z: ZKey.after(topKey), points: grid)
         let op = makeOperation(.beginStroke(item, start))
         openStroke = item
         return LocalEdit(item: item, operations: [op])
@@ -59,7 +59,7 @@ extension Replica {
         let rotation = try Replica.finite(rotation, "sticker rotation")
         if let explicitID, items[explicitID]?.creation != nil { throw EditError.duplicateItem(explicitID) }
         let item = explicitID ?? ItemID(createdBy: OpID(replica: id, seq: lastSeq + 1))
-        let start = StickerStart(asset: asset, position: point, scale: scale, rotation: rotation, z: ZKey.after(topKey(excluding: nil)))
+        let start = StickerStart(asset: asset, position: point, scale: scale, rotation: rotation, z: ZKey.after(topKey))
         return LocalEdit(item: item, operations: [makeOperation(.addSticker(item, start))])
     }
 
@@ -116,12 +116,12 @@ extension Replica {
 
     public mutating func bringToFront(_ item: ItemID) throws -> LocalEdit {
         try require(item, nil)
-        return set(item, .z(ZKey.after(topKey(excluding: item))))
+        return set(item, .z(ZKey.after(topKey)))
     }
 
     public mutating func sendToBack(_ item: ItemID) throws -> LocalEdit {
         try require(item, nil)
-        return set(item, .z(ZKey.before(bottomKey(excluding: item))))
+        return set(item, .z(ZKey.before(bottomKey)))
     }
 
     /// Paints `item` just above `lower` and below `upper` (the two may be given in either order).
@@ -225,11 +225,13 @@ extension Replica {
         PaintKey(z: items[item]?.z ?? ZKey.initial, item: item)
     }
 
-    /// A key at or above every key in use. The highest key ever integrated serves: a key above
-    /// it is above every current key, and tracking it costs O(1) per operation.
-    private func topKey(excluding item: ItemID?) -> ZKey? { zRange?.highest }
+    /// A key at or above every key in use (the item being moved included). The highest key ever
+    /// integrated serves: a key above it is above every current key, and tracking it costs O(1)
+    /// per operation.
+    private var topKey: ZKey? { zRange?.highest }
 
-    private func bottomKey(excluding item: ItemID?) -> ZKey? { zRange?.lowest }
+    /// Likewise, a key at or below every key in use.
+    private var bottomKey: ZKey? { zRange?.lowest }
 
     private static func grid(_ points: [CodablePoint]) throws -> [GridPoint] {
         guard points.count <= Op.maxPoints else { throw EditError.tooManyPoints(points.count) }

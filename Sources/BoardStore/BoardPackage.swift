@@ -185,8 +185,9 @@ public final class BoardPackage {
         let fresh = batch.operations.filter { !replica.hasIntegrated($0.id) }
         let raisesVector = batch.covers.map { !replica.versionVector.dominates($0) } ?? false
         guard !fresh.isEmpty || raisesVector else { return 0 }
-        try log.append(OperationBatch(operations: fresh, base: batch.base, covers: batch.covers))
-        return try replica.apply(OperationBatch(operations: fresh, base: batch.base, covers: batch.covers))
+        let record = OperationBatch(operations: fresh, base: batch.base, covers: batch.covers)
+        try log.append(record)
+        return try replica.apply(record)
     }
 
     /// Stores asset bytes durably and makes them available to snapshots. With `claimedHash`,

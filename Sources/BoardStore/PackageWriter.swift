@@ -56,7 +56,7 @@ public struct PackageWriter: Sendable {
 
         progress(Progress(phase: .manifest, completed: 0, total: 1))
         let manifest = ManifestEncoder.encode(board)
-        try replace(Path.join(package, PackageLayout.manifest), with: manifest)
+        try fileSystem.writeAtomically(Path.join(package, PackageLayout.manifest), manifest)
         report.manifestBytes = manifest.count
         report.written.append(PackageLayout.manifest)
         progress(Progress(phase: .manifest, completed: 1, total: 1))
@@ -130,9 +130,5 @@ public struct PackageWriter: Sendable {
         staged.append((temp, path))
         report.written.append(relative)
         return true
-    }
-
-    private func replace(_ path: String, with bytes: [UInt8]) throws {
-        try fileSystem.writeAtomically(path, bytes)
     }
 }

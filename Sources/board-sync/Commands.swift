@@ -48,12 +48,9 @@ struct Commands {
                 var made: [Op] = []
                 if let canvas { made += try replica.setCanvasSize(canvas).operations }
                 if let background { made += replica.setBackground(imagePNG: background).operations }
-                return LocalEdit(operations: made)
-            }
-            // A fresh board starts with an empty undo history: its setup is not an undoable edit.
-            try package.commit { replica in
+                // A fresh board starts with an empty undo history: its setup is not an undoable edit.
                 replica.undoHistory = UndoHistory()
-                return LocalEdit()
+                return LocalEdit(operations: made)
             }
             try package.save()
         }

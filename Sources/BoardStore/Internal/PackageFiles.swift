@@ -68,10 +68,9 @@ struct ViewIndex: Codable, Equatable {
 
     /// A stand-in previous snapshot: ids and hashes, no bytes (the writer compares hashes).
     var snapshot: BoardSnapshot {
-        BoardSnapshot(backgroundSHA256: background,
-                      paintOrder: nil).with(stickers: stickers.compactMap { id, hash in
+        BoardSnapshot(stickers: stickers.compactMap { id, hash in
             UUID(uuidString: id).map { PlacedSticker(id: $0, imagePNG: Data(), position: CodablePoint(x: 0, y: 0), imageSHA256: hash) }
-        })
+        }, backgroundSHA256: background)
     }
 
     static func read(from package: String, _ fileSystem: any FileSystem) -> ViewIndex? {
@@ -83,13 +82,5 @@ struct ViewIndex: Codable, Equatable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         try fileSystem.writeAtomically(Path.join(package, PackageLayout.view), Array(try encoder.encode(self)))
-    }
-}
-
-extension BoardSnapshot {
-    fileprivate func with(stickers: [PlacedSticker]) -> BoardSnapshot {
-        var copy = self
-        copy.stickers = stickers
-        return copy
     }
 }
