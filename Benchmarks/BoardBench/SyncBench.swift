@@ -98,7 +98,7 @@ enum SyncBench {
                 if round == rounds { loop.stop(); return }
                 let author = round % clients
                 let start = EventLoop.now()
-                if let op = try? hosts[author].edit(nil, { $0.setBackground(asset: nil) }).operations.first {
+                if let op = try? hosts[author].edit(nil, { try $0.setBackground(asset: nil) }).operations.first {
                     pending = (op.id, start, author)
                 }
             }

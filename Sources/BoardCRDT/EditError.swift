@@ -10,6 +10,10 @@ public enum EditError: Error, Hashable, CustomStringConvertible {
     case sameItem(ItemID)
     case unknownAsset(String)
     case duplicateItem(ItemID)
+    /// Sequence numbers or Lamport counters are at `Op.maxCounter`: no valid operation can follow.
+    case clockExhausted
+    /// No short paint-order keys could be found (cannot happen below billions of items).
+    case noRoomInPaintOrder
 
     public var description: String {
         switch self {
@@ -23,6 +27,9 @@ public enum EditError: Error, Hashable, CustomStringConvertible {
         case .sameItem(let id): return "item \(id) cannot be placed relative to itself"
         case .unknownAsset(let hash): return "no asset with hash \(hash) in this replica's store"
         case .duplicateItem(let id): return "an item with id \(id) already exists"
+        case .clockExhausted:
+            return "this replica's counters reached \(Op.maxCounter): no further edit can be made (a peer sent operations with absurd counters; see the sync log)"
+        case .noRoomInPaintOrder: return "no room left in the paint order"
         }
     }
 }

@@ -45,6 +45,14 @@ public enum OperationError: Error, Hashable, CustomStringConvertible {
     case notFinite(OpID, String)
     case negativeWidth(OpID)
     case invalidCanvas(OpID)
+    case lamportJump(OpID, UInt64, seen: UInt64)
+    case sequenceJump(OpID, seen: UInt64)
+    case coversJump(ReplicaID, UInt64, seen: UInt64)
+    case forgedOwnOperation(OpID)
+    case forgedOwnVersion(ReplicaID, claimed: UInt64, made: UInt64)
+    case equivocation(OpID)
+    case duplicateCreation(ItemID, OpID, existing: OpID)
+    case foreignItemID(ItemID, OpID)
 
     public var description: String {
         switch self {
@@ -55,6 +63,22 @@ public enum OperationError: Error, Hashable, CustomStringConvertible {
         case .notFinite(let id, let field): return "operation \(id): \(field) is not a finite number"
         case .negativeWidth(let id): return "operation \(id): negative stroke width"
         case .invalidCanvas(let id): return "operation \(id): canvas size must be positive"
+        case .lamportJump(let id, let value, let seen):
+            return "operation \(id): lamport \(value) jumps more than 2^32 past the largest seen (\(seen)); refused so that no peer can push clocks to their end"
+        case .sequenceJump(let id, let seen):
+            return "operation \(id): sequence number jumps more than 2^32 past the largest seen from replica \(id.replica) (\(seen))"
+        case .coversJump(let replica, let value, let seen):
+            return "a delta claims to cover replica \(replica) up to \(value), more than 2^32 past the largest seen (\(seen))"
+        case .forgedOwnOperation(let id):
+            return "operation \(id) claims to be this replica's own, but this replica never made it: someone is forging operations under replica id \(id.replica)"
+        case .forgedOwnVersion(let replica, let claimed, let made):
+            return "a peer claims to hold operations of this replica (\(replica)) up to \(claimed), but it made only \(made): someone forged operations under its id, and syncing on would leave its real operations behind"
+        case .equivocation(let id):
+            return "replica \(id.replica) sent two different operations with one id \(id) (equivocation): refused; the board must not diverge silently"
+        case .duplicateCreation(let item, let id, let existing):
+            return "operation \(id) by replica \(id.replica) creates item \(item), which operation \(existing) already created: a second creation is refused"
+        case .foreignItemID(let item, let id):
+            return "operation \(id) by replica \(id.replica) creates item \(item), whose id belongs to replica \(ReplicaID(item.high)): refused"
         }
     }
 }

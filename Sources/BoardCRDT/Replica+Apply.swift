@@ -5,10 +5,14 @@ extension Replica {
     /// rises to `covers`, which accounts for operations the sender had compacted away.
     ///
     /// Returns the number of operations that were new.
+    /// Operations from peers pass `admit` first (bounded clocks, no forgery of this replica's
+    /// operations, no equivocation); replaying this replica's own log (`.ownLog`) skips it, since
+    /// every record was admitted before it was written.
     @discardableResult
-    public mutating func apply(_ batch: OperationBatch) throws -> Int {
-        for op in batch.operations {
-            try op.validate()
+    public mutating func apply(_ batch: OperationBatch, from origin: Origin = .peer) throws -> Int {
+        switch origin {
+        case .peer: try admit(batch)
+        case .ownLog: for op in batch.operations { try op.validate() }
         }
         let complete: Bool
         if let base = batch.base, batch.covers != nil {

@@ -14,6 +14,7 @@ extension Replica {
         let widthUnits = try Replica.width(width)
         let grid = try Replica.grid(points)
         if let explicitID, items[explicitID]?.creation != nil { throw EditError.duplicateItem(explicitID) }
+        try reserve(1)
         if openStroke != nil { finishStroke() }
         undoLog.begin()
         let item = explicitID ?? ItemID(createdBy: OpID(replica: id, seq: lastSeq + 1))
@@ -28,6 +29,7 @@ extension Replica {
         guard let stroke = openStroke else { throw EditError.noStrokeInProgress }
         let grid = try Replica.grid(points)
         guard !grid.isEmpty else { return LocalEdit(item: stroke) }
+        try reserve(1)
         return LocalEdit(item: stroke, operations: [makeOperation(.appendPoints(stroke, grid))])
     }
 
@@ -41,12 +43,15 @@ extension Replica {
     public mutating func setColor(_ item: ItemID, to color: RGBAColor) throws -> LocalEdit {
         try require(item, .stroke)
         guard let color8 = Color8(color) else { throw EditError.notFinite("stroke color") }
+        try reserve(1)
         return set(item, .color(color8))
     }
 
     public mutating func setWidth(_ item: ItemID, to width: Double) throws -> LocalEdit {
         try require(item, .stroke)
-        return set(item, .width(try Replica.width(width)))
+        let units = try Replica.width(width)
+        try reserve(1)
+        return set(item, .width(units))
     }
 
     // MARK: Stickers
@@ -58,6 +63,7 @@ extension Replica {
         let scale = try Replica.finite(scale, "sticker scale")
         let rotation = try Replica.finite(rotation, "sticker rotation")
         if let explicitID, items[explicitID]?.creation != nil { throw EditError.duplicateItem(explicitID) }
+        try reserve(1)
         let item = explicitID ?? ItemID(createdBy: OpID(replica: id, seq: lastSeq + 1))
         let start = StickerStart(asset: asset, position: point, scale: scale, rotation: rotation, z: ZKey.after(topKey))
         return LocalEdit(item: item, operations: [makeOperation(.addSticker(item, start))])
@@ -73,11 +79,13 @@ extension Replica {
 
     public mutating func replaceImage(_ item: ItemID, with asset: AssetHash) throws -> LocalEdit {
         try require(item, .sticker)
+        try reserve(1)
         return set(item, .asset(asset))
     }
 
     public mutating func replaceImage(_ item: ItemID, withPNG imagePNG: Data) throws -> LocalEdit {
         try require(item, .sticker)
+        try reserve(1)
         let hash = assets.insert(imagePNG)
         return set(item, .asset(hash))
     }
@@ -87,17 +95,22 @@ extension Replica {
     public mutating func move(_ item: ItemID, to position: CodablePoint) throws -> LocalEdit {
         try require(item, .sticker)
         guard let point = GridPoint(position) else { throw EditError.notFinite("sticker position") }
+        try reserve(1)
         return set(item, .position(point))
     }
 
     public mutating func setScale(_ item: ItemID, to scale: Double) throws -> LocalEdit {
         try require(item, .sticker)
-        return set(item, .scale(try Replica.finite(scale, "sticker scale")))
+        let value = try Replica.finite(scale, "sticker scale")
+        try reserve(1)
+        return set(item, .scale(value))
     }
 
     public mutating func setRotation(_ item: ItemID, to radians: Double) throws -> LocalEdit {
         try require(item, .sticker)
-        return set(item, .rotation(try Replica.finite(radians, "sticker rotation")))
+        let value = try Replica.finite(radians, "sticker rotation")
+        try reserve(1)
+        return set(item, .rotation(value))
     }
 
     // MARK: Any item
@@ -105,23 +118,38 @@ extension Replica {
     /// Deletes a sticker or erases a stroke. Its registers keep merging; `restore` shows it again.
     public mutating func delete(_ item: ItemID) throws -> LocalEdit {
         try require(item, nil)
+        try reserve(1)
         return set(item, .exists(false))
     }
 
     /// Brings back a deleted sticker or erased stroke with every edit merged meanwhile.
     public mutating func restore(_ item: ItemID) throws -> LocalEdit {
         try require(item, nil)
+        try reserve(1)
         return set(item, .exists(true))
     }
 
+    /// Paints `item` above every other item. Usually one operation; when the top key has grown
+    /// long (or a peer wrote an absurd one), neighbouring items are re-keyed in the same step.
     public mutating func bringToFront(_ item: ItemID) throws -> LocalEdit {
         try require(item, nil)
-        return set(item, .z(ZKey.after(topKey)))
+        let key = ZKey.after(topKey)
+        if key.bytes.count <= ZKey.comfortableLength {
+            try reserve(1)
+            return set(item, .z(key))
+        }
+        return try rebalance(placing: item, above: paintOrder(excluding: item).last)
     }
 
+    /// Paints `item` below every other item (see `bringToFront`).
     public mutating func sendToBack(_ item: ItemID) throws -> LocalEdit {
         try require(item, nil)
-        return set(item, .z(ZKey.before(bottomKey)))
+        let key = ZKey.before(bottomKey)
+        if key.bytes.count <= ZKey.comfortableLength {
+            try reserve(1)
+            return set(item, .z(key))
+        }
+        return try rebalance(placing: item, above: nil)
     }
 
     /// Paints `item` just above `lower` and below `upper` (the two may be given in either order).
@@ -135,30 +163,31 @@ extension Replica {
         var (lower, upper) = (first, second)
         if paintKey(upper) < paintKey(lower) { swap(&lower, &upper) }
         let lowerKey = paintKey(lower).z
-        var upperKey = paintKey(upper).z
-        undoLog.begin()
-        defer { undoLog.end() }
-        var operations: [Op] = []
-        if !(lowerKey < upperKey) {
-            let next = items.values.compactMap(\.z).filter { lowerKey < $0 }.min()
-            upperKey = ZKey.between(lowerKey, next)
-            operations += set(upper, .z(upperKey)).operations
+        let upperKey = paintKey(upper).z
+        if lowerKey < upperKey {
+            let key = ZKey.between(lowerKey, upperKey)
+            if key.bytes.count <= ZKey.comfortableLength {
+                try reserve(1)
+                return set(item, .z(key))
+            }
         }
-        operations += set(item, .z(ZKey.between(lowerKey, upperKey))).operations
-        return LocalEdit(item: item, operations: operations)
+        // Tied keys (broken by id) or a gap too narrow for a short key: re-key neighbours too.
+        return try rebalance(placing: item, above: lower)
     }
 
     // MARK: Board
 
     /// Sets (or with nil, clears) the background to the asset with this hash.
-    public mutating func setBackground(asset: AssetHash?) -> LocalEdit {
-        LocalEdit(operations: [makeOperation(.setBoard(.background(asset)))])
+    public mutating func setBackground(asset: AssetHash?) throws -> LocalEdit {
+        try reserve(1)
+        return LocalEdit(operations: [makeOperation(.setBoard(.background(asset)))])
     }
 
     /// Stores the PNG bytes and makes them the background.
-    public mutating func setBackground(imagePNG: Data) -> LocalEdit {
+    public mutating func setBackground(imagePNG: Data) throws -> LocalEdit {
+        try reserve(1)
         let hash = assets.insert(imagePNG)
-        return setBackground(asset: hash)
+        return try setBackground(asset: hash)
     }
 
     public mutating func setCanvasSize(_ size: CodableSize) throws -> LocalEdit {
@@ -166,6 +195,7 @@ extension Replica {
               width > 0, height > 0 else {
             throw EditError.invalidCanvas(width: size.width, height: size.height)
         }
+        try reserve(1)
         return LocalEdit(operations: [makeOperation(.setBoard(.canvas(width: width, height: height)))])
     }
 
@@ -195,23 +225,34 @@ extension Replica {
         return op
     }
 
+    /// Callers `reserve` first.
     private mutating func set(_ item: ItemID, _ field: ItemField) -> LocalEdit {
         LocalEdit(item: item, operations: [makeOperation(.setItem(item, field))])
+    }
+
+    /// Write-read symmetry: refuses an edit whose operations would carry a sequence number or
+    /// Lamport counter that every reader refuses (only reachable after a peer pushed the clock
+    /// to its end, which admission makes take billions of operations).
+    func reserve(_ count: Int) throws {
+        let room = Op.maxCounter
+        guard lastSeq <= room - UInt64(count), lamport <= room - UInt64(count) else {
+            throw EditError.clockExhausted
+        }
     }
 
     private mutating func recordInverse(of payload: Payload) {
         switch payload {
         case .beginStroke(let item, _), .addSticker(let item, _):
-            undoLog.record(.setItem(item, .exists(false)), for: .item(item, .exists))
+            undoLog.record(.setItem(item, .exists(false)), forward: .setItem(item, .exists(true)), for: .item(item, .exists))
         case .appendPoints:
             break
         case .setItem(let item, let field):
             if let current = items[item]?[field.kind] {
-                undoLog.record(.setItem(item, current), for: .item(item, field.kind))
+                undoLog.record(.setItem(item, current), forward: payload, for: .item(item, field.kind))
             }
         case .setBoard(let field):
             let current = field.kind == .canvas ? canvas.value : background.value
-            undoLog.record(.setBoard(current), for: .board(field.kind))
+            undoLog.record(.setBoard(current), forward: payload, for: .board(field.kind))
         }
     }
 

@@ -27,7 +27,7 @@ extension Replica {
             wantedBackground = board.backgroundSHA256.flatMap(AssetHash.init(hex:))
         }
         if current.backgroundSHA256 != wantedBackground?.hex {
-            made += setBackground(asset: wantedBackground).operations
+            made += try setBackground(asset: wantedBackground).operations
         }
 
         let wanted = Set(board.strokes.map(\.id) + board.stickers.map(\.id))

@@ -5,22 +5,26 @@ extension Replica {
     /// Undoes this replica's most recent undo step (a stroke, a drag, or one edit) by writing the
     /// values it replaced, with new timestamps. Other replicas' edits are never undone. Returns no
     /// operations when there is nothing to undo. An open stroke or group is closed first.
-    public mutating func undo() -> LocalEdit {
+    public mutating func undo() throws -> LocalEdit {
         closeOpenSteps()
-        guard let group = undoLog.undoStack.popLast() else { return LocalEdit() }
-        let operations = replay(group, mode: .undoing)
-        undoLog.redoStack.append(undoLog.replay)
-        undoLog.replay = UndoLog.Group()
+        guard let group = undoLog.undoStack.last else { return LocalEdit() }
+        try reserve(group.inverses.count)
+        undoLog.undoStack.removeLast()
+        // Inverses in reverse order, so a step that wrote a register twice ends at its start.
+        let operations = replay(group.inverses.reversed())
+        undoLog.redoStack.append(group)
         return LocalEdit(operations: operations)
     }
 
-    /// Re-applies the most recently undone step. Any new local edit clears the redo stack.
-    public mutating func redo() -> LocalEdit {
+    /// Re-applies the most recently undone step: writes the values that step wrote (not values
+    /// other replicas wrote since). Any new local edit clears the redo stack.
+    public mutating func redo() throws -> LocalEdit {
         closeOpenSteps()
-        guard let group = undoLog.redoStack.popLast() else { return LocalEdit() }
-        let operations = replay(group, mode: .redoing)
-        undoLog.undoStack.append(undoLog.replay)
-        undoLog.replay = UndoLog.Group()
+        guard let group = undoLog.redoStack.last else { return LocalEdit() }
+        try reserve(group.forwards.count)
+        undoLog.redoStack.removeLast()
+        let operations = replay(group.forwards)
+        undoLog.undoStack.append(group)
         return LocalEdit(operations: operations)
     }
 
@@ -29,11 +33,9 @@ extension Replica {
         while undoLog.depth > 0 { undoLog.end() }
     }
 
-    private mutating func replay(_ group: UndoLog.Group, mode: UndoLog.Mode) -> [Op] {
-        undoLog.mode = mode
-        undoLog.replay = UndoLog.Group()
+    private mutating func replay(_ payloads: [Payload]) -> [Op] {
+        undoLog.mode = .replaying
         defer { undoLog.mode = .editing }
-        // Inverses in reverse order, so a step that wrote a register twice ends at its start.
-        return group.inverses.reversed().map { makeOperation($0) }
+        return payloads.map { makeOperation($0) }
     }
 }

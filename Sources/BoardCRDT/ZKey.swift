@@ -5,9 +5,13 @@
 public struct ZKey: Hashable, Comparable, Sendable, CustomStringConvertible {
     public let bytes: [UInt8]
 
-    /// The longest key the codec accepts. Each bring-to-front grows the top key by about one byte
-    /// per eight moves, so this allows thousands of consecutive moves before keys need rebalancing.
+    /// The longest key the codec accepts (and so the longest any replica may write).
     public static let maxLength = 1024
+
+    /// The longest key local edits make without rebalancing: a longer result makes the replica
+    /// re-key a window of neighbouring items instead (`Replica.bringToFront` and friends), so
+    /// keys from ordinary use stay far below `maxLength`.
+    public static let comfortableLength = 32
 
     /// Nil when `bytes` is empty or ends in a zero byte (such a key would have a twin).
     public init?(bytes: [UInt8]) {
@@ -63,11 +67,37 @@ public struct ZKey: Hashable, Comparable, Sendable, CustomStringConvertible {
         return ZKey(unchecked: [head] + digits)
     }
 
-    /// A key below `key` (the initial key when there is none), halving toward zero: repeated
-    /// send-to-back grows the bottom key by about a byte per eight moves.
+    /// A short key below `key` (the initial key when there is none): the mirror of `after`.
+    ///
+    /// Keys from `7f` down to `01` start an integer of `0x80 - first` bytes that counts down, so
+    /// repeated send-to-back gains a byte only every 255, 65,025, ... moves (halving toward zero
+    /// instead grew the key by a byte every eight moves, and the 8,192nd move passed the codec's
+    /// limit). Keys starting with `00` (never made this way) fall back to halving; callers keep
+    /// results short with `Replica`'s rebalancing.
     public static func before(_ key: ZKey?) -> ZKey {
         guard let key else { return initial }
-        return between(nil, key)
+        let head = key.bytes[0]
+        if head >= 0x80 { return ZKey(unchecked: [0x7F, 0xFF]) }
+        if head == 0x00 { return between(nil, key) }
+        let length = 0x80 - Int(head)
+        var digits = Array(key.bytes.dropFirst().prefix(length))
+        digits += [UInt8](repeating: 0, count: length - digits.count)
+        var index = length - 1
+        while index >= 0 {
+            if digits[index] > 0 {
+                digits[index] -= 1
+                break
+            }
+            digits[index] = 0xFF
+            index -= 1
+        }
+        if index < 0 {
+            // This length is used up: the next head down, starting at its largest short value.
+            if head == 0x01 { return between(nil, key) }
+            return ZKey(unchecked: [head - 1, 0xFF])
+        }
+        while digits.last == 0 { digits.removeLast() }
+        return ZKey(unchecked: [head] + digits)
     }
 
     private static func midpoint(_ a: [UInt8], _ b: ArraySlice<UInt8>?) -> [UInt8] {

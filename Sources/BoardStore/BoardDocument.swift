@@ -61,7 +61,7 @@ public final class BoardDocument {
             replica.beginUndoGroup()
             defer { replica.endUndoGroup() }
             var made = try replica.setCanvasSize(CodableSize(width: Double(header.width), height: Double(header.height))).operations
-            made += replica.setBackground(imagePNG: photo).operations
+            made += try replica.setBackground(imagePNG: photo).operations
             return LocalEdit(operations: made)
         }
     }
@@ -97,8 +97,8 @@ public final class BoardDocument {
         return count
     }
 
-    public func undo() throws -> LocalEdit { try edit { $0.undo() } }
-    public func redo() throws -> LocalEdit { try edit { $0.redo() } }
+    public func undo() throws -> LocalEdit { try edit { try $0.undo() } }
+    public func redo() throws -> LocalEdit { try edit { try $0.redo() } }
 
     private func changed() {
         isDirty = true

@@ -123,7 +123,7 @@ public final class BoardPackage {
         var replica = Replica(id: replicaID)
         for batch in batches {
             do {
-                try replica.apply(batch)
+                try replica.apply(batch, from: .ownLog)
             } catch {
                 throw StoreError.damagedLog(path: Path.join(path, PackageLayout.opLog), offset: 0, "a record holds an invalid operation: \(error)")
             }

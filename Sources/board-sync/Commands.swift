@@ -47,7 +47,7 @@ struct Commands {
             try package.commit { replica in
                 var made: [Op] = []
                 if let canvas { made += try replica.setCanvasSize(canvas).operations }
-                if let background { made += replica.setBackground(imagePNG: background).operations }
+                if let background { made += try replica.setBackground(imagePNG: background).operations }
                 // A fresh board starts with an empty undo history: its setup is not an undoable edit.
                 replica.undoHistory = UndoHistory()
                 return LocalEdit(operations: made)
@@ -146,7 +146,7 @@ struct Commands {
         let args = try Arguments(raw, options: [], flags: ["json"])
         let path = try args.positionals(["<package>"])[0]
         let edit = try withPackage(path) { package in
-            try package.commit { name == "undo" ? $0.undo() : $0.redo() }
+            try package.commit { name == "undo" ? try $0.undo() : try $0.redo() }
         }
         if edit.operations.isEmpty && !args.has("json") {
             FileHandle.standardError.write(Data("nothing to \(name)\n".utf8))

@@ -48,7 +48,7 @@ import Testing
     @Test func outOfOrderOperationsExtendTheVectorOnlyWhenContiguous() throws {
         var (a, b, _) = makeReplicas()
         var ops: [Op] = []
-        for _ in 0..<4 { ops += a.setBackground(asset: nil).operations }
+        for _ in 0..<4 { ops += try a.setBackground(asset: nil).operations }
         try b.apply([ops[3], ops[1]])
         #expect(b.versionVector[a.id] == 0)
         try b.apply([ops[0]])

@@ -62,7 +62,7 @@ import Testing
         _ = try b.setWidth(line, to: 7.5)
         _ = try b.replaceImage(s, withPNG: imageB)
         _ = try a.setCanvasSize(CodableSize(width: 640, height: 480))
-        _ = b.setBackground(imagePNG: imageA)
+        _ = try b.setBackground(imagePNG: imageA)
         try sync(&a, &b)
         // Same register concurrently: the greater timestamp wins (b, by replica id).
         _ = try a.setColor(line, to: red)
@@ -136,7 +136,7 @@ import Testing
     }
 
     @Test func strokePointsAreAppendedOnlyByTheCreatorInOrder() throws {
-        var (a, b, _) = makeReplicas()
+        var (a, b, c) = makeReplicas()
         let line = try a.beginStroke(color: red, width: 1, points: [pt(0, 0)]).item!
         var appends: [Op] = []
         for index in 1...5 {
@@ -150,8 +150,8 @@ import Testing
         #expect(stroke(b, line)?.points.map(\.x) == [0, 1, 2, 3, 4, 5])
         // Another replica cannot append to a's stroke: not through the API...
         #expect(throws: EditError.noStrokeInProgress) { try b.appendPoints([pt(9, 9)]) }
-        // ...and a forged append from b is kept but never shown.
-        let forged = Op(id: OpID(replica: b.id, seq: b.lastSeq + 1), lamport: b.lamport + 1,
+        // ...and a forged append from c is kept but never shown.
+        let forged = Op(id: OpID(replica: c.id, seq: 1), lamport: b.lamport + 1,
                         payload: .appendPoints(line, [GridPoint(x: 999, y: 999)]))
         try b.apply([forged])
         try a.apply([forged])
@@ -212,14 +212,14 @@ import Testing
         a.endUndoGroup()
         _ = try b.setRotation(s, to: 2)
         try sync(&a, &b)
-        let undo = a.undo()
+        let undo = try a.undo()
         #expect(undo.operations.count == 1)
         try sync(&a, &b)
         for replica in [a, b] {
             #expect(sticker(replica, s)?.position == pt(0, 0), "the whole drag is undone")
             #expect(sticker(replica, s)?.rotationRadians == 2, "b's rotation is untouched")
         }
-        _ = a.redo()
+        _ = try a.redo()
         try sync(&a, &b)
         #expect(sticker(b, s)?.position == pt(30, 30))
         // A stroke is one undo step: undo erases it, redo brings it back with every point.
@@ -227,14 +227,14 @@ import Testing
         _ = try a.appendPoints([pt(1, 1)])
         _ = try a.appendPoints([pt(2, 2)])
         a.finishStroke()
-        _ = a.undo()
+        _ = try a.undo()
         #expect(stroke(a, line) == nil)
-        _ = a.redo()
+        _ = try a.redo()
         #expect(stroke(a, line)?.points.count == 3)
         // b has nothing of its own to undo but the rotation.
-        _ = b.undo()
-        _ = b.undo()
-        #expect(b.undo().operations.isEmpty)
+        _ = try b.undo()
+        _ = try b.undo()
+        #expect(try b.undo().operations.isEmpty)
         try sync(&a, &b)
         #expect(sticker(a, s)?.rotationRadians == 0)
         #expect(sticker(a, s)?.position == pt(30, 30))
@@ -260,7 +260,7 @@ import Testing
     @Test func assetBytesNotYetReceivedArePendingNeverEmptyImages() throws {
         var (a, b, _) = makeReplicas()
         let s = try a.addSticker(imagePNG: imageA, at: pt(1, 1)).item!
-        _ = a.setBackground(imagePNG: imageB)
+        _ = try a.setBackground(imagePNG: imageB)
         try b.apply(a.operations(since: b.versionVector))
         let pending = b.snapshot()
         #expect(pending.pendingStickerIDs == [s.uuid])
@@ -274,5 +274,31 @@ import Testing
         #expect(b.missingAssets.isEmpty)
         #expect(b.snapshot().pendingStickerIDs.isEmpty)
         #expect(try canonical(b) == canonical(a))
+    }
+
+    /// Redo writes the undone edit's own value, never a value another replica wrote meanwhile.
+    @Test func redoRestoresThisReplicasOwnValue() throws {
+        var (a, b, _) = makeReplicas()
+        let s = try a.addSticker(imagePNG: imageA, at: pt(0, 0)).item!
+        try sync(&a, &b)
+        _ = try a.move(s, to: pt(20, 20))
+        try sync(&a, &b)
+        _ = try b.move(s, to: pt(30, 30))
+        try sync(&a, &b)
+        _ = try a.undo()
+        try sync(&a, &b)
+        #expect(sticker(b, s)?.position == pt(0, 0), "undo writes the value a's move replaced")
+        _ = try a.redo()
+        try sync(&a, &b)
+        #expect(sticker(a, s)?.position == pt(20, 20), "redo writes a's own move, not b's")
+        #expect(sticker(b, s)?.position == pt(20, 20))
+        // A drag redoes to where it ended.
+        a.beginUndoGroup()
+        for x in [40.0, 50, 60] { _ = try a.move(s, to: pt(x, x)) }
+        a.endUndoGroup()
+        _ = try a.undo()
+        #expect(sticker(a, s)?.position == pt(20, 20))
+        _ = try a.redo()
+        #expect(sticker(a, s)?.position == pt(60, 60))
     }
 }

@@ -50,8 +50,17 @@ import Testing
             #expect(replica.versionVector == replicas[0].versionVector, "\(rerun)")
         }
         // A lagging copy catches up from its old version vector with one complete delta.
+        // A copy of replica X that missed X's own later operations is a restore from backup
+        // under a live id: it must refuse them loudly (packages give such copies a new id).
         for var lagging in history.checkpoints {
             let delta = replicas[Int(seed % UInt64(replicas.count))].operations(since: lagging.versionVector)
+            if delta.operations.contains(where: { $0.id.replica == lagging.id && !lagging.hasIntegrated($0.id) })
+                || (delta.covers?[lagging.id] ?? 0) > lagging.lastSeq {
+                let before = try canonical(lagging)
+                #expect(throws: OperationError.self, "\(rerun)") { try lagging.apply(delta) }
+                #expect(try canonical(lagging) == before, "\(rerun)")
+                continue
+            }
             try lagging.apply(try OperationBatch(decoding: delta.encoded()))
             for data in history.assets.values { lagging.assets.insert(data) }
             #expect(try canonical(lagging) == reference, "\(rerun)")

@@ -27,7 +27,7 @@ import Testing
         let sticker = try loop.onLoop { try hosts[0].edit { try $0.addSticker(imagePNG: pngA, at: pt(1, 1)) }.item! }
         try loop.onLoop {
             _ = try hosts[2].edit { try $0.addSticker(imagePNG: pngB, at: pt(2, 2)) }
-            _ = try hosts[2].edit { $0.setBackground(imagePNG: pngB) }
+            _ = try hosts[2].edit { try $0.setBackground(imagePNG: pngB) }
         }
         let converged = try loop.wait {
             let vector = packages[0].replica.versionVector

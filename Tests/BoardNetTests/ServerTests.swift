@@ -24,7 +24,7 @@ import Testing
         }
         try b.addAsset(pngB)
         try b.commit { try $0.addSticker(imagePNG: pngB, at: pt(50, 50)) }
-        try b.commit { $0.setBackground(imagePNG: pngB) }
+        try b.commit { try $0.setBackground(imagePNG: pngB) }
 
         _ = try OneShotSync.run(package: a, board: "team", server: server.address, timeout: 20)
         let reportB = try OneShotSync.run(package: b, board: "team", server: server.address, timeout: 20)
@@ -89,7 +89,7 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: temp.path + "/etc.boardpkg"))
         // The server still serves well-behaved replicas.
         let good = try makePackage(temp.path + "/Good.boardpkg", id: 0x600D)
-        try good.commit { $0.setBackground(asset: nil) }
+        try good.commit { try $0.setBackground(asset: nil) }
         let report = try OneShotSync.run(package: good, board: "team", server: server.address, timeout: 20)
         #expect(report.operationsSent == 1, "the good client's one edit reached the server")
         let boards = try FileManager.default.contentsOfDirectory(atPath: temp.path + "/data")

@@ -23,7 +23,7 @@ import Testing
         #expect(reopened.replica.versionVector == vector)
         #expect(try reopened.replica.snapshot().canonicalJSON() == expected)
         // Undo works across the reopen: the move is undone first.
-        try reopened.commit { $0.undo() }
+        try reopened.commit { try $0.undo() }
         #expect(reopened.replica.snapshot().stickers.first { $0.id == sticker.uuid }?.position == pt(10, 10))
     }
 
@@ -54,8 +54,8 @@ import Testing
         #expect(copy.notices.contains { $0.contains("copy") })
         #expect(try copy.replica.snapshot().canonicalJSON() == again.replica.snapshot().canonicalJSON())
         // Edits on both never collide: their op ids differ.
-        let a = try copy.commit { $0.setBackground(asset: nil) }.operations[0].id
-        let b = try again.commit { $0.setBackground(asset: nil) }.operations[0].id
+        let a = try copy.commit { try $0.setBackground(asset: nil) }.operations[0].id
+        let b = try again.commit { try $0.setBackground(asset: nil) }.operations[0].id
         #expect(a != b)
         // The copy's id is remembered: reopening it keeps the new id.
         copy.close()

@@ -54,7 +54,7 @@ func makeSamplePackage(_ fileSystem: any FileSystem, ids: IDSource, path: String
         replica.finishStroke()
         return edit
     }.item!
-    _ = try package.commit { $0.setBackground(imagePNG: pngGreen) }
+    _ = try package.commit { try $0.setBackground(imagePNG: pngGreen) }
     try package.save()
     return (package, sticker, other, stroke)
 }

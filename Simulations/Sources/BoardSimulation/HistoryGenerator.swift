@@ -126,16 +126,16 @@ public struct RandomEditor: Sendable {
                 let three = Array(items.shuffled(using: &rng).prefix(3))
                 return try replica.put(three[0], between: three[1], and: three[2]).operations
             case 15:
-                if rng.chance(0.2) { return replica.setBackground(asset: nil).operations }
-                return replica.setBackground(asset: AssetHash.of(rng.pick(HistoryGenerator.assetPool))).operations
+                if rng.chance(0.2) { return try replica.setBackground(asset: nil).operations }
+                return try replica.setBackground(asset: AssetHash.of(rng.pick(HistoryGenerator.assetPool))).operations
             case 16:
                 let size = CodableSize(width: Double(Int.random(in: 100...4000, using: &rng)),
                                        height: Double(Int.random(in: 100...4000, using: &rng)) / 2)
                 return try replica.setCanvasSize(size).operations
             case 17, 18:
-                return replica.undo().operations
+                return try replica.undo().operations
             default:
-                return replica.redo().operations
+                return try replica.redo().operations
             }
         } catch {
             fatalError("random edit failed on a state that allowed it: \(error)")

@@ -2,14 +2,24 @@
 /// local operations changed; undoing writes them again as new operations with new timestamps,
 /// so undo is itself an edit that merges like any other and touches only what this replica did.
 struct UndoLog: Sendable {
+    /// One undo step: per register touched, the value it held before the step (`inverses`, in
+    /// the order first touched) and the value the step left in it (`forwards`). Undo writes the
+    /// inverses; redo writes the step's own values again, never whatever another replica wrote
+    /// meanwhile.
     struct Group: Sendable {
         var inverses: [Payload] = []
-        var targets: Set<Target> = []
+        var forwards: [Payload] = []
+        var targets: [Target: Int] = [:]
 
-        /// Keeps the first inverse per register: a drag of many moves undoes to where it started.
-        mutating func record(_ inverse: Payload, for target: Target) {
-            if targets.insert(target).inserted {
+        /// Keeps the first inverse and the last forward value per register: a drag of many
+        /// moves undoes to where it started and redoes to where it ended.
+        mutating func record(_ inverse: Payload, forward: Payload, for target: Target) {
+            if let index = targets[target] {
+                forwards[index] = forward
+            } else {
+                targets[target] = inverses.count
                 inverses.append(inverse)
+                forwards.append(forward)
             }
         }
     }
@@ -21,8 +31,8 @@ struct UndoLog: Sendable {
 
     enum Mode: Sendable {
         case editing
-        case undoing
-        case redoing
+        /// Undo and redo write values from a step: they record nothing new.
+        case replaying
     }
 
     /// Undo history kept per replica; the oldest groups are forgotten beyond this (up to a
@@ -34,21 +44,16 @@ struct UndoLog: Sendable {
     var open = Group()
     var depth = 0
     var mode = Mode.editing
-    var replay = Group()
 
-    mutating func record(_ inverse: Payload, for target: Target) {
-        switch mode {
-        case .undoing, .redoing:
-            replay.record(inverse, for: target)
-        case .editing:
-            redoStack.removeAll()
-            if depth > 0 {
-                open.record(inverse, for: target)
-            } else {
-                var single = Group()
-                single.record(inverse, for: target)
-                push(single)
-            }
+    mutating func record(_ inverse: Payload, forward: Payload, for target: Target) {
+        guard mode == .editing else { return }
+        redoStack.removeAll()
+        if depth > 0 {
+            open.record(inverse, forward: forward, for: target)
+        } else {
+            var single = Group()
+            single.record(inverse, forward: forward, for: target)
+            push(single)
         }
     }
 
@@ -65,7 +70,7 @@ struct UndoLog: Sendable {
         }
     }
 
-    private mutating func push(_ group: Group) {
+    mutating func push(_ group: Group) {
         undoStack.append(group)
         // Trim in chunks: dropping one group per edit would move the whole stack every time.
         if undoStack.count > UndoLog.limit + UndoLog.limit / 4 {
