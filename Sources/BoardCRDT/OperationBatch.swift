@@ -30,6 +30,12 @@ extension Replica {
         return OperationBatch(operations: result, base: version, covers: versionVector)
     }
 
+    /// The surviving operation of `author` with the highest sequence number.
+    public func latestOperation(by author: ReplicaID) -> Op? {
+        guard let ops = log[author], let seq = ops.keys.max() else { return nil }
+        return ops[seq]
+    }
+
     /// The whole state as one complete delta (every surviving operation).
     public func fullState() -> OperationBatch {
         operations(since: .empty)

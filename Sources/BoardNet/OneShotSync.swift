@@ -51,7 +51,11 @@ public enum OneShotSync {
             guard !done, failure == nil else { return }
             guard let (id, session) = hub.sessions.first else {
                 if host.connectionCount == 0 {
-                    failure = sawOpen ? .closed("before both sides were in sync") : .unreachable("connection refused or closed")
+                    if let reason = host.lastCloseReason {
+                        failure = .closed("\(reason)")
+                    } else {
+                        failure = sawOpen ? .closed("before both sides were in sync") : .unreachable("connection refused or closed")
+                    }
                     loop.stop()
                 }
                 return

@@ -66,6 +66,11 @@ public final class SyncHost {
     private var flushScheduled: Set<String> = []
     /// Called after every event, so one-shot clients can check whether they are done.
     public var onProgress: (() -> Void)?
+    /// Why the most recent link closed, as the session knew it (a peer's ERROR text, or the
+    /// violation this side found), so a one-shot client can say what happened.
+    public private(set) var lastCloseReason: SessionError?
+    /// Why each board that failed to open did (sent to clients asking for it).
+    private var openFailures: [String: String] = [:]
 
     /// The address the host listens on, if it listens.
     public var listenAddress: SocketAddress? { listener?.address }
@@ -210,7 +215,8 @@ public final class SyncHost {
         guard let link = links[id] else { return }
         guard let hosted = openBoard(hello.board) else {
             var refused = session
-            refused.close(SessionError(.badBoardName, "board '\(hello.board)' cannot be opened here"))
+            let why = openFailures[hello.board].map { ": \($0)" } ?? ""
+            refused.close(SessionError(.badBoardName, "board '\(hello.board)' cannot be opened here\(why)"))
             link.connection.send(refused.takeOutput())
             link.connection.close()
             links[id]?.pending = nil
@@ -247,6 +253,7 @@ public final class SyncHost {
             return hosted
         } catch {
             options.log("board '\(name)': cannot open \(path): \(error)")
+            openFailures[name] = error is StoreError ? "\(error)" : "the server could not open it (see its log)"
             return nil
         }
     }
@@ -255,6 +262,7 @@ public final class SyncHost {
         guard let link = links.removeValue(forKey: id) else { return }
         if let board = link.board, let hosted = boards[board] {
             let reason = hosted.hub.sessions[id]?.closeReason
+            if let reason { lastCloseReason = reason }
             if let session = hosted.hub.sessions[id] {
                 retiredBytes.sent += session.bytesSent
                 retiredBytes.received += session.bytesReceived

@@ -181,13 +181,13 @@ public final class BoardPackage {
         // Validate first, log second, apply in place last: applying a validated batch cannot
         // fail, so a failed log write still changes nothing, and the replica is never copied
         // (a copy of a large board per merged frame was most of a merge's cost).
-        for op in batch.operations { try op.validate() }
+        try replica.admit(batch)
         let fresh = batch.operations.filter { !replica.hasIntegrated($0.id) }
         let raisesVector = batch.covers.map { !replica.versionVector.dominates($0) } ?? false
         guard !fresh.isEmpty || raisesVector else { return 0 }
         let record = OperationBatch(operations: fresh, base: batch.base, covers: batch.covers)
         try log.append(record)
-        return try replica.apply(record)
+        return try replica.apply(record, from: .ownLog)
     }
 
     /// Stores asset bytes durably and makes them available to snapshots. With `claimedHash`,

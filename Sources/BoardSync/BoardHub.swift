@@ -93,6 +93,8 @@ public final class BoardHub {
         session.accept(version: store.replica.versionVector)
         sessions[id] = session
         greet(id, hello)
+        // Frames that came in the same read as the HELLO.
+        receive(id, [], now: session.lastReceivedAt)
     }
 
     /// An accepted session that has not said hello yet (peers, which host one board).
@@ -126,6 +128,14 @@ public final class BoardHub {
     @discardableResult
     public func receive(_ id: SessionID, _ bytes: [UInt8], now: Double) -> [SessionEvent] {
         guard let events = withSession(id, { $0.receive(bytes, now: now) }) else { return [] }
+        defer {
+            // A peer's HELLO stops the session's parsing until it is accepted (in `handle`):
+            // go on with the frames that followed it.
+            if events.contains(where: { if case .hello = $0 { return true } else { return false } }),
+               sessions[id]?.isOpen == true {
+                receive(id, [], now: now)
+            }
+        }
         // Group commit: consecutive live OPS frames from one read merge as one batch (one log
         // append, one fsync, one ACK, one relay). Complete deltas keep their own batch.
         var pending: [Op] = []
@@ -241,12 +251,30 @@ public final class BoardHub {
 
     /// After the handshake: send the peer exactly what it lacks, then the end-of-delta marker.
     private func greet(_ id: SessionID, _ hello: Hello) {
-        peerVersions[id] = hello.version
         let replica = store.replica
-        let delta = replica.operations(since: hello.version)
+        do {
+            try replica.checkPeerVersion(hello.version)
+        } catch {
+            log?("session \(id): refused replica \(hello.replica) on board '\(hello.board)': \(error)")
+            sessions[id]?.close(SessionError(.invalidOperations, "\(error)"))
+            return
+        }
+        peerVersions[id] = hello.version
+        var delta = replica.operations(since: hello.version)
+        // Equivocation probes: our own latest operation and the latest we hold by the peer's
+        // replica, even when the peer's vector covers them. Same id with another content on
+        // the far side means someone forged operations under one of our ids: the receiver
+        // refuses loudly instead of both sides agreeing on vectors over different operations.
+        for author in [replica.id, hello.replica] {
+            if let probe = replica.latestOperation(by: author), hello.version.covers(probe.id) {
+                delta.operations.append(probe)
+            }
+        }
         operationsSent += delta.operations.count
         sessions[id]?.send(delta)
         sessions[id]?.sendSynced(replica.versionVector)
+        // Images nobody could offer before may be with this peer: ask it now.
+        requestMissing(preferring: id)
         log?("session \(id): replica \(hello.replica) joined board '\(hello.board)'")
     }
 
@@ -256,6 +284,7 @@ public final class BoardHub {
         do {
             try store.merge(batch)
         } catch let error as OperationError {
+            log?("session \(id): refused operations: \(error)")
             sessions[id]?.close(SessionError(.invalidOperations, error.description))
             return
         } catch {
@@ -263,6 +292,17 @@ public final class BoardHub {
             return
         }
         operationsMerged += fresh.count
+        // A peer that said it lacks an image may have it by now if it sends operations using it.
+        if var lacking = unavailable[id], !lacking.isEmpty {
+            for op in fresh {
+                switch op.payload {
+                case .addSticker(_, let start): lacking.remove(start.asset)
+                case .setItem(_, .asset(let hash)), .setBoard(.background(let hash?)): lacking.remove(hash)
+                default: break
+                }
+            }
+            unavailable[id] = lacking
+        }
         requestMissing(preferring: id)
         sessions[id]?.acknowledge(store.replica.versionVector)
         guard !fresh.isEmpty else { return }
@@ -289,17 +329,23 @@ public final class BoardHub {
         let open = sessions.filter { $0.value.isOpen }.keys.sorted()
         for hash in missing {
             let candidates = ([preferred].compactMap { $0 } + open).filter { sessions[$0]?.isOpen == true && !(unavailable[$0]?.contains(hash) ?? false) }
-            guard let peer = candidates.first else { continue }
+            guard let peer = candidates.first else {
+                // Nobody connected has it: whoever waits on this hub hears so now, not never.
+                for waiter in waiting.removeValue(forKey: hash) ?? [] { sessions[waiter]?.sendNoAsset(hash) }
+                continue
+            }
             fetching[hash] = peer
             byPeer[peer, default: []].append(AssetRequest(hash: hash, offset: assembler.offset(for: hash)))
         }
         for (peer, requests) in byPeer { sessions[peer]?.want(requests) }
     }
 
+    /// Answers a WANT at once unless the bytes are on their way from a *different* peer: two
+    /// hosts that each wait for the other to answer the same WANT would never finish a sync.
     private func serve(_ request: AssetRequest, to id: SessionID) {
         if let data = store.replica.assets.data(for: request.hash) {
             sessions[id]?.queueAsset(request.hash, Array(data), from: request.offset)
-        } else if fetching[request.hash] != nil {
+        } else if let source = fetching[request.hash], source != id {
             waiting[request.hash, default: []].insert(id)
         } else {
             sessions[id]?.sendNoAsset(request.hash)

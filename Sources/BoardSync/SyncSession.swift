@@ -86,6 +86,8 @@ public struct SyncSession: Sendable {
     private var assetQueue: [(hash: AssetHash, data: [UInt8], offset: Int)] = []
     private var pendingLive: [Op] = []
     private var lastReceived: Double = 0
+    /// When bytes last arrived (hosts resume a handshake's buffered frames at this time).
+    public var lastReceivedAt: Double { lastReceived }
     private var lastSent: Double = 0
     private var pingNonce: UInt64 = 0
     private var boardName: String = ""
@@ -182,6 +184,10 @@ public struct SyncSession: Sendable {
             } catch {
                 events.append(fail(error))
             }
+            // Frames behind a HELLO wait in the decoder until the host accepts the session (a
+            // PING in the same read as the HELLO is not "before the handshake"); the host then
+            // calls `receive([])` to go on.
+            if case .awaitingAccept = state { break }
         }
         return events
     }

@@ -1,0 +1,139 @@
+import BoardCRDT
+import BoardModel
+import BoardNet
+import BoardStore
+import BoardSync
+import Foundation
+import Testing
+
+/// Issue 7 findings 1, 3 and 4 over real TCP: a hostile client's crafted operations are refused
+/// with an ERROR before they are stored or relayed, and a missing image never blocks a sync.
+@Suite(.serialized) struct HostilePeerTests {
+    /// HELLO as `replica` on `board`, then one OPS frame.
+    func attack(_ server: ServerFixture, board: String, as replica: ReplicaID, _ batch: OperationBatch) -> [UInt8] {
+        let hello = Message.hello(Hello(board: board, replica: replica, version: .empty)).frame().encoded()
+        let ops = Message.operations(batch.encoded()).frame().encoded()
+        return rawExchange(server.address, hello + ops, closeWrite: true)
+    }
+
+    func serverVersion(_ server: ServerFixture, _ board: String) throws -> VersionVector {
+        let host = server.host
+        return try server.thread.onLoop { host.boards[board]?.hub.store.replica.versionVector ?? .empty }
+    }
+
+    @Test func inflatedCountersAreRefusedAndTheVictimKeepsSyncing() throws {
+        let temp = TempDirectory()
+        let server = try ServerFixture(data: temp.path + "/data")
+        defer { server.stop() }
+        let victim = try makePackage(temp.path + "/V.boardpkg", id: 0xA)
+        let s = try victim.commit { try $0.addSticker(imagePNG: pngA, at: pt(0, 0)) }.item!
+        _ = try OneShotSync.run(package: victim, board: "team", server: server.address, timeout: 20)
+        let before = try serverVersion(server, "team")
+
+        let attacker = ReplicaID(0xBAD)
+        let cases: [(String, OperationBatch)] = [
+            ("lamport 2^62", OperationBatch(operations: [
+                Op(id: OpID(replica: attacker, seq: 1), lamport: Op.maxCounter, payload: .setItem(s, .position(GridPoint(x: 1, y: 1)))),
+            ])),
+            ("victim's id, seq 2^62", OperationBatch(operations: [
+                Op(id: OpID(replica: victim.replica.id, seq: Op.maxCounter), lamport: 5, payload: .setItem(s, .position(GridPoint(x: 1, y: 1)))),
+            ])),
+            ("covers the victim's future", OperationBatch(operations: [], base: .empty,
+                                                         covers: VersionVector([victim.replica.id: Op.maxCounter]))),
+            ("a stroke under the sticker's id", OperationBatch(operations: [
+                Op(id: OpID(replica: attacker, seq: 1), lamport: 1,
+                   payload: .beginStroke(s, StrokeStart(color: Color8(red: 0, green: 0, blue: 0, alpha: 255), width: 16, z: ZKey.initial, points: []))),
+            ])),
+        ]
+        for (name, batch) in cases {
+            let reply = attack(server, board: "team", as: attacker, batch)
+            #expect(errorCode(in: reply) == SessionError.Code.invalidOperations.rawValue, "\(name)")
+            #expect(try serverVersion(server, "team") == before, "\(name): nothing stored")
+        }
+        // The victim edits and syncs on; its edit reaches the server and is not a "duplicate".
+        try victim.commit { try $0.move(s, to: pt(7, 7)) }
+        _ = try OneShotSync.run(package: victim, board: "team", server: server.address, timeout: 20)
+        #expect(try serverVersion(server, "team") == victim.replica.versionVector)
+        for op in victim.replica.fullState().operations { #expect(op.lamport < 100) }
+        // Reopening the victim's package works (nothing unreadable was logged).
+        victim.close()
+        _ = try openPackage(temp.path + "/V.boardpkg")
+    }
+
+    @Test func operationsForgedUnderAnotherReplicaAreRefusedByThatReplicaLoudly() throws {
+        let temp = TempDirectory()
+        let server = try ServerFixture(data: temp.path + "/data")
+        defer { server.stop() }
+        let victim = try makePackage(temp.path + "/V.boardpkg", id: 0xA)
+        let s = try victim.commit { try $0.addSticker(imagePNG: pngA, at: pt(0, 0)) }.item!
+        _ = try OneShotSync.run(package: victim, board: "team", server: server.address, timeout: 20)
+        // The attacker says HELLO as itself but sends the victim's next operation.
+        let forged = Op(id: OpID(replica: victim.replica.id, seq: victim.replica.lastSeq + 1), lamport: 50,
+                        payload: .setItem(s, .position(GridPoint(x: 999, y: 999))))
+        _ = attack(server, board: "team", as: ReplicaID(0xBAD), OperationBatch(operations: [forged]))
+        // Authorship is the security issue's; what this issue guarantees is that the victim does
+        // not sync on silently: its next sync fails, naming the forgery.
+        try victim.commit { try $0.move(s, to: pt(3, 3)) }
+        #expect {
+            _ = try OneShotSync.run(package: victim, board: "team", server: server.address, timeout: 20)
+        } throws: { error in
+            "\(error)".contains("forg") || "\(error)".contains("equivocation")
+        }
+    }
+
+    @Test func anImageNobodyHasNeverBlocksSyncAndArrivesLater() throws {
+        let temp = TempDirectory()
+        let server = try ServerFixture(data: temp.path + "/data")
+        defer { server.stop() }
+        let a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
+        let b = try makePackage(temp.path + "/B.boardpkg", id: 0xB)
+        // A sticker whose image bytes A does not have (an upload cut short, say).
+        let hash = AssetHash.of(pngB)
+        let s = try a.commit { try $0.addSticker(asset: hash, at: pt(5, 5)) }.item!
+        let first = try OneShotSync.run(package: a, board: "team", server: server.address, timeout: 15)
+        #expect(first.missingAssets == 1)
+        let second = try OneShotSync.run(package: b, board: "team", server: server.address, timeout: 15)
+        #expect(second.missingAssets == 1)
+        #expect(b.replica.snapshot().stickers.first { $0.id == s.uuid }?.isPending == true)
+        // Later A finds the bytes; the next syncs carry them to the server and on to B.
+        try a.addAsset(pngB)
+        _ = try OneShotSync.run(package: a, board: "team", server: server.address, timeout: 15)
+        let third = try OneShotSync.run(package: b, board: "team", server: server.address, timeout: 15)
+        #expect(third.missingAssets == 0)
+        #expect(b.replica.snapshot().stickers.first { $0.id == s.uuid }?.imagePNG == pngB)
+    }
+
+    @Test func aPingInTheSameReadAsTheHelloIsAnswered() throws {
+        let temp = TempDirectory()
+        let server = try ServerFixture(data: temp.path + "/data")
+        defer { server.stop() }
+        let hello = Message.hello(Hello(board: "team", replica: ReplicaID(0x1), version: .empty)).frame().encoded()
+        let ping = Message.ping(42).frame().encoded()
+        let bye = Message.bye.frame().encoded()
+        let reply = rawExchange(server.address, hello + ping + bye, closeWrite: true)
+        #expect(errorCode(in: reply) == nil)
+        var decoder = FrameDecoder(maxFrame: 1 << 24)
+        decoder.append(reply)
+        var pongs: [UInt64] = []
+        while let frame = try decoder.next() {
+            if case .pong(let value) = try Message(frame: frame, limits: SessionLimits()) { pongs.append(value) }
+        }
+        #expect(pongs == [42])
+    }
+
+    @Test func aBoardTheServerCannotOpenIsReportedWithTheServersReason() throws {
+        let temp = TempDirectory()
+        let data = temp.path + "/data"
+        let server = try ServerFixture(data: data)
+        defer { server.stop() }
+        // Another process holds the board's package.
+        let other = try makePackage(data + "/held.boardpkg", id: 0xE)
+        defer { other.close() }
+        let client = try makePackage(temp.path + "/C.boardpkg", id: 0xC)
+        #expect {
+            _ = try OneShotSync.run(package: client, board: "held", server: server.address, timeout: 10)
+        } throws: { error in
+            "\(error)".contains("cannot be opened here") && "\(error)".contains("another process") && !"\(error)".contains("cannot reach")
+        }
+    }
+}
