@@ -19,7 +19,7 @@ public final class BoardPackage {
     public let fileSystem: any FileSystem
     public private(set) var replica: Replica
     /// What `open` found and repaired, in words for a log or a user.
-    public private(set) var notices: [String] = []
+    public internal(set) var notices: [String] = []
 
     private var log: OpLog
     private var lock: FileLock?
@@ -31,7 +31,7 @@ public final class BoardPackage {
     /// Records beyond which `save` considers compacting the log.
     public var compactionRecordThreshold = 512
 
-    private init(path: String, fileSystem: any FileSystem, replica: Replica, log: OpLog, lock: FileLock) {
+    init(path: String, fileSystem: any FileSystem, replica: Replica, log: OpLog, lock: FileLock) {
         self.path = path
         self.fileSystem = fileSystem
         self.replica = replica
@@ -91,8 +91,9 @@ public final class BoardPackage {
     public static func open(at path: String, fileSystem: any FileSystem,
                             newReplicaID: () -> ReplicaID) throws -> BoardPackage {
         guard fileSystem.isDirectory(path) else { throw StoreError.notAPackage(path: path, "no such directory") }
+        try requireNoLinks(in: path, fileSystem)
         if !fileSystem.isDirectory(Path.join(path, PackageLayout.sync)) {
-            return try importSeedPackage(at: path, fileSystem: fileSystem, replicaID: newReplicaID())
+            return try importSeedPackage(at: path, fileSystem: fileSystem, newReplicaID: newReplicaID)
         }
         if !fileSystem.isDirectory(Path.join(path, PackageLayout.assets)) {
             try fileSystem.createDirectory(Path.join(path, PackageLayout.assets))
@@ -109,24 +110,34 @@ public final class BoardPackage {
             replicaID = newReplicaID()
             copied = true
             notices.append("this package is a copy (or was restored from a backup): it now edits as replica \(replicaID), not \(identity.replica)")
+            try dropUndoHistory(of: path, fileSystem)
             try Identity(replicaID: replicaID, directory: directory).write(to: path, fileSystem)
         case .failure(let why):
             replicaID = newReplicaID()
             copied = true
             notices.append("the replica identity was \(why): it now edits as a new replica \(replicaID)")
+            try dropUndoHistory(of: path, fileSystem)
             try Identity(replicaID: replicaID, directory: directory).write(to: path, fileSystem)
         }
         let (log, batches, recovery) = try OpLog.open(Path.join(path, PackageLayout.opLog), fileSystem: fileSystem)
         if recovery.truncatedBytes > 0 {
             notices.append("cut \(recovery.truncatedBytes) bytes of a torn last log record (\(recovery.truncatedReason ?? "incomplete")); it had never been saved")
         }
+        if recovery.upgraded { notices.append("rewrote the op log in the current format (record headers now carry their own checksum)") }
         var replica = Replica(id: replicaID)
-        for batch in batches {
+        for (index, batch) in batches.enumerated() {
             do {
                 try replica.apply(batch, from: .ownLog)
             } catch {
-                throw StoreError.damagedLog(path: Path.join(path, PackageLayout.opLog), offset: 0, "a record holds an invalid operation: \(error)")
+                throw StoreError.damagedLog(path: Path.join(path, PackageLayout.opLog), offset: 0,
+                                            "record \(index + 1) holds an invalid operation: \(error); run `board-sync repair` on the package")
             }
+        }
+        // The view is never rebuilt from a log that knows less than the view shows.
+        let view = ViewIndex.read(from: path, fileSystem)
+        if let shown = view?.versionVector, !replica.versionVector.dominates(shown) {
+            throw StoreError.viewAheadOfLog(path: Path.join(path, PackageLayout.opLog),
+                "the view (manifest and images) reflects operations \(shown) but the op log holds only \(replica.versionVector)")
         }
         let package = BoardPackage(path: path, fileSystem: fileSystem, replica: replica, log: log, lock: lock)
         package.notices = notices
@@ -139,16 +150,30 @@ public final class BoardPackage {
                 package.notices.append("the undo history was damaged and has been reset")
             }
         }
-        package.lastView = ViewIndex.read(from: path, fileSystem)
+        package.lastView = view
         if try package.viewNeedsRebuild() {
-            package.notices.append("rebuilt manifest.json and images from the op log")
             package.lastView = nil
-            try package.save()
+            do {
+                try package.save()
+                package.notices.append("rebuilt manifest.json and images from the op log")
+            } catch {
+                // The log holds everything; a full disk must not keep the board from opening.
+                package.notices.append("the view (manifest.json and images) is out of date and could not be rebuilt: \(error)")
+            }
         }
         return package
     }
 
-    private static func takeLock(_ path: String, _ fileSystem: any FileSystem) throws -> FileLock {
+    /// Undo and redo belong to the replica that made the edits: a new identity starts with none
+    /// (the next command would otherwise undo the original's edits under the copy's id).
+    static func dropUndoHistory(of path: String, _ fileSystem: any FileSystem) throws {
+        let undo = Path.join(path, PackageLayout.undo)
+        guard try fileSystem.fileSize(undo) != nil else { return }
+        try fileSystem.removeFile(undo)
+        try fileSystem.syncDirectory(Path.join(path, PackageLayout.sync))
+    }
+
+    static func takeLock(_ path: String, _ fileSystem: any FileSystem) throws -> FileLock {
         do {
             return try fileSystem.lock(Path.join(path, PackageLayout.lock))
         } catch let error as FileSystemError where error.code == .locked {
@@ -166,8 +191,16 @@ public final class BoardPackage {
         var next = replica
         let edit = try body(&next)
         if !edit.operations.isEmpty {
-            try storeAssets(referencedBy: edit.operations, from: next)
-            try log.append(OperationBatch(operations: edit.operations))
+            let before = storedAssets
+            do {
+                try storeAssets(referencedBy: edit.operations, from: next)
+                try log.append(OperationBatch(operations: edit.operations))
+            } catch {
+                // A failed commit changes nothing: images stored for it go again.
+                for hash in storedAssets.subtracting(before) { try? fileSystem.removeFile(assetPath(hash)) }
+                storedAssets = before
+                throw error
+            }
         }
         replica = next
         return edit
@@ -264,9 +297,14 @@ public final class BoardPackage {
         if try fileSystem.fileSize(assetPath(hash)) != data.count {
             let path = assetPath(hash)
             let temp = Path.join(Path.parent(of: path), ".\(hash.hex).tmp")
-            try fileSystem.writeFile(temp, Array(data))
-            try fileSystem.syncFile(temp)
-            try fileSystem.rename(temp, path)
+            do {
+                try fileSystem.writeFile(temp, Array(data))
+                try fileSystem.syncFile(temp)
+                try fileSystem.rename(temp, path)
+            } catch {
+                try? fileSystem.removeFile(temp)  // no partial image stays behind on a full disk
+                throw error
+            }
             if syncDirectory || assetDirectoryDirty {
                 try fileSystem.syncDirectory(Path.parent(of: path))
                 assetDirectoryDirty = false
@@ -336,17 +374,5 @@ public final class BoardPackage {
             if try fileSystem.fileSize(Path.join(path, PackageLayout.stickers, "\(id).png")) == nil { return true }
         }
         return false
-    }
-
-    // MARK: Seed import
-
-    private static func importSeedPackage(at path: String, fileSystem: any FileSystem, replicaID: ReplicaID) throws -> BoardPackage {
-        let board = try PackageReader(fileSystem: fileSystem).read(path)
-        let package = try startSyncData(at: path, fileSystem: fileSystem, replicaID: replicaID)
-        try package.commit { replica in try replica.edits(toMatch: board) }
-        package.replica.undoHistory = UndoHistory()
-        package.notices.append("imported a package without sync data: \(board.strokes.count) strokes, \(board.stickers.count) stickers")
-        try package.save()
-        return package
     }
 }

@@ -3,12 +3,24 @@ import BoardModel
 
 /// The append-only operation log under `sync/oplog`: the source of truth of a package.
 ///
-/// Layout: the 8-byte magic `BSOPLOG1`, then records. A record is `length: u32 LE`,
-/// `crc32(payload): u32 LE`, then `payload`, an encoded `OperationBatch`. A record counts as
-/// saved once `append` returns (the file is fsynced). Compaction rewrites the log as one record
-/// holding the replica's full state, atomically.
+/// Layout: the 8-byte magic `BSOPLOG2`, then records. A record is a 12-byte header —
+/// `length: u32 LE`, `crc32(payload): u32 LE`, `crc32(first 8 header bytes): u32 LE` — then
+/// `payload`, an encoded `OperationBatch`. A record counts as saved once `append` returns (the
+/// file is fsynced). Compaction rewrites the log as one record holding the full state, atomically.
+///
+/// Damage is reported, never papered over. Opening cuts only a tail that is provably torn: a
+/// record whose header checks out but whose payload runs past the end, a header cut short, or
+/// zero bytes (a file system that grew the file before the data landed). Anything else that
+/// fails a check — a header or payload checksum, a record that does not decode — is damage:
+/// `open` refuses, naming the file and byte offset, and changes nothing; `salvage` (behind
+/// `board-sync repair`) keeps every record that still checks out.
+///
+/// Logs in the first format (`BSOPLOG1`, 8-byte headers without their own checksum) are read
+/// and rewritten in the current format when opened.
 public struct OpLog: Sendable {
-    public static let magic: [UInt8] = Array("BSOPLOG1".utf8)
+    public static let magic: [UInt8] = Array("BSOPLOG2".utf8)
+    static let legacyMagic: [UInt8] = Array("BSOPLOG1".utf8)
+    static let headerSize = 12
     /// A record larger than this is treated as damage, not allocated.
     public static let maxRecordSize = 256 << 20
 
@@ -17,6 +29,9 @@ public struct OpLog: Sendable {
     /// Bytes in the log file.
     public private(set) var size: Int
     public private(set) var recordCount: Int
+    /// Set when a failed append could not be rolled back: nothing more is written until the
+    /// package is opened again (which cuts the torn record).
+    public private(set) var broken: String?
 
     /// What `open` found and did.
     public struct Recovery: Sendable, Equatable {
@@ -24,14 +39,17 @@ public struct OpLog: Sendable {
         public var truncatedBytes = 0
         public var truncatedReason: String?
         public var createdHeader = false
+        /// The log was in the first format and has been rewritten in the current one.
+        public var upgraded = false
     }
 
-    /// Opens (creating if missing) and reads every record. A torn or corrupt *last* record is cut
-    /// off and reported; damage followed by more records is an error that changes nothing,
-    /// because cutting there would lose records that were saved.
+    /// Opens (creating if missing) and reads every record. A provably torn tail is cut and
+    /// reported; any other damage throws `StoreError.damagedLog` and changes nothing.
     public static func open(_ path: String, fileSystem: any FileSystem) throws -> (log: OpLog, batches: [OperationBatch], recovery: Recovery) {
         var recovery = Recovery()
         guard let existing = try fileSystem.fileSize(path), existing > 0 else {
+            // Missing, or empty after a crash during creation (nothing was ever saved to it).
+            // The package refuses an empty log when its view shows saved operations.
             try fileSystem.writeFile(path, magic)
             try fileSystem.syncFile(path)
             try fileSystem.syncDirectory(Path.parent(of: path))
@@ -47,76 +65,198 @@ public struct OpLog: Sendable {
             recovery.createdHeader = true
             return (OpLog(path: path, fileSystem: fileSystem, size: magic.count, recordCount: 0), [], recovery)
         }
-        guard Array(bytes[0..<magic.count]) == magic else {
+        let head = Array(bytes[0..<magic.count])
+        guard head == magic || head == legacyMagic else {
             throw StoreError.damagedLog(path: path, offset: 0, "not a BoardSync op log (bad magic)")
         }
-        var batches: [OperationBatch] = []
-        var offset = magic.count
-        while offset < bytes.count {
-            let remaining = bytes.count - offset
-            let torn: String?
-            if remaining < 8 {
-                torn = "record header cut short"
-            } else {
-                let length = Int(readU32(bytes, offset))
-                let crc = readU32(bytes, offset + 4)
-                if length > maxRecordSize || length > remaining - 8 {
-                    torn = "record of \(length) bytes runs past the end"
-                } else {
-                    let payload = Array(bytes[(offset + 8)..<(offset + 8 + length)])
-                    if CRC32.checksum(payload) != crc {
-                        if offset + 8 + length < bytes.count {
-                            throw StoreError.damagedLog(path: path, offset: offset,
-                                "record fails its checksum and \(bytes.count - offset - 8 - length) bytes of records follow it")
-                        }
-                        torn = "last record fails its checksum"
-                    } else {
-                        do {
-                            batches.append(try OperationBatch(decoding: payload))
-                        } catch let error as CodecError {
-                            throw StoreError.damagedLog(path: path, offset: offset, "record does not decode: \(error)")
-                        }
-                        offset += 8 + length
-                        continue
-                    }
-                }
-            }
-            recovery.truncatedReason = torn
+        let legacy = head == legacyMagic
+        let parsed = legacy ? parseLegacy(bytes) : parse(bytes)
+        switch parsed.end {
+        case .damaged(let offset, let why):
+            throw StoreError.damagedLog(path: path, offset: offset, why)
+        case .torn(let offset, let why):
+            recovery.truncatedReason = why
             recovery.truncatedBytes = bytes.count - offset
-            try fileSystem.truncateFile(path, to: offset)
-            try fileSystem.syncFile(path)
+            if !legacy {
+                try fileSystem.truncateFile(path, to: offset)
+                try fileSystem.syncFile(path)
+            }
+        case .clean:
             break
         }
-        return (OpLog(path: path, fileSystem: fileSystem, size: offset, recordCount: batches.count), batches, recovery)
+        var log = OpLog(path: path, fileSystem: fileSystem, size: parsed.validBytes, recordCount: parsed.batches.count)
+        if legacy {
+            try log.rewrite(parsed.batches)
+            recovery.upgraded = true
+        }
+        return (log, parsed.batches, recovery)
     }
 
-    /// Appends one record and fsyncs: when this returns, the batch is saved.
+    /// Every record that still checks out in a damaged log, and what was dropped. Scans past
+    /// damage for the next header whose checksum, payload checksum and decoding all hold.
+    public static func salvage(_ bytes: [UInt8]) -> (batches: [OperationBatch], dropped: [(offset: Int, length: Int, reason: String)]) {
+        var batches: [OperationBatch] = []
+        var dropped: [(offset: Int, length: Int, reason: String)] = []
+        let legacy = bytes.starts(with: legacyMagic)
+        var offset = bytes.starts(with: magic) || legacy ? magic.count : 0
+        if offset == 0 { dropped.append((0, min(bytes.count, magic.count), "bad magic")) }
+        if legacy {
+            let parsed = parseLegacy(bytes)
+            if case .damaged(let at, let why) = parsed.end { dropped.append((at, bytes.count - at, why)) }
+            if case .torn(let at, let why) = parsed.end { dropped.append((at, bytes.count - at, why)) }
+            return (parsed.batches, dropped)
+        }
+        while offset < bytes.count {
+            switch record(in: bytes, at: offset) {
+            case .record(let batch, let next):
+                batches.append(batch)
+                offset = next
+            case .failed(let why, _):
+                if bytes[offset...].allSatisfy({ $0 == 0 }) {
+                    dropped.append((offset, bytes.count - offset, "zero bytes"))
+                    return (batches, dropped)
+                }
+                var next = offset + 1
+                while next < bytes.count {
+                    if case .record = record(in: bytes, at: next) { break }
+                    next += 1
+                }
+                dropped.append((offset, next - offset, why))
+                offset = next
+            }
+        }
+        return (batches, dropped)
+    }
+
+    /// Appends one record and fsyncs: when this returns, the batch is saved. When the write or
+    /// the fsync fails (a full disk, a read-only folder), the file is cut back to where it was,
+    /// so no torn record stays in front of later appends; if even that fails, the log refuses
+    /// further appends until it is opened again.
     public mutating func append(_ batch: OperationBatch) throws {
-        let payload = batch.encoded()
-        try fileSystem.appendFile(path, OpLog.frame(payload))
-        try fileSystem.syncFile(path)
-        size += payload.count + 8
+        if let broken { throw StoreError.writeFailed(path: path, "an earlier write failed and could not be undone (\(broken)); reopen the package") }
+        let record = OpLog.frame(batch.encoded())
+        do {
+            try fileSystem.appendFile(path, record)
+            try fileSystem.syncFile(path)
+        } catch {
+            do {
+                try fileSystem.truncateFile(path, to: size)
+                try fileSystem.syncFile(path)
+            } catch let rollback {
+                broken = "\(rollback)"
+            }
+            throw error
+        }
+        size += record.count
         recordCount += 1
     }
 
     /// Replaces the log with a single record holding `state` (a complete delta from the empty
     /// vector), atomically: a crash leaves the old log or the new one.
     public mutating func compact(to state: OperationBatch) throws {
-        let record = OpLog.frame(state.encoded())
-        try fileSystem.writeAtomically(path, OpLog.magic + record)
-        size = OpLog.magic.count + record.count
-        recordCount = 1
+        try rewrite([state])
+    }
+
+    /// Replaces the log with `batches`, one record each, atomically.
+    mutating func rewrite(_ batches: [OperationBatch]) throws {
+        var bytes = OpLog.magic
+        for batch in batches { bytes += OpLog.frame(batch.encoded()) }
+        try fileSystem.writeAtomically(path, bytes)
+        size = bytes.count
+        recordCount = batches.count
+        broken = nil
     }
 
     static func frame(_ payload: [UInt8]) -> [UInt8] {
         var record: [UInt8] = []
-        record.reserveCapacity(payload.count + 8)
-        let crc = CRC32.checksum(payload)
-        for value in [UInt32(payload.count), crc] {
+        record.reserveCapacity(payload.count + headerSize)
+        func put(_ value: UInt32) {
             for shift in stride(from: 0, to: 32, by: 8) { record.append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
         }
+        put(UInt32(payload.count))
+        put(CRC32.checksum(payload))
+        put(CRC32.checksum(record))
         record += payload
         return record
+    }
+
+    // MARK: Parsing
+
+    enum End: Equatable {
+        case clean
+        case torn(Int, String)
+        case damaged(Int, String)
+    }
+
+    enum RecordResult {
+        case record(OperationBatch, next: Int)
+        /// `torn`: provably a tail cut short (header checks out, payload runs past the end).
+        case failed(String, torn: Bool)
+    }
+
+    static func record(in bytes: [UInt8], at offset: Int) -> RecordResult {
+        let remaining = bytes.count - offset
+        guard remaining >= headerSize else { return .failed("record header cut short", torn: true) }
+        let length = Int(readU32(bytes, offset))
+        let payloadCRC = readU32(bytes, offset + 4)
+        guard CRC32.checksum(Array(bytes[offset..<(offset + 8)])) == readU32(bytes, offset + 8) else {
+            return .failed("record header fails its checksum", torn: false)
+        }
+        guard length <= maxRecordSize else { return .failed("record claims \(length) bytes (over \(maxRecordSize))", torn: false) }
+        guard length <= remaining - headerSize else {
+            return .failed("record of \(length) bytes runs past the end", torn: true)
+        }
+        let payload = Array(bytes[(offset + headerSize)..<(offset + headerSize + length)])
+        guard CRC32.checksum(payload) == payloadCRC else { return .failed("record fails its checksum", torn: false) }
+        do {
+            return .record(try OperationBatch(decoding: payload), next: offset + headerSize + length)
+        } catch {
+            return .failed("record does not decode: \(error)", torn: false)
+        }
+    }
+
+    static func parse(_ bytes: [UInt8]) -> (batches: [OperationBatch], validBytes: Int, end: End) {
+        var batches: [OperationBatch] = []
+        var offset = magic.count
+        while offset < bytes.count {
+            if bytes[offset...].allSatisfy({ $0 == 0 }) {
+                return (batches, offset, .torn(offset, "\(bytes.count - offset) zero bytes after the last record"))
+            }
+            switch record(in: bytes, at: offset) {
+            case .record(let batch, let next):
+                batches.append(batch)
+                offset = next
+            case .failed(let why, let torn):
+                if torn { return (batches, offset, .torn(offset, why)) }
+                let after = bytes.count - offset
+                return (batches, offset, .damaged(offset, "\(why) (\(after) bytes from here on); run `board-sync repair` on the package to keep every record that still checks out"))
+            }
+        }
+        return (batches, offset, .clean)
+    }
+
+    /// The first format: `length u32, crc32 u32, payload`. Without a header checksum a torn tail
+    /// cannot be told from a damaged length, so only a short header or zero bytes count as torn.
+    static func parseLegacy(_ bytes: [UInt8]) -> (batches: [OperationBatch], validBytes: Int, end: End) {
+        var batches: [OperationBatch] = []
+        var offset = legacyMagic.count
+        while offset < bytes.count {
+            let remaining = bytes.count - offset
+            if bytes[offset...].allSatisfy({ $0 == 0 }) || remaining < 8 {
+                return (batches, offset, .torn(offset, "torn record header"))
+            }
+            let length = Int(readU32(bytes, offset))
+            guard length <= maxRecordSize, length <= remaining - 8 else {
+                return (batches, offset, .damaged(offset, "record of \(length) bytes runs past the end (this older log format cannot tell a torn write from damage); run `board-sync repair`"))
+            }
+            let payload = Array(bytes[(offset + 8)..<(offset + 8 + length)])
+            guard CRC32.checksum(payload) == readU32(bytes, offset + 4), let batch = try? OperationBatch(decoding: payload) else {
+                return (batches, offset, .damaged(offset, "record fails its checksum; run `board-sync repair`"))
+            }
+            batches.append(batch)
+            offset += 8 + length
+        }
+        return (batches, offset, .clean)
     }
 
     private static func readU32(_ bytes: [UInt8], _ offset: Int) -> UInt32 {

@@ -13,6 +13,9 @@ public enum PackageLayout {
     public static let assets = "sync/assets"
     public static let lock = "sync/lock"
 
+    /// Every entry BoardSync writes or deletes under, which must never be a symbolic link.
+    public static let guarded = [sync, assets, stickers, manifest, background, opLog, identity, view, undo, lock]
+
     public static func stickerFile(_ id: UUID) -> String {
         "\(stickers)/\(id.uuidString).png"
     }

@@ -44,6 +44,7 @@ public struct PackageWriter: Sendable {
     public func write(_ board: BoardSnapshot, to package: String, previous: BoardSnapshot?,
                       progress: (Progress) -> Void = { _ in }) throws -> Report {
         var report = Report()
+        try requireNoLinks(in: package, fileSystem)
         let stickerDirectory = Path.join(package, PackageLayout.stickers)
         if !fileSystem.isDirectory(package) {
             try fileSystem.createDirectories(package)

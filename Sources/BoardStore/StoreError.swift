@@ -10,17 +10,27 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case invalidImage(path: String, String)
     case locked(path: String)
     case closed(path: String)
+    /// A write failed (full disk, read-only folder): nothing of the failed change was saved.
+    case writeFailed(path: String, String)
+    /// The view shows operations the op log does not hold: rebuilding it would lose them.
+    case viewAheadOfLog(path: String, String)
+    /// A symbolic link (or other non-regular entry) where the package needs a file or folder.
+    case unsafeEntry(path: String, String)
 
     public var description: String {
         switch self {
         case .notAPackage(let path, let why): return "\(path) is not a board package: \(why)"
         case .alreadyExists(let path): return "\(path) already exists; choose another name or remove it first"
         case .damagedLog(let path, let offset, let why):
-            return "the op log \(path) is damaged at byte \(offset): \(why). Nothing was changed; restore the package from a backup or a peer"
+            return "the op log \(path) is damaged at byte \(offset): \(why). Nothing was changed"
         case .damagedFile(let path, let why): return "\(path) is damaged: \(why)"
         case .unsupportedContentType(let type): return "writing \(type) is not supported yet (board packages only; exports arrive with the export issue)"
         case .invalidImage(let path, let why): return "\(path): \(why)"
         case .closed(let path): return "\(path) was closed; open it again to make changes"
+        case .writeFailed(let path, let why): return "could not write \(path): \(why)"
+        case .viewAheadOfLog(let path, let why):
+            return "\(path): \(why). Nothing was changed; run `board-sync repair` on the package (it keeps a copy of the current view), or restore the op log from a backup"
+        case .unsafeEntry(let path, let why): return "\(path): \(why); the package was not touched (BoardSync never follows links out of a package)"
         case .locked(let path): return "\(path) is open in another process (a peer, the server or another command); try again when it has finished"
         }
     }

@@ -25,6 +25,7 @@ struct Commands {
         case "undo", "redo": try undoRedo(name, raw)
         case "show": try show(raw)
         case "log": try log(raw)
+        case "repair": try repair(raw)
         default: throw UsageError("unknown subcommand '\(name)'")
         }
     }
@@ -87,8 +88,7 @@ struct Commands {
         let rotation = try args.value("rotation").map { try Parse.number($0, "--rotation") } ?? 0
         let image = try readPNG(imagePath)
         let edit = try withPackage(path) { package in
-            let hash = try package.addAsset(image)
-            return try package.commit { try $0.addSticker(asset: hash, at: at, scale: scale, rotation: rotation) }
+            try package.commit { try $0.addSticker(imagePNG: image, at: at, scale: scale, rotation: rotation) }
         }
         try report(edit, json: args.has("json"), printID: true)
     }
@@ -178,6 +178,38 @@ struct Commands {
         }
     }
 
+    /// Exit 0 when the package opens afterwards (repaired or already healthy), 1 otherwise.
+    private func repair(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: [], flags: ["json"])
+        let path = try args.positionals(["<package>"])[0]
+        guard fileSystem.isDirectory(path) else { throw Failure("no board package at \(path)") }
+        let report = try BoardPackage.repair(at: path, fileSystem: fileSystem, newReplicaID: Self.randomReplicaID)
+        let package = try BoardPackage.open(at: path, fileSystem: fileSystem, newReplicaID: Self.randomReplicaID)
+        let operations = package.replica.versionVector.totalCount
+        package.close()
+        if args.has("json") {
+            try printJSON([
+                "changed": report.changedAnything,
+                "keptRecords": report.keptRecords,
+                "dropped": report.dropped.map { ["offset": $0.offset, "length": $0.length, "reason": $0.reason] },
+                "damagedLogCopy": report.damagedLogCopy ?? NSNull(),
+                "viewCopy": report.viewCopy ?? NSNull(),
+                "replica": report.newReplica?.description ?? NSNull(),
+                "missingItems": report.missingItems.map(\.uuidString),
+                "operations": operations,
+            ] as [String: Any])
+            return
+        }
+        print("\(path): kept \(report.keptRecords) log record(s) (\(operations) operations)")
+        for dropped in report.dropped {
+            print("  dropped \(dropped.length) byte(s) at \(dropped.offset): \(dropped.reason)")
+        }
+        if let copy = report.damagedLogCopy { print("  the damaged log is kept as \(copy)") }
+        if let copy = report.viewCopy { print("  the previous view is kept in \(copy)") }
+        for item in report.missingItems { print("  not in the salvaged log: item \(item.uuidString)") }
+        for note in report.notes { print("  \(note)") }
+    }
+
     // MARK: Helpers
 
     /// Opens the package, runs `body`, saves the view if anything changed, and closes it.
@@ -192,7 +224,15 @@ struct Commands {
         }
         let before = package.logRecordCount
         let result = try body(package)
-        if package.logRecordCount != before { try package.save() }
+        if package.logRecordCount != before {
+            do {
+                try package.save()
+            } catch {
+                // The edit is durable in the op log: failing here would invite a retry that
+                // makes it twice. Say what happened and succeed.
+                FileHandle.standardError.write(Data("warning: \(path): the edit is saved, but the view (manifest.json, images) could not be updated: \(error). It is brought up to date the next time the package is opened with room to write.\n".utf8))
+            }
+        }
         return result
     }
 

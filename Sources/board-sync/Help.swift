@@ -63,6 +63,9 @@ let commandHelps: [String: CommandHelp] = [
     "log": CommandHelp(name: "log", overview: "List the package's operations, newest last, with their timestamps.",
                        usage: "log <package> [--json]", arguments: [packageArgument],
                        options: [("--json", "Print the operations as a JSON array.")]),
+    "repair": CommandHelp(name: "repair", overview: "Salvage a package whose op log is damaged: keep every record that checks out, under a new replica id.",
+                          usage: "repair <package> [--json]", arguments: [packageArgument],
+                          options: [("--json", "Print what was kept, dropped and copied as JSON.")]),
 ]
 
 let netHelps: [String: CommandHelp] = [
@@ -88,7 +91,7 @@ let netHelps: [String: CommandHelp] = [
                                   ("--board NAME", "Board name sent when dialing (default: the package's name).")]),
 ]
 
-let commandOrder = ["demo", "serve", "sync", "peer", "new", "stroke", "sticker", "move", "transform", "delete", "restore", "front", "back", "undo", "redo", "show", "log"]
+let commandOrder = ["demo", "serve", "sync", "peer", "new", "stroke", "sticker", "move", "transform", "delete", "restore", "front", "back", "undo", "redo", "show", "log", "repair"]
 
 let toolVersion = "0.3.0"
 

@@ -151,8 +151,23 @@ import Testing
         let logPath = "\(Self.root)/sync/oplog"
         let full = try fs.readFile(logPath)
         fs.corrupt(logPath) { Array($0.prefix(keep)) }
+        let manifest = try fs.readFile("\(Self.root)/manifest.json")
+        // The view shows operations the cut log lost: opening refuses instead of rewriting the
+        // manifest as an empty board (issue 7, finding 8).
+        #expect {
+            _ = try BoardPackage.open(at: Self.root, fileSystem: fs, newReplicaID: ids.make)
+        } throws: { error in
+            if case StoreError.viewAheadOfLog = error { return true } else { return false }
+        }
+        #expect(try fs.readFile("\(Self.root)/manifest.json") == manifest)
+        // repair keeps a copy of the view, then the package opens with what the log holds.
+        let report = try BoardPackage.repair(at: Self.root, fileSystem: fs, newReplicaID: ids.make)
+        #expect(report.viewCopy != nil)
+        #expect(try fs.readFile(report.viewCopy! + "/manifest.json") == manifest)
+        #expect(report.missingItems.count == 3, "the sample's items are named as missing")
         let reopened = try BoardPackage.open(at: Self.root, fileSystem: fs, newReplicaID: ids.make)
         #expect(reopened.replica.storedOperationCount == 0, "no complete record survives \(keep) of \(full.count) bytes")
+        #expect(reopened.replica.id == report.newReplica)
     }
 
     @Test func aDamagedManifestIsRebuiltFromTheLog() throws {

@@ -10,6 +10,8 @@ public protocol FileSystem: Sendable {
     /// Size in bytes, nil when there is no regular file at `path`.
     func fileSize(_ path: String) throws -> Int?
     func isDirectory(_ path: String) -> Bool
+    /// Whether `path` itself is a symbolic link (not followed).
+    func isSymbolicLink(_ path: String) -> Bool
     /// Names in a directory (no `.` or `..`), sorted.
     func listDirectory(_ path: String) throws -> [String]
     /// Creates one directory level; succeeds when it already exists.
@@ -63,6 +65,9 @@ public struct FileSystemError: Error, Equatable, CustomStringConvertible {
 }
 
 extension FileSystem {
+    /// File systems without links (`MemoryFileSystem`) have none.
+    public func isSymbolicLink(_ path: String) -> Bool { false }
+
     /// Makes several files' data durable. The default fsyncs each; `PosixFileSystem` flushes the
     /// whole file system once when there are many (one `syncfs` instead of hundreds of fsyncs).
     public func syncFiles(_ paths: [String]) throws {
@@ -79,9 +84,15 @@ extension FileSystem {
     public func writeAtomically(_ path: String, _ bytes: [UInt8]) throws {
         let directory = Path.parent(of: path)
         let temp = Path.join(directory, ".\(Path.name(of: path)).tmp")
-        try writeFile(temp, bytes)
-        try syncFile(temp)
-        try rename(temp, path)
+        do {
+            try writeFile(temp, bytes)
+            try syncFile(temp)
+            try rename(temp, path)
+        } catch {
+            // A full disk must not leave a partial temp file behind.
+            try? removeFile(temp)
+            throw error
+        }
         try syncDirectory(directory)
     }
 

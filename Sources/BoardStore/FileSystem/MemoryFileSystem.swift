@@ -47,6 +47,7 @@ public final class MemoryFileSystem: FileSystem {
         var crashed = false
         var journal: [Event] = []
         var locks: Set<String> = []
+        var capacity: Int?
     }
 
     private let state: Mutex<State>
@@ -67,6 +68,12 @@ public final class MemoryFileSystem: FileSystem {
             $0.crashAtStep = $0.steps + step
             $0.tornWriteAtCrash = tornWrite
         }
+    }
+
+    /// Models a full disk: file data may total at most `bytes` (nil: unlimited). A write or
+    /// append that does not fit stores the part that fits, then throws ENOSPC, as a real one can.
+    public func setCapacity(_ bytes: Int?) {
+        state.withLock { $0.capacity = bytes }
     }
 
     /// Whether the injected crash has happened.
@@ -181,15 +188,28 @@ public final class MemoryFileSystem: FileSystem {
     public func writeFile(_ path: String, _ bytes: [UInt8]) throws {
         try mutate(.write, path, torn: { s in self.store(&s, path, Array(bytes.prefix(bytes.count / 2)), append: false) }) { s in
             try self.checkParent(s, path)
-            self.store(&s, path, bytes, append: false)
+            let old = s.names[path].map { s.inodes[$0]!.data.count } ?? 0
+            let room = self.room(s) &+ old
+            self.store(&s, path, Array(bytes.prefix(room)), append: false)
+            if bytes.count > room { throw FileSystemError(.io, path: path, "write: No space left on device (errno 28)") }
         }
     }
 
     public func appendFile(_ path: String, _ bytes: [UInt8]) throws {
         try mutate(.append, path, torn: { s in self.store(&s, path, Array(bytes.prefix(bytes.count / 2)), append: true) }) { s in
             try self.checkParent(s, path)
-            self.store(&s, path, bytes, append: true)
+            let room = self.room(s)
+            self.store(&s, path, Array(bytes.prefix(room)), append: true)
+            if bytes.count > room { throw FileSystemError(.io, path: path, "write: No space left on device (errno 28)") }
         }
+    }
+
+    /// Bytes that still fit under the capacity.
+    private func room(_ s: State) -> Int {
+        guard let capacity = s.capacity else { return Int.max / 2 }
+        let live = Set(s.names.values)
+        let used = s.inodes.reduce(0) { $0 + (live.contains($1.key) ? $1.value.data.count : 0) }
+        return max(0, capacity - used)
     }
 
     public func truncateFile(_ path: String, to size: Int) throws {
@@ -217,6 +237,25 @@ public final class MemoryFileSystem: FileSystem {
 
     public func rename(_ from: String, _ to: String) throws {
         try mutate(.rename, from) { s in
+            if s.directories[from] != nil {
+                // A directory moves with everything under it (modelled as durable at once).
+                guard s.directories[to] == nil, s.names[to] == nil else { throw FileSystemError(.exists, path: to, "rename: target exists") }
+                let prefix = from + "/"
+                func moved(_ name: String) -> String { to + name.dropFirst(from.count) }
+                for (dir, number) in s.directories where dir == from || dir.hasPrefix(prefix) {
+                    s.directories[dir] = nil
+                    s.directories[moved(dir)] = number
+                }
+                for (name, number) in s.names where name.hasPrefix(prefix) {
+                    s.names[name] = nil
+                    s.names[moved(name)] = number
+                }
+                for (name, number) in s.durableNames where name.hasPrefix(prefix) {
+                    s.durableNames[name] = nil
+                    s.durableNames[moved(name)] = number
+                }
+                return
+            }
             guard let number = s.names[from] else { throw FileSystemError.notFound(from) }
             try self.checkParent(s, to)
             s.names[from] = nil

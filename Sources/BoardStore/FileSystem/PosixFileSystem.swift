@@ -32,6 +32,11 @@ public struct PosixFileSystem: FileSystem {
         return (info.st_mode & S_IFMT) == S_IFREG ? Int(info.st_size) : nil
     }
 
+    public func isSymbolicLink(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFLNK
+    }
+
     public func isDirectory(_ path: String) -> Bool {
         var info = stat()
         return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
@@ -127,8 +132,10 @@ public struct PosixFileSystem: FileSystem {
 
     // MARK: Helpers
 
+    /// Every open refuses a symbolic link as the last component (O_NOFOLLOW): a link planted
+    /// inside a package must never make BoardSync read or write a file outside it.
     private func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0) throws -> Int32 {
-        let fd = retrying { Glibc.open(path, flags, mode) }
+        let fd = retrying { Glibc.open(path, flags | O_NOFOLLOW | O_CLOEXEC, mode) }
         if fd < 0 { throw error("open", path) }
         return fd
     }

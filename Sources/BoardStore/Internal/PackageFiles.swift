@@ -28,9 +28,13 @@ struct Identity: Codable {
     }
 
     func write(to package: String, _ fileSystem: any FileSystem) throws {
+        try fileSystem.writeAtomically(Path.join(package, PackageLayout.identity), try encoded())
+    }
+
+    func encoded() throws -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-        try fileSystem.writeAtomically(Path.join(package, PackageLayout.identity), Array(try encoder.encode(self)))
+        return Array(try encoder.encode(self))
     }
 }
 
@@ -82,5 +86,13 @@ struct ViewIndex: Codable, Equatable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         try fileSystem.writeAtomically(Path.join(package, PackageLayout.view), Array(try encoder.encode(self)))
+    }
+}
+
+/// Refuses a package where a name BoardSync writes or deletes under is a symbolic link (a
+/// `stickers/` link would make the writer delete "stale" files wherever it points).
+func requireNoLinks(in package: String, _ fileSystem: any FileSystem) throws {
+    for name in PackageLayout.guarded where fileSystem.isSymbolicLink(Path.join(package, name)) {
+        throw StoreError.unsafeEntry(path: Path.join(package, name), "is a symbolic link")
     }
 }

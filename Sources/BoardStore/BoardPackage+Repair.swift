@@ -1,0 +1,117 @@
+import BoardCRDT
+import BoardModel
+import Foundation
+
+/// What `BoardPackage.repair` found and did.
+public struct RepairReport: Sendable, Equatable {
+    /// Records kept, and byte ranges of the log that were dropped (with why).
+    public var keptRecords = 0
+    public var dropped: [Dropped] = []
+    /// Where the damaged log was kept, byte for byte.
+    public var damagedLogCopy: String?
+    /// Where the view (manifest and images) was kept when the salvaged log knew less than it.
+    public var viewCopy: String?
+    /// The replica id the package edits under from now on (nil when nothing needed repair).
+    public var newReplica: ReplicaID?
+    /// Items the old view showed that the salvaged log does not hold (a peer may still have them).
+    public var missingItems: [UUID] = []
+    public var notes: [String] = []
+
+    public struct Dropped: Sendable, Equatable {
+        public var offset: Int
+        public var length: Int
+        public var reason: String
+    }
+
+    public var changedAnything: Bool { newReplica != nil }
+}
+
+extension BoardPackage {
+    /// Salvages a package whose op log is damaged (or knows less than its view): keeps every
+    /// log record that still checks out, keeps the damaged log and, when needed, the old view as
+    /// copies under `sync/`, and gives the package a new replica identity, because records lost
+    /// may have held this replica's own operations and a sequence number must never be reused.
+    /// Undo history is dropped with the old identity. A healthy package is left untouched.
+    public static func repair(at path: String, fileSystem: any FileSystem,
+                              newReplicaID: () -> ReplicaID) throws -> RepairReport {
+        guard fileSystem.isDirectory(Path.join(path, PackageLayout.sync)) else {
+            throw StoreError.notAPackage(path: path, "no sync data to repair (opening it imports it)")
+        }
+        try requireNoLinks(in: path, fileSystem)
+        var report = RepairReport()
+        let logPath = Path.join(path, PackageLayout.opLog)
+        let lock = try takeLock(path, fileSystem)
+        defer { lock.release() }
+        let bytes = (try? fileSystem.readFile(logPath)) ?? []
+        let salvaged = OpLog.salvage(bytes)
+        report.dropped = salvaged.dropped.map { RepairReport.Dropped(offset: $0.offset, length: $0.length, reason: $0.reason) }
+        // Replay what survived; a record whose operations no longer apply is dropped too.
+        var replica = Replica(id: ReplicaID(0))
+        var kept: [OperationBatch] = []
+        for batch in salvaged.batches {
+            var next = replica
+            if (try? next.apply(batch, from: .ownLog)) != nil {
+                replica = next
+                kept.append(batch)
+            } else {
+                report.dropped.append(RepairReport.Dropped(offset: -1, length: 0, reason: "a record whose operations are invalid"))
+            }
+        }
+        report.keptRecords = kept.count
+        let view = ViewIndex.read(from: path, fileSystem)
+        let viewAhead = view?.versionVector.map { !replica.versionVector.dominates($0) } ?? false
+        let tornOnly = report.dropped.allSatisfy { $0.reason.contains("zero bytes") || $0.reason.contains("cut short") || $0.reason.contains("runs past the end") }
+        if (report.dropped.isEmpty || (tornOnly && report.dropped.count == 1 && report.dropped[0].offset + report.dropped[0].length == bytes.count)) && !viewAhead {
+            report.notes.append("the op log and the view are consistent: nothing was changed")
+            return report
+        }
+
+        // Keep the damaged log as it was.
+        var copy = Path.join(path, PackageLayout.sync, "oplog.damaged")
+        var suffix = 1
+        while fileSystem.exists(copy) {
+            suffix += 1
+            copy = Path.join(path, PackageLayout.sync, "oplog.damaged-\(suffix)")
+        }
+        try fileSystem.writeFile(copy, bytes)
+        try fileSystem.syncFile(copy)
+        report.damagedLogCopy = copy
+        // The view shows what the log lost: keep a copy of it before it is rebuilt.
+        if viewAhead {
+            let shown = try? PackageReader(fileSystem: fileSystem).read(path)
+            let known = Set(replica.itemIDs.map(\.uuid))
+            report.missingItems = (shown.map { $0.strokes.map(\.id) + $0.stickers.map(\.id) } ?? []).filter { !known.contains($0) }
+            var directory = Path.join(path, PackageLayout.sync, "view-before-repair")
+            suffix = 1
+            while fileSystem.exists(directory) {
+                suffix += 1
+                directory = Path.join(path, PackageLayout.sync, "view-before-repair-\(suffix)")
+            }
+            try fileSystem.createDirectories(Path.join(directory, PackageLayout.stickers))
+            var names = [PackageLayout.manifest, PackageLayout.background]
+            names += ((try? fileSystem.listDirectory(Path.join(path, PackageLayout.stickers))) ?? []).map { Path.join(PackageLayout.stickers, $0) }
+            for name in names {
+                guard let data = try? fileSystem.readFile(Path.join(path, name)) else { continue }
+                try fileSystem.writeFile(Path.join(directory, name), data)
+                try fileSystem.syncFile(Path.join(directory, name))
+            }
+            try fileSystem.syncDirectory(Path.join(directory, PackageLayout.stickers))
+            try fileSystem.syncDirectory(directory)
+            report.viewCopy = directory
+            try fileSystem.removeFile(Path.join(path, PackageLayout.view))
+        }
+        // The salvaged log, atomically; then a new identity.
+        var log = OpLog(path: logPath, fileSystem: fileSystem, size: 0, recordCount: 0)
+        try log.rewrite(kept)
+        let fresh = newReplicaID()
+        try dropUndoHistory(of: path, fileSystem)
+        try Identity(replicaID: fresh, directory: fileSystem.identity(of: path)).write(to: path, fileSystem)
+        try fileSystem.syncDirectory(Path.join(path, PackageLayout.sync))
+        report.newReplica = fresh
+        report.notes.append("the package now edits as replica \(fresh), so no sequence number of the old identity is reused")
+        if !report.missingItems.isEmpty {
+            report.notes.append("\(report.missingItems.count) item(s) the view showed are not in the salvaged log; sync with a peer or the server to get them back (the old view is kept in \(report.viewCopy ?? "?"))")
+        }
+        return report
+    }
+}
