@@ -102,7 +102,7 @@ public final class BoardPackage {
         var notices: [String] = []
         let directory = try fileSystem.identity(of: path)
         var copied = false
-        let replicaID: ReplicaID
+        var replicaID: ReplicaID
         switch Identity.read(from: path, fileSystem) {
         case .success(let identity) where identity.directory == directory:
             replicaID = identity.replica
@@ -119,7 +119,16 @@ public final class BoardPackage {
             try dropUndoHistory(of: path, fileSystem)
             try Identity(replicaID: replicaID, directory: directory).write(to: path, fileSystem)
         }
-        let (log, batches, recovery) = try OpLog.open(Path.join(path, PackageLayout.opLog), fileSystem: fileSystem)
+        let (log, batches, recovery) = try OpLog.open(Path.join(path, PackageLayout.opLog), fileSystem: fileSystem) {
+            // The torn record was never acknowledged, but its sequence number must not come
+            // back under this id all the same: take a new identity before cutting it.
+            guard !copied else { return }
+            replicaID = newReplicaID()
+            copied = true
+            try dropUndoHistory(of: path, fileSystem)
+            try Identity(replicaID: replicaID, directory: directory).write(to: path, fileSystem)
+            notices.append("it now edits as a new replica \(replicaID), so the torn record's sequence number is never reused")
+        }
         if recovery.truncatedBytes > 0 {
             notices.append("cut \(recovery.truncatedBytes) bytes of a torn last log record (\(recovery.truncatedReason ?? "incomplete")); it had never been saved")
         }

@@ -45,7 +45,10 @@ public struct OpLog: Sendable {
 
     /// Opens (creating if missing) and reads every record. A provably torn tail is cut and
     /// reported; any other damage throws `StoreError.damagedLog` and changes nothing.
-    public static func open(_ path: String, fileSystem: any FileSystem) throws -> (log: OpLog, batches: [OperationBatch], recovery: Recovery) {
+    /// `beforeCut` runs before a torn tail is cut (the package takes a new identity there, so
+    /// the torn record's sequence number is never reused even by a crash mid-open).
+    public static func open(_ path: String, fileSystem: any FileSystem,
+                            beforeCut: () throws -> Void = {}) throws -> (log: OpLog, batches: [OperationBatch], recovery: Recovery) {
         var recovery = Recovery()
         guard let existing = try fileSystem.fileSize(path), existing > 0 else {
             // Missing, or empty after a crash during creation (nothing was ever saved to it).
@@ -77,6 +80,7 @@ public struct OpLog: Sendable {
         case .torn(let offset, let why):
             recovery.truncatedReason = why
             recovery.truncatedBytes = bytes.count - offset
+            try beforeCut()
             if !legacy {
                 try fileSystem.truncateFile(path, to: offset)
                 try fileSystem.syncFile(path)

@@ -1,0 +1,183 @@
+import BoardModel
+import Foundation
+import Testing
+
+/// Issue 7 on real processes and real files: links, bad seed packages, copies, full disks and
+/// read-only folders never destroy a user's files, and a failed command changes nothing.
+@Suite struct HostileFileTests {
+    /// Runs a system command (mount, umount, dd); returns its exit status.
+    @discardableResult
+    static func system(_ arguments: [String]) -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        do { try process.run() } catch { return -1 }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    @Test func aStickersLinkIsRefusedAndNothingOutsideThePackageIsTouched() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        try cli.run("new", "B.boardpkg")
+        try cli.run("sticker", "B.boardpkg", "--image", "red.png", "--at", "1,1")
+        // The user's photos, somewhere else; the package's stickers/ is replaced by a link there.
+        let photos = workspace.path + "/photos"
+        try FileManager.default.createDirectory(atPath: photos, withIntermediateDirectories: true)
+        try Data("precious".utf8).write(to: URL(fileURLWithPath: photos + "/holiday.png"))
+        let stickers = workspace.path + "/B.boardpkg/stickers"
+        try FileManager.default.removeItem(atPath: stickers)
+        try FileManager.default.createSymbolicLink(atPath: stickers, withDestinationPath: photos)
+        try FileManager.default.removeItem(atPath: workspace.path + "/B.boardpkg/sync/view.json")  // forces a view rebuild
+        for arguments in [["show", "B.boardpkg"], ["front", "B.boardpkg", "00000000-0000-4000-8000-000000000001"]] {
+            let result = try cli.run(arguments)
+            #expect(result.status == 1, "\(arguments)")
+            #expect(result.stderr.contains("symbolic link"), "\(result.stderr)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: photos) == ["holiday.png"])
+        #expect(try Data(contentsOf: URL(fileURLWithPath: photos + "/holiday.png")) == Data("precious".utf8))
+
+        // A linked op log is refused too, and the file it points at is left alone.
+        try cli.run("new", "C.boardpkg")
+        let outside = workspace.path + "/notes.txt"
+        try Data("my notes".utf8).write(to: URL(fileURLWithPath: outside))
+        try FileManager.default.removeItem(atPath: workspace.path + "/C.boardpkg/sync/oplog")
+        try FileManager.default.createSymbolicLink(atPath: workspace.path + "/C.boardpkg/sync/oplog", withDestinationPath: outside)
+        let result = try cli.run("stroke", "C.boardpkg", "--points", "1,1 2,2")
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("symbolic link"), "\(result.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: outside)) == Data("my notes".utf8))
+    }
+
+    @Test func aSeedPackageWithAbsurdValuesIsRefusedAndKeptIntact() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        let stickerID = "6A1E0C52-44B4-4B6B-9D8A-2B0D6E2C5A11"
+        let cases: [(String, String)] = [
+            (#"{"width":-5,"height":100}"#, "canvas width"),
+            (#"{"width":1e308,"height":100}"#, "canvas width"),
+            (#"{"width":100,"height":100}"#, "point 0 x"),
+        ]
+        for index in cases.indices {
+            let (canvas, message) = cases[index]
+            let package = workspace.path + "/Seed\(index).boardpkg"
+            try FileManager.default.createDirectory(atPath: package + "/stickers", withIntermediateDirectories: true)
+            let points = index == 2 ? #"[{"x":1e300,"y":0}]"# : #"[{"x":1,"y":2}]"#
+            let manifest = """
+            {"schemaVersion":1,"canvasSize":\(canvas),
+             "strokes":[{"id":"1B4E28BA-2FA1-41D2-883F-0016D3CCA427","color":{"red":0,"green":0,"blue":0,"alpha":1},"width":2,"points":\(points)}],
+             "stickers":[{"id":"\(stickerID)","imagePNG":"","position":{"x":5,"y":5},"scale":1,"rotationRadians":0}]}
+            """
+            try Data(manifest.utf8).write(to: URL(fileURLWithPath: package + "/manifest.json"))
+            try FileManager.default.copyItem(atPath: workspace.path + "/red.png", toPath: package + "/stickers/\(stickerID).png")
+            let before = try workspace.contents(of: "Seed\(index).boardpkg")
+            for _ in 0..<2 {  // the second attempt must not find half an import either
+                let result = try cli.run("show", "Seed\(index).boardpkg")
+                #expect(result.status == 1, "\(canvas)")
+                #expect(result.stderr.contains(message), "\(result.stderr)")
+                #expect(try workspace.contents(of: "Seed\(index).boardpkg") == before, "the seed package changed")
+                #expect(!FileManager.default.fileExists(atPath: package + "/sync"))
+            }
+        }
+        // A good seed imports, and keeps its sticker's id and image.
+        let good = workspace.path + "/Good.boardpkg"
+        try FileManager.default.createDirectory(atPath: good + "/stickers", withIntermediateDirectories: true)
+        try Data(#"{"schemaVersion":1,"canvasSize":{"width":300,"height":200},"strokes":[],"stickers":[{"id":"\#(stickerID)","imagePNG":"","position":{"x":5,"y":5},"scale":1,"rotationRadians":0}]}"#.utf8)
+            .write(to: URL(fileURLWithPath: good + "/manifest.json"))
+        try FileManager.default.copyItem(atPath: workspace.path + "/red.png", toPath: good + "/stickers/\(stickerID).png")
+        let board = try workspace.board("Good.boardpkg")
+        #expect(board.stickers.map(\.id.uuidString) == [stickerID])
+        #expect(try Data(contentsOf: URL(fileURLWithPath: good + "/stickers/\(stickerID).png")) == Data(contentsOf: URL(fileURLWithPath: workspace.path + "/red.png")))
+    }
+
+    @Test func aCopyNeverUndoesTheOriginalsEdits() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        try cli.run("new", "A.boardpkg")
+        let sticker = try cli.run("sticker", "A.boardpkg", "--image", "red.png", "--at", "1,1").stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        try cli.run("move", "A.boardpkg", sticker, "--to", "50,50")
+        #expect(Self.system(["cp", "-r", workspace.path + "/A.boardpkg", workspace.path + "/B.boardpkg"]) == 0)
+        let first = try cli.run("show", "B.boardpkg")
+        #expect(first.stderr.contains("copy"), "the first command notices the copy: \(first.stderr)")
+        let undo = try cli.run("undo", "B.boardpkg")
+        #expect(undo.status == 0)
+        #expect(undo.stderr.contains("nothing to undo"), "\(undo.stderr)")
+        let board = try workspace.board("B.boardpkg")
+        #expect(board.stickers.first?.position == CodablePoint(x: 50, y: 50))
+        #expect(board.stickers.count == 1)
+    }
+
+    /// A tmpfs of `kilobytes` mounted in the workspace, or nil (said loudly) where mounting is
+    /// not allowed.
+    static func mountSmallDisk(_ workspace: Workspace, kilobytes: Int) -> String? {
+        let disk = workspace.path + "/disk"
+        try? FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
+        guard system(["mount", "-t", "tmpfs", "-o", "size=\(kilobytes)k", "tmpfs", disk]) == 0 else {
+            print("SKIPPED: full-disk and read-only CLI checks need `mount -t tmpfs` (root); this machine refused it")
+            return nil
+        }
+        return disk
+    }
+
+    @Test func aFullDiskOrAReadOnlyFolderFailsCleanlyAndChangesNothing() throws {
+        let workspace = try Workspace()
+        guard let disk = Self.mountSmallDisk(workspace, kilobytes: 512) else { return }
+        defer { Self.system(["umount", disk]) }
+        let cli = CLI(directory: disk)
+        try Data(contentsOf: URL(fileURLWithPath: workspace.path + "/red.png")).write(to: URL(fileURLWithPath: disk + "/red.png"))
+        #expect(try cli.run("new", "B.boardpkg").status == 0)
+        let sticker = try cli.run("sticker", "B.boardpkg", "--image", "red.png", "--at", "1,1").stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(UUID(uuidString: sticker) != nil)
+        // Fill the disk to the last byte.
+        Self.system(["dd", "if=/dev/zero", "of=\(disk)/filler", "bs=4096"])
+        Self.system(["dd", "if=/dev/zero", "of=\(disk)/filler2", "bs=1"])
+        let png = Data(PNGEncoder.solid(width: 64, height: 64, red: 1, green: 2, blue: 3))
+        try? png.write(to: URL(fileURLWithPath: workspace.path + "/big.png"))
+        let full: [[String]] = [
+            ["move", "B.boardpkg", sticker, "--to", "9,9"],
+            ["stroke", "B.boardpkg", "--points", "1,1 2,2 3,3"],
+            ["sticker", "B.boardpkg", "--image", workspace.path + "/big.png", "--at", "5,5"],
+            ["front", "B.boardpkg", sticker],
+        ]
+        // Each edit either fails and changes nothing, or (a small record can still fit in the
+        // log's last page) is saved once and says that only the view could not be updated.
+        var saved = 1
+        for arguments in full {
+            let before = try workspace.contents(of: "disk/B.boardpkg")
+            let result = try cli.run(arguments)
+            if result.status == 0 {
+                #expect(result.stderr.contains("the edit is saved"), "\(arguments): \(result.stderr)")
+                #expect(result.stderr.contains("No space left"), "\(arguments): \(result.stderr)")
+                saved += 1
+            } else {
+                #expect(result.status == 1, "\(arguments): \(result.stderr)")
+                #expect(result.stderr.contains("No space left"), "\(arguments): \(result.stderr)")
+                #expect(try workspace.contents(of: "disk/B.boardpkg") == before, "\(arguments) failed but changed the package")
+            }
+        }
+        #expect(saved < 1 + full.count, "the image sticker cannot fit on a full disk")
+        // A read-only folder: refused, unchanged.
+        try FileManager.default.removeItem(atPath: disk + "/filler2")
+        #expect(Self.system(["mount", "-o", "remount,ro", disk]) == 0)
+        let before = try workspace.contents(of: "disk/B.boardpkg")
+        for arguments in full.prefix(2) {
+            let result = try cli.run(arguments)
+            #expect(result.status == 1, "\(arguments): \(result.stderr)")
+            #expect(result.stderr.contains("Read-only"), "\(arguments): \(result.stderr)")
+        }
+        #expect(try workspace.contents(of: "disk/B.boardpkg") == before, "a read-only folder changed")
+        // With room again, the package opens, its view catches up, and a retry makes exactly one
+        // more edit (no failed attempt left one behind).
+        #expect(Self.system(["mount", "-o", "remount,rw", disk]) == 0)
+        try FileManager.default.removeItem(atPath: disk + "/filler")
+        #expect(try cli.run("move", "B.boardpkg", sticker, "--to", "9,9").status == 0)
+        let log = try cli.run("log", "B.boardpkg", "--json")
+        let entries = try #require(try JSONSerialization.jsonObject(with: Data(log.stdout.utf8)) as? [[String: Any]])
+        #expect(entries.count >= saved, "\(log.stdout)")
+        #expect(try cli.run("show", "B.boardpkg").status == 0)
+    }
+}
