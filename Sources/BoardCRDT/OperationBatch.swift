@@ -59,6 +59,7 @@ public enum OperationError: Error, Hashable, CustomStringConvertible {
     case equivocation(OpID)
     case duplicateCreation(ItemID, OpID, existing: OpID)
     case foreignItemID(ItemID, OpID)
+    case tooManyWaiting(Int, limit: Int)
 
     public var description: String {
         switch self {
@@ -83,6 +84,8 @@ public enum OperationError: Error, Hashable, CustomStringConvertible {
             return "replica \(id.replica) sent two different operations with one id \(id) (equivocation): refused; the board must not diverge silently"
         case .duplicateCreation(let item, let id, let existing):
             return "operation \(id) by replica \(id.replica) creates item \(item), which operation \(existing) already created: a second creation is refused"
+        case .tooManyWaiting(let count, let limit):
+            return "\(count) operations would wait for items that were never created (limit \(limit)): refused"
         case .foreignItemID(let item, let id):
             return "operation \(id) by replica \(id.replica) creates item \(item), whose id belongs to replica \(ReplicaID(item.high)): refused"
         }

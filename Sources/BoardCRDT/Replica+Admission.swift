@@ -14,6 +14,11 @@ extension Replica {
     /// person could make while an attacker needs 2^30 operations to exhaust the 2^62 counters.
     public static let maxClockJump: UInt64 = 1 << 32
 
+    /// Operations a replica holds for items whose creation has not arrived. They wait legitimately
+    /// for a while (delivery order is free), but a peer sending edits of items that never exist
+    /// must not make every replica hold and relay them without end.
+    public static let maxWaitingOperations = 100_000
+
     /// Whether operations come from a peer (admitted) or from this replica's own durable log
     /// (admitted before they were written: replaying them is trusted).
     public enum Origin: Sendable {
@@ -105,6 +110,26 @@ extension Replica {
 
     private func checkCreations(_ operations: [Op]) throws {
         var created: [ItemID: OpID] = [:]
+        var waiting = 0
+        for op in operations where !hasIntegrated(op.id) {
+            if let item = op.payload.item, items[item]?.creation == nil { waiting += 1 }
+        }
+        if waiting > 0, waitingOperations + waiting > Replica.maxWaitingOperations {
+            // Creations in this batch may resolve some: count precisely only then.
+            let creating = Set(operations.compactMap { op -> ItemID? in
+                switch op.payload {
+                case .beginStroke(let item, _), .addSticker(let item, _): return item
+                default: return nil
+                }
+            })
+            let still = operations.filter { op in
+                guard !hasIntegrated(op.id), let item = op.payload.item else { return false }
+                return items[item]?.creation == nil && !creating.contains(item)
+            }.count
+            if waitingOperations + still > Replica.maxWaitingOperations {
+                throw OperationError.tooManyWaiting(waitingOperations + still, limit: Replica.maxWaitingOperations)
+            }
+        }
         for op in operations {
             let item: ItemID
             switch op.payload {

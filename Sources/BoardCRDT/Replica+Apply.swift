@@ -49,6 +49,16 @@ extension Replica {
             lastSeq = max(lastSeq, op.id.seq)
         }
         let stamp = op.timestamp
+        if let item = op.payload.item, items[item]?.creation == nil {
+            switch op.payload {
+            case .beginStroke, .addSticker:
+                waitingOperations -= items[item]?.waiting ?? 0
+                items[item]?.waiting = 0
+            default:
+                items[item, default: ItemState()].waiting += 1
+                waitingOperations += 1
+            }
+        }
         if let key = op.payload.zKey {
             zRange = zRange.map { (min($0.lowest, key), max($0.highest, key)) } ?? (key, key)
         }

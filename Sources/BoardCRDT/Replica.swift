@@ -34,6 +34,9 @@ public struct Replica: Sendable {
         stamp: .zero, writer: nil)
     var background = Register<BoardField>(value: .background(nil), stamp: .zero, writer: nil)
 
+    /// Operations held for items whose creation has not arrived (bounded by admission).
+    public internal(set) var waitingOperations = 0
+
     /// The lowest and highest z keys ever integrated (see `topKey`).
     var zRange: (lowest: ZKey, highest: ZKey)?
 

@@ -23,6 +23,12 @@ public final class SyncHost {
         /// Reconnect backoff for dialed peers: first delay and cap, in seconds.
         public var reconnectDelay: (first: Double, max: Double) = (0.2, 5)
         public var reconnect = true
+        /// Server: boards open at once (each holds its package and a lock descriptor). Opening
+        /// one more first closes boards nobody is connected to; with none to close, the client
+        /// is told the server is busy.
+        public var maxOpenBoards = 1024
+        /// Server: a board nobody has been connected to for this long is saved and closed.
+        public var idleBoardTimeout: Double = 60
 
         public init() {}
     }
@@ -32,6 +38,8 @@ public final class SyncHost {
         public let hub: BoardHub
         public let package: BoardPackage?
         var scheduler = SaveScheduler()
+        /// When the board last had a session (for closing idle boards).
+        var lastActive = EventLoop.now()
 
         init(hub: BoardHub, package: BoardPackage?) {
             self.hub = hub
@@ -109,6 +117,7 @@ public final class SyncHost {
     private func startListening(_ address: SocketAddress) throws {
         let listener = try TCPListener(address: address, on: loop)
         listener.onAccept = { [weak self] connection in self?.accepted(connection) }
+        listener.onError = { [options] line in options.log(line) }
         self.listener = listener
         options.log("listening on \(listener.address)")
     }
@@ -194,6 +203,9 @@ public final class SyncHost {
             hosted.hub.receive(id, bytes, now: EventLoop.now())
             flush(board)
         } else if var session = link.pending {
+            // Out of the link while it grows: a copy of its buffer per read made a slow
+            // handshake quadratic.
+            links[id]?.pending = nil
             let events = session.receive(bytes, now: EventLoop.now())
             links[id]?.pending = session
             for event in events {
@@ -239,6 +251,14 @@ public final class SyncHost {
     private func openBoard(_ name: String) -> HostedBoard? {
         if let hosted = boards[name] { return hosted }
         guard let directory = dataDirectory, Hello.isValidBoardName(name) else { return nil }
+        if boards.count >= options.maxOpenBoards {
+            closeIdleBoards(olderThan: 0)
+            guard boards.count < options.maxOpenBoards else {
+                openFailures[name] = "the server has \(boards.count) boards open with peers connected (limit \(options.maxOpenBoards)); retry later"
+                options.log("board '\(name)': not opened: \(boards.count) boards open, the limit")
+                return nil
+            }
+        }
         let path = Path.join(directory, "\(name).boardpkg")
         do {
             let fileSystem = PosixFileSystem()
@@ -310,9 +330,26 @@ public final class SyncHost {
         }
     }
 
+    /// Server: saves and closes boards nobody has been connected to for `age` seconds, releasing
+    /// their memory and file descriptors.
+    private func closeIdleBoards(olderThan age: Double) {
+        guard dataDirectory != nil else { return }
+        let now = EventLoop.now()
+        for (name, hosted) in boards where hosted.hub.sessions.isEmpty && now - hosted.lastActive >= age {
+            if !links.values.contains(where: { $0.board == name }) {
+                save(hosted, name)
+                hosted.package?.close()
+                boards[name] = nil
+                options.log("board '\(name)': closed (no peers for \(Int(now - hosted.lastActive)) s)")
+            }
+        }
+    }
+
     private func tick() {
         guard !stopped else { return }
         let now = EventLoop.now()
+        for hosted in boards.values where !hosted.hub.sessions.isEmpty { hosted.lastActive = now }
+        closeIdleBoards(olderThan: options.idleBoardTimeout)
         for (name, hosted) in boards {
             for (id, event) in hosted.hub.handleTimers(now: now) {
                 if case .closed(let error?) = event { options.log("board '\(name)': session \(id) closed: \(error)") }

@@ -218,6 +218,9 @@ public final class TCPListener: EventSource {
     public let address: SocketAddress
     private var fd: Int32
     public var onAccept: ((TCPConnection) -> Void)?
+    /// Told when accepting fails for lack of descriptors or memory (the listener then pauses).
+    public var onError: ((String) -> Void)?
+    private var paused = false
 
     /// Binds and listens (port 0 picks a free port; `address` tells which).
     public init(address: SocketAddress, on loop: EventLoop) throws {
@@ -252,7 +255,15 @@ public final class TCPListener: EventSource {
             let client = withUnsafeMutablePointer(to: &remote) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept(fd, $0, &length) }
             }
-            guard client >= 0 else { return }
+            guard client >= 0 else {
+                let code = errno
+                if code == EMFILE || code == ENFILE || code == ENOBUFS || code == ENOMEM {
+                    // The pending connection stays queued and the socket stays readable: without
+                    // a pause the loop would spin. Try again in a moment.
+                    pause(for: 0.1, because: String(cString: strerror(code)))
+                }
+                return
+            }
             _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
             _ = fcntl(client, F_SETFD, FD_CLOEXEC)
             var text = [CChar](repeating: 0, count: 32)
@@ -265,6 +276,18 @@ public final class TCPListener: EventSource {
                 continue
             }
             onAccept?(connection)
+        }
+    }
+
+    private func pause(for seconds: Double, because why: String) {
+        guard !paused, fd >= 0 else { return }
+        paused = true
+        loop.unregister(fd)
+        onError?("not accepting for \(Int(seconds * 1000)) ms: \(why)")
+        loop.schedule(after: seconds) { [weak self] in
+            guard let self, self.fd >= 0 else { return }
+            self.paused = false
+            try? self.loop.register(self.fd, self, events: EPOLLIN.rawValue)
         }
     }
 

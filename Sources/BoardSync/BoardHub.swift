@@ -54,6 +54,10 @@ public final class BoardHub {
     public var onChange: (() -> Void)?
     /// Called with log lines worth showing an operator.
     public var log: ((String) -> Void)?
+    /// Output queued for all of this board's sessions together beyond which a new session is
+    /// turned away (`busy`) instead of being handed a full delta: 200 handshakes on a large
+    /// board must not hold 200 copies of it.
+    public var maxQueuedOutput = 256 << 20
 
     public private(set) var sessions: [SessionID: SyncSession] = [:]
     private var assembler = AssetAssembler()
@@ -112,7 +116,10 @@ public final class BoardHub {
         unavailable[id] = nil
         for (hash, set) in waiting { waiting[hash] = set.subtracting([id]) }
         let orphaned = fetching.filter { $0.value == id }.map(\.key)
-        for hash in orphaned { fetching[hash] = nil }
+        for hash in orphaned {
+            fetching[hash] = nil
+            assembler.discard(hash)  // what a connection started is released when it closes
+        }
         if !orphaned.isEmpty { requestMissing(preferring: nil) }
     }
 
@@ -226,8 +233,9 @@ public final class BoardHub {
                     fetching[chunk.hash] = nil
                     try store.addReceivedAsset(Data(bytes), claimedHash: chunk.hash)
                     onChange?()
+                    let data = Data(bytes)
                     for waiter in waiting.removeValue(forKey: chunk.hash) ?? [] {
-                        sessions[waiter]?.queueAsset(chunk.hash, bytes)
+                        sessions[waiter]?.queueAsset(chunk.hash, data)
                     }
                 }
             } catch let error as SessionError {
@@ -257,6 +265,12 @@ public final class BoardHub {
         } catch {
             log?("session \(id): refused replica \(hello.replica) on board '\(hello.board)': \(error)")
             sessions[id]?.close(SessionError(.invalidOperations, "\(error)"))
+            return
+        }
+        let queued = sessions.keys.reduce(0) { $0 + (sessions[$1]?.pendingOutputCount ?? 0) }
+        if queued > maxQueuedOutput {
+            log?("session \(id): turned away replica \(hello.replica): \(queued) bytes already queued for other peers")
+            sessions[id]?.close(SessionError(.busy, "the server has \(queued) bytes queued for other peers (limit \(maxQueuedOutput)); retry in a few seconds"))
             return
         }
         peerVersions[id] = hello.version
@@ -344,7 +358,7 @@ public final class BoardHub {
     /// hosts that each wait for the other to answer the same WANT would never finish a sync.
     private func serve(_ request: AssetRequest, to id: SessionID) {
         if let data = store.replica.assets.data(for: request.hash) {
-            sessions[id]?.queueAsset(request.hash, Array(data), from: request.offset)
+            sessions[id]?.queueAsset(request.hash, data, from: request.offset)
         } else if let source = fetching[request.hash], source != id {
             waiting[request.hash, default: []].insert(id)
         } else {

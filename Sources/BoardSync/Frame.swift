@@ -38,7 +38,9 @@ func append32(_ value: UInt32, _ out: inout [UInt8]) {
 /// bytes"; never consumes half a frame; checks a frame's length against the limit before
 /// buffering its body.
 public struct FrameDecoder: Sendable {
-    public let maxFrame: Int
+    /// Frames longer than this are refused before their body is buffered (sessions lower it
+    /// until the handshake is done).
+    public var maxFrame: Int
     private var buffer: [UInt8] = []
     private var start = 0
 

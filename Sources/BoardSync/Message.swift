@@ -49,6 +49,9 @@ public struct Hello: Equatable, Sendable {
     public static let protocolVersion: UInt64 = 1
     /// Longest board name, in UTF-8 bytes.
     public static let maxBoardName = 128
+    /// Replicas in one version vector on the wire (a board that saw more would need a newer
+    /// protocol; each entry costs the receiver memory and time).
+    public static let maxVersionEntries = 1 << 16
 
     public var protocolVersion: UInt64
     public var board: String
@@ -222,7 +225,7 @@ private func writeVector(_ vector: VersionVector, _ w: inout ByteWriter) {
 }
 
 private func readVector(_ r: inout ByteReader) throws -> VersionVector {
-    let count = try r.readCount(max: 1 << 20, minimumSize: 9, "version vector size")
+    let count = try r.readCount(max: Hello.maxVersionEntries, minimumSize: 9, "version vector size")
     var entries: [ReplicaID: UInt64] = [:]
     for _ in 0..<count {
         let replica = ReplicaID(try r.readFixed64())

@@ -18,6 +18,8 @@ public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible 
         case internalError = 14
         case assetTooLarge = 15
         case boardMismatch = 16
+        /// The host is over a memory limit (queued output, open boards): retry later.
+        case busy = 17
 
         public var name: String {
             switch self {
@@ -37,6 +39,7 @@ public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible 
             case .internalError: return "internal error"
             case .assetTooLarge: return "asset too large"
             case .boardMismatch: return "board name mismatch"
+            case .busy: return "busy, retry later"
             }
         }
     }

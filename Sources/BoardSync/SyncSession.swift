@@ -1,5 +1,6 @@
 import BoardCRDT
 import BoardModel
+import Foundation
 
 /// Limits a session enforces on what it receives and buffers.
 public struct SessionLimits: Sendable {
@@ -10,8 +11,11 @@ public struct SessionLimits: Sendable {
     /// Asset chunk size when sending.
     public var assetChunk = 256 << 10
     /// Bytes a host may queue for a peer before the peer counts as not reading (enforced by the
-    /// transport, which knows what the socket has taken).
+    /// transport, which knows what the socket has taken, and by the session for its own output).
     public var maxQueuedBytes = 64 << 20
+    /// Largest frame before the handshake is done: a HELLO needs little, and an unauthenticated
+    /// connection must not make the host buffer 16 MiB.
+    public var maxHandshakeFrame = 1 << 20
 
     public init() {}
 }
@@ -83,7 +87,12 @@ public struct SyncSession: Sendable {
     private var state: State = .idle
     private var decoder: FrameDecoder
     private var outbox: [UInt8] = []
-    private var assetQueue: [(hash: AssetHash, data: [UInt8], offset: Int)] = []
+    /// Assets being sent, lazily cut into chunks. `Data` shares the store's bytes: twenty peers
+    /// fetching one image hold one copy, not twenty.
+    private var assetQueue: [(hash: AssetHash, data: Data, offset: Int)] = []
+    /// The answer to the latest PING not yet sent: a peer that floods PINGs and never reads
+    /// costs one pending PONG, not a queue of them.
+    private var pendingPong: UInt64?
     private var pendingLive: [Op] = []
     private var lastReceived: Double = 0
     /// When bytes last arrived (hosts resume a handshake's buffered frames at this time).
@@ -105,7 +114,7 @@ public struct SyncSession: Sendable {
         self.localReplica = localReplica
         self.limits = limits
         self.timing = timing
-        self.decoder = FrameDecoder(maxFrame: limits.maxFrame)
+        self.decoder = FrameDecoder(maxFrame: min(limits.maxFrame, limits.maxHandshakeFrame))
     }
 
     /// The peer's handshake once the session is open.
@@ -160,6 +169,7 @@ public struct SyncSession: Sendable {
         guard case .awaitingAccept(let hello) = state else { return }
         queue(.hello(Hello(board: hello.board, replica: localReplica, version: version)))
         state = .open(hello)
+        decoder.maxFrame = limits.maxFrame
     }
 
     /// Feeds received bytes (any split of the stream) and returns what happened.
@@ -256,7 +266,7 @@ public struct SyncSession: Sendable {
 
     /// Queues an asset's bytes from `offset` in chunks. Each asset is sent at most once per
     /// link (a resumed request after a reconnect is a new link).
-    public mutating func queueAsset(_ hash: AssetHash, _ data: [UInt8], from offset: UInt64 = 0) {
+    public mutating func queueAsset(_ hash: AssetHash, _ data: Data, from offset: UInt64 = 0) {
         guard isOpen, sentAssets.insert(hash).inserted else { return }
         assetQueue.append((hash, data, Int(min(offset, UInt64(data.count)))))
     }
@@ -275,18 +285,23 @@ public struct SyncSession: Sendable {
 
     /// Bytes waiting in the session (frames not yet taken, plus queued asset bytes).
     public var pendingOutputCount: Int {
-        outbox.count + pendingLive.count + assetQueue.reduce(0) { $0 + $1.data.count - $1.offset }
+        outbox.count + pendingLive.count + (pendingPong == nil ? 0 : 16) + assetQueue.reduce(0) { $0 + $1.data.count - $1.offset }
     }
 
     /// Takes up to about `maxBytes` of output for the socket. Asset chunks are cut lazily here,
     /// so a large asset never sits in memory twice.
     public mutating func takeOutput(maxBytes: Int = Int.max, now: Double? = nil) -> [UInt8] {
         flushLive()
+        if let nonce = pendingPong {
+            pendingPong = nil
+            queue(.pong(nonce))
+        }
         while outbox.count < min(maxBytes, limits.assetChunk * 2), !assetQueue.isEmpty {
             var item = assetQueue.removeFirst()
             let end = min(item.data.count, item.offset + limits.assetChunk)
+            let base = item.data.startIndex
             let chunk = AssetChunk(hash: item.hash, totalSize: UInt64(item.data.count), offset: UInt64(item.offset),
-                                   bytes: Array(item.data[item.offset..<end]))
+                                   bytes: Array(item.data[(base + item.offset)..<(base + end)]))
             queue(.assetChunk(chunk))
             item.offset = end
             if end < item.data.count { assetQueue.insert(item, at: 0) }
@@ -303,6 +318,15 @@ public struct SyncSession: Sendable {
     private mutating func queue(_ message: Message) {
         flushLive()
         outbox += message.frame().encoded()
+        // A peer that does not read cannot make this side hold more than the limit.
+        if outbox.count > limits.maxQueuedBytes, !isClosed {
+            outbox = []
+            pendingLive = []
+            assetQueue = []
+            let error = SessionError(.slowReader, "more than \(limits.maxQueuedBytes) bytes queued for a peer that does not read")
+            outbox += Message.error(code: error.code.rawValue, message: error.message).frame().encoded()
+            state = .closed(error)
+        }
     }
 
     private mutating func flushLive() {
@@ -341,6 +365,7 @@ public struct SyncSession: Sendable {
                     throw SessionError(.boardMismatch, "asked for board '\(boardName)', peer answered for '\(hello.board)'")
                 }
                 state = .open(hello)
+                decoder.maxFrame = limits.maxFrame
             } else {
                 state = .awaitingAccept(hello)
             }
@@ -369,7 +394,7 @@ public struct SyncSession: Sendable {
                 outstandingWants.remove(hash)
                 return .assetUnavailable(hash)
             case .ping(let nonce):
-                queue(.pong(nonce))
+                pendingPong = nonce
                 return nil
             case .pong: return nil
             case .error, .bye: return nil

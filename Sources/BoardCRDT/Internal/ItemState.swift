@@ -12,6 +12,8 @@ struct ItemState: Sendable {
     var fields = [Register<ItemField>?](repeating: nil, count: ItemField.Kind.allCases.count)
     /// Appended point runs, sorted by operation id; only the creator's runs are shown.
     var appends: [(op: OpID, points: [GridPoint])] = []
+    /// Operations integrated while the creation had not arrived (see `Replica.waitingOperations`).
+    var waiting = 0
 
     subscript(kind: ItemField.Kind) -> ItemField? {
         fields[kind.rawValue]?.value
