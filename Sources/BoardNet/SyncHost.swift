@@ -111,6 +111,9 @@ public final class SyncHost {
     private func install(_ hosted: HostedBoard, as name: String) {
         hosted.hub.log = { [options] line in options.log("board '\(name)': \(line)") }
         hosted.hub.onChange = { [weak hosted] in hosted?.scheduler.noteChange(now: EventLoop.now()) }
+        hosted.hub.queuedInTransport = { [weak self] in
+            self?.links.values.reduce(0) { $0 + ($1.board == name ? $1.connection.queuedBytes : 0) } ?? 0
+        }
         boards[name] = hosted
     }
 

@@ -57,7 +57,16 @@ public final class BoardHub {
     /// Output queued for all of this board's sessions together beyond which a new session is
     /// turned away (`busy`) instead of being handed a full delta: 200 handshakes on a large
     /// board must not hold 200 copies of it.
-    public var maxQueuedOutput = 256 << 20
+    public var maxQueuedOutput = 64 << 20
+    /// Output the host has taken from this board's sessions but not yet written to sockets (the
+    /// transport's queues), counted against `maxQueuedOutput`.
+    public var queuedInTransport: () -> Int = { 0 }
+    /// The last handshake delta, encoded: peers arriving with the same vector (new replicas, say)
+    /// share one encoding instead of each costing a full-state pass.
+    private var deltaCache: (since: VersionVector, at: VersionVector, count: Int, bytes: [UInt8])?
+    /// Bytes of handshake deltas sent and not yet acknowledged, per session: flow control that
+    /// also counts what sits in kernel socket buffers.
+    private var deltasInFlight: [SessionID: Int] = [:]
 
     public private(set) var sessions: [SessionID: SyncSession] = [:]
     private var assembler = AssetAssembler()
@@ -113,6 +122,7 @@ public final class BoardHub {
         acknowledged[id] = nil
         peerVersions[id] = nil
         syncedFrom.remove(id)
+        deltasInFlight[id] = nil
         unavailable[id] = nil
         for (hash, set) in waiting { waiting[hash] = set.subtracting([id]) }
         let orphaned = fetching.filter { $0.value == id }.map(\.key)
@@ -221,6 +231,7 @@ public final class BoardHub {
         case .operations(let batch):
             mergeFromPeer(id, batch)
         case .acknowledged(let vector):
+            deltasInFlight[id] = nil
             acknowledged[id] = (acknowledged[id] ?? .empty).merged(with: vector)
             peerVersions[id] = (peerVersions[id] ?? .empty).merged(with: vector)
         case .synced:
@@ -267,26 +278,42 @@ public final class BoardHub {
             sessions[id]?.close(SessionError(.invalidOperations, "\(error)"))
             return
         }
-        let queued = sessions.keys.reduce(0) { $0 + (sessions[$1]?.pendingOutputCount ?? 0) }
-        if queued > maxQueuedOutput {
-            log?("session \(id): turned away replica \(hello.replica): \(queued) bytes already queued for other peers")
-            sessions[id]?.close(SessionError(.busy, "the server has \(queued) bytes queued for other peers (limit \(maxQueuedOutput)); retry in a few seconds"))
+        let current = replica.versionVector
+        let bytes: [UInt8]
+        let count: Int
+        if let cached = deltaCache, cached.since == hello.version, cached.at == current {
+            (bytes, count) = (cached.bytes, cached.count)
+        } else {
+            var delta = replica.operations(since: hello.version)
+            // Equivocation probes: our own latest operation and the latest we hold by the peer's
+            // replica, even when the peer's vector covers them. Same id with another content on
+            // the far side means someone forged operations under one of our ids: the receiver
+            // refuses loudly instead of both sides agreeing on vectors over different operations.
+            var probed = false
+            for author in [replica.id, hello.replica] {
+                if let probe = replica.latestOperation(by: author), hello.version.covers(probe.id) {
+                    delta.operations.append(probe)
+                    probed = true
+                }
+            }
+            (bytes, count) = (delta.encoded(), delta.operations.count)
+            if !probed { deltaCache = (hello.version, current, count, bytes) }
+        }
+        // Memory a crowd of handshakes can cost: deltas not yet acknowledged plus output queued
+        // here and in the transport stay under the budget (one delta is always allowed, so a
+        // board larger than the budget can still be served, one peer at a time).
+        let inFlight = deltasInFlight.values.reduce(0, +)
+        let queued = sessions.keys.reduce(0) { $0 + (sessions[$1]?.pendingOutputCount ?? 0) } + queuedInTransport()
+        if (inFlight > 0 || queued > 0), inFlight + queued + bytes.count > maxQueuedOutput {
+            log?("session \(id): turned away replica \(hello.replica): \(inFlight + queued) bytes already on their way to other peers")
+            sessions[id]?.close(SessionError(.busy, "the server has \(inFlight + queued) bytes on their way to other peers (limit \(maxQueuedOutput)); retry in a few seconds"))
             return
         }
         peerVersions[id] = hello.version
-        var delta = replica.operations(since: hello.version)
-        // Equivocation probes: our own latest operation and the latest we hold by the peer's
-        // replica, even when the peer's vector covers them. Same id with another content on
-        // the far side means someone forged operations under one of our ids: the receiver
-        // refuses loudly instead of both sides agreeing on vectors over different operations.
-        for author in [replica.id, hello.replica] {
-            if let probe = replica.latestOperation(by: author), hello.version.covers(probe.id) {
-                delta.operations.append(probe)
-            }
-        }
-        operationsSent += delta.operations.count
-        sessions[id]?.send(delta)
-        sessions[id]?.sendSynced(replica.versionVector)
+        operationsSent += count
+        sessions[id]?.sendEncoded(bytes)
+        if bytes.count > 1 << 16 { deltasInFlight[id] = bytes.count }
+        sessions[id]?.sendSynced(current)
         // Images nobody could offer before may be with this peer: ask it now.
         requestMissing(preferring: id)
         log?("session \(id): replica \(hello.replica) joined board '\(hello.board)'")

@@ -241,6 +241,12 @@ public struct SyncSession: Sendable {
         queue(.operations(batch.encoded()))
     }
 
+    /// Sends an already encoded batch (a handshake delta shared by several peers).
+    public mutating func sendEncoded(_ batch: [UInt8]) {
+        guard isOpen else { return }
+        queue(.operations(batch))
+    }
+
     /// Marks the end of the initial delta.
     public mutating func sendSynced(_ version: VersionVector) {
         guard isOpen else { return }
