@@ -135,4 +135,31 @@ import Testing
         #expect(throws: EditError.clockExhausted) { try a.undo() }
         #expect(try canonical(a) == before)
     }
+
+    @Test func operationsForItemsThatNeverExistAreBounded() throws {
+        var server = Replica(id: ReplicaID(0x5))
+        let attacker = ReplicaID(0xBAD)
+        var seq: UInt64 = 0
+        func batch(_ count: Int) -> OperationBatch {
+            OperationBatch(operations: (0..<count).map { _ in
+                seq += 1
+                return Op(id: OpID(replica: attacker, seq: seq), lamport: seq,
+                          payload: .setItem(ItemID(high: 0xFFFF, low: seq), .position(GridPoint(x: 1, y: 1))))
+            })
+        }
+        for _ in 0..<(Replica.maxWaitingOperations / 20_000) { try server.apply(batch(20_000)) }
+        #expect(server.waitingOperations == Replica.maxWaitingOperations)
+        try expectRefused(&server, batch(1)) { $0 == .tooManyWaiting(Replica.maxWaitingOperations + 1, limit: Replica.maxWaitingOperations) }
+        // Creations release what waited for them; operations that wait legitimately still pass.
+        var b = Replica(id: ReplicaID(0xB))
+        var c = Replica(id: ReplicaID(0xC))
+        let s = try b.addSticker(imagePNG: imageA, at: pt(0, 0))
+        try c.apply(s.operations)
+        let move = try c.move(s.item!, to: pt(3, 3))
+        var d = Replica(id: ReplicaID(0xD))
+        try d.apply(move.operations)
+        #expect(d.waitingOperations == 1)
+        try d.apply(s.operations)
+        #expect(d.waitingOperations == 0)
+    }
 }

@@ -136,4 +136,31 @@ import Testing
             "\(error)".contains("cannot be opened here") && "\(error)".contains("another process") && !"\(error)".contains("cannot reach")
         }
     }
+
+    @Test func boardsNobodyUsesAreClosedSoNewNamesCostNoDescriptorForever() throws {
+        let temp = TempDirectory()
+        var options = SyncHost.Options()
+        options.idleBoardTimeout = 0.3
+        options.maxOpenBoards = 3
+        let server = try ServerFixture(data: temp.path + "/data", options: options)
+        defer { server.stop() }
+        let client = try makePackage(temp.path + "/C.boardpkg", id: 0xC)
+        try client.commit { try $0.addSticker(imagePNG: pngA, at: pt(1, 1)) }
+        // Ten board names in a row, more than the limit: idle ones close as new ones open.
+        for index in 0..<10 {
+            _ = try OneShotSync.run(package: client, board: "b\(index)", server: server.address, timeout: 20)
+        }
+        let host = server.host
+        #expect(try server.thread.onLoop { host.boards.count } <= 3)
+        usleep(600_000)
+        #expect(try server.thread.onLoop { host.boards.count } == 0, "idle boards are closed")
+        // A closed board's package is unlocked and whole: another process may open it.
+        let closed = try openPackage(temp.path + "/data/b0.boardpkg")
+        #expect(closed.replica.versionVector == client.replica.versionVector)
+        closed.close()
+        // And it reopens for the next client.
+        let again = try makePackage(temp.path + "/D.boardpkg", id: 0xD)
+        _ = try OneShotSync.run(package: again, board: "b0", server: server.address, timeout: 20)
+        #expect(again.replica.versionVector == client.replica.versionVector)
+    }
 }

@@ -73,11 +73,11 @@ final class ServerFixture: @unchecked Sendable {  // host only touched on the lo
     let host: SyncHost
     let address: SocketAddress
 
-    init(data: String) throws {
+    init(data: String, options: SyncHost.Options = SyncHost.Options()) throws {
         let thread = try LoopThread()
         self.thread = thread
         host = try thread.onLoop {
-            try SyncHost(serverDataDirectory: data, listen: SocketAddress(host: "127.0.0.1", port: 0), loop: thread.loop)
+            try SyncHost(serverDataDirectory: data, listen: SocketAddress(host: "127.0.0.1", port: 0), loop: thread.loop, options: options)
         }
         address = host.listenAddress!
     }
