@@ -17,7 +17,7 @@ extension Replica {
     /// Operations a replica holds for items whose creation has not arrived. They wait legitimately
     /// for a while (delivery order is free), but a peer sending edits of items that never exist
     /// must not make every replica hold and relay them without end.
-    public static let maxWaitingOperations = 100_000
+    public static let maxWaitingOperations = 10_000
 
     /// Whether operations come from a peer (admitted) or from this replica's own durable log
     /// (admitted before they were written: replaying them is trusted).

@@ -147,7 +147,7 @@ import Testing
                           payload: .setItem(ItemID(high: 0xFFFF, low: seq), .position(GridPoint(x: 1, y: 1))))
             })
         }
-        for _ in 0..<(Replica.maxWaitingOperations / 20_000) { try server.apply(batch(20_000)) }
+        for _ in 0..<(Replica.maxWaitingOperations / 2_000) { try server.apply(batch(2_000)) }
         #expect(server.waitingOperations == Replica.maxWaitingOperations)
         try expectRefused(&server, batch(1)) { $0 == .tooManyWaiting(Replica.maxWaitingOperations + 1, limit: Replica.maxWaitingOperations) }
         // Creations release what waited for them; operations that wait legitimately still pass.

@@ -266,20 +266,64 @@ import Glibc
         let workspace = try Workspace()
         let server = try Server(data: workspace.path + "/data", in: workspace.path)
         defer { server.stop() }
-        // A frame header claiming 16 MiB before any HELLO: refused at once.
-        let claim = try Client(port: server.port, board: "x", replica: ReplicaID(1), handshake: false)
-        claim.send([0, 0, 0, 1] + [UInt8](repeating: 0, count: 1000))
-        let refusal = claim.pump(seconds: 3) { $0.contains { if case .closed = $0 { return true } else { return false } } }
-        #expect(refusal.contains { if case .closed(let error?) = $0 { return error.code == .frameTooLarge } else { return false } })
-        claim.close()
-        // A HELLO whose version vector has 70,000 entries: refused, not stored.
+        let warm = try Client(port: server.port, board: "x", replica: ReplicaID(9))
+        _ = warm.pump(seconds: 5) { $0.contains { if case .synced = $0 { return true } else { return false } } }
+        Self.settle()
+        let before = server.residentMB
+        // Frame headers claiming 16 MiB before any HELLO, with most of the body sent (the old
+        // limit let each of these connections hold 16 MiB): refused at once.
+        var refusals = 0
+        for index in 0..<20 {
+            let claim = try Client(port: server.port, board: "x", replica: ReplicaID(UInt64(index + 1)), handshake: false)
+            claim.send([0xFF, 0xFF, 0xFF, 0x00] + [UInt8](repeating: 1, count: 2 << 20))
+            let events = claim.pump(seconds: 3) { $0.contains { if case .closed = $0 { return true } else { return false } } }
+            if events.contains(where: { if case .closed(let error?) = $0 { return error.code == .frameTooLarge } else { return false } }) {
+                refusals += 1
+            }
+            claim.close()
+        }
+        #expect(refusals == 20)
+        // HELLOs whose version vector has 70,000 entries: refused, not stored.
         var entries: [ReplicaID: UInt64] = [:]
         for index in 0..<70_000 { entries[ReplicaID(UInt64(index + 1))] = 1 }
-        let big = try Client(port: server.port, board: "x", replica: ReplicaID(2), handshake: false)
-        big.send(Message.hello(Hello(board: "x", replica: ReplicaID(2), version: VersionVector(entries))).frame().encoded())
-        let answer = big.pump(seconds: 3) { $0.contains { if case .closed = $0 { return true } else { return false } } }
-        #expect(answer.contains { if case .closed(.some) = $0 { return true } else { return false } }, "\(answer)")
-        big.close()
+        let hello = Message.hello(Hello(board: "x", replica: ReplicaID(2), version: VersionVector(entries))).frame().encoded()
+        for _ in 0..<10 {
+            let big = try Client(port: server.port, board: "x", replica: ReplicaID(2), handshake: false)
+            big.send(hello)
+            let answer = big.pump(seconds: 3) { $0.contains { if case .closed = $0 { return true } else { return false } } }
+            #expect(answer.contains { if case .closed(.some) = $0 { return true } else { return false } }, "\(answer)")
+            big.close()
+        }
+        // Edits of items that never exist: held up to 10,000, then refused.
+        let attacker = ReplicaID(0xBAD)
+        var seq: UInt64 = 0
+        var refusedWaiting = false
+        let client = try Client(port: server.port, board: "x", replica: attacker)
+        _ = client.pump(seconds: 5) { $0.contains { if case .synced = $0 { return true } else { return false } } }
+        for _ in 0..<8 where !refusedWaiting {
+            let batch = OperationBatch(operations: (0..<2_000).map { _ in
+                seq += 1
+                return Op(id: OpID(replica: attacker, seq: seq), lamport: seq,
+                          payload: .setItem(ItemID(high: 0xFFFF, low: seq), .position(GridPoint(x: 1, y: 1))))
+            })
+            client.session.send(batch)
+            client.send(client.session.takeOutput())
+            let events = client.pump(seconds: 20) { $0.contains { event in
+                if case .acknowledged = event { return true }
+                if case .closed = event { return true }
+                return false
+            } }
+            refusedWaiting = events.contains { if case .closed(let error?) = $0 { return error.message.contains("never created") } else { return false } }
+        }
+        client.close()
+        #expect(refusedWaiting, "the sixth batch of edits of items never created was refused")
+        #expect(seq == 12_000)
+        Self.settle()
+        let after = server.residentMB
+        warm.close()
+        // What remains is the 10,000 waiting operations the limit allows (about 17 MB here;
+        // 200,000 took 300 MB before the limit).
+        #expect(after - before < 40, "server grew \(after - before) MB")
     }
 
     @Test func runningOutOfDescriptorsPausesAcceptingInsteadOfSpinning() throws {
