@@ -27,46 +27,67 @@ extension Replica {
     }
 
     /// Throws the first reason this replica must refuse `batch` from a peer; changes nothing.
+    ///
+    /// One pass over the batch does the common case (operations of each author in increasing
+    /// order, counters close to what is held); the slower exact checks run only when the fast
+    /// bounds are exceeded.
     public func admit(_ batch: OperationBatch) throws {
-        for op in batch.operations { try op.validate() }
-        try checkEquivocation(batch.operations)
-        try checkClocks(batch)
-        try checkCreations(batch.operations)
-    }
-
-    /// Throws when a peer's version vector claims operations of this replica beyond the last one
-    /// it made: someone forged operations under this replica's id, and syncing on would silently
-    /// leave this replica's real operations behind.
-    public func checkPeerVersion(_ version: VersionVector) throws {
-        if version[id] > lastSeq {
-            throw OperationError.forgedOwnVersion(id, claimed: version[id], made: lastSeq)
-        }
-    }
-
-    private func checkEquivocation(_ operations: [Op]) throws {
-        for op in operations where hasIntegrated(op.id) {
-            if let held = log[op.id.replica]?[op.id.seq], held != op {
-                throw OperationError.equivocation(op.id)
+        var authors: [ReplicaID: AuthorRun] = [:]
+        var run = AuthorRun()
+        var runAuthor: ReplicaID?
+        var runSeen = SeenSet()
+        var highestLamport: UInt64 = 0
+        var itemOperations = 0
+        var creations: [ItemID: OpID] = [:]
+        for op in batch.operations {
+            try op.validate()
+            let author = op.id.replica
+            if author != runAuthor {
+                if let runAuthor { authors[runAuthor] = run }
+                runAuthor = author
+                run = authors[author] ?? AuthorRun()
+                runSeen = seen[author] ?? SeenSet()
+            }
+            switch op.payload {
+            case .beginStroke(let item, _), .addSticker(let item, _):
+                // A second creation of one item inside the batch.
+                if let other = creations.updateValue(op.id, forKey: item), other != op.id {
+                    throw OperationError.duplicateCreation(item, op.id, existing: other)
+                }
+            default:
+                break
+            }
+            if runSeen.contains(op.id.seq) {
+                // Held already: it must be the same operation (when it survives compaction).
+                if let held = log[author]?[op.id.seq], held != op { throw OperationError.equivocation(op.id) }
+                continue
+            }
+            if author == id { throw OperationError.forgedOwnOperation(op.id) }
+            if op.id.seq <= run.last { run.increasing = false }
+            run.last = op.id.seq
+            run.highest = Swift.max(run.highest, op.id.seq)
+            highestLamport = Swift.max(highestLamport, op.lamport)
+            if op.payload.item != nil { itemOperations += 1 }
+            switch op.payload {
+            case .beginStroke(let item, _), .addSticker(let item, _):
+                try checkCreation(of: item, by: op)
+            default:
+                break
             }
         }
-        // Two contents for one id inside the batch. Batches from `operations(since:)` are sorted
-        // by id, so the common case is one pass.
-        var sorted = true
-        for index in operations.indices.dropFirst() where !(operations[index - 1].id < operations[index].id) {
-            sorted = false
-            break
+        if let runAuthor { authors[runAuthor] = run }
+        let fresh = authors.values.contains { !$0.increasing } || highestLamport > lamport &+ Replica.maxClockJump
+            ? batch.operations.filter { !hasIntegrated($0.id) } : []
+        // Two contents for one id inside the batch (only possible where an author's operations
+        // are not in increasing order).
+        for (author, run) in authors where !run.increasing {
+            var seen: [UInt64: Op] = [:]
+            for op in fresh where op.id.replica == author {
+                if let other = seen.updateValue(op, forKey: op.id.seq), other != op { throw OperationError.equivocation(op.id) }
+            }
         }
-        guard !sorted else { return }
-        let ordered = operations.sorted { $0.id < $1.id }
-        for index in ordered.indices.dropFirst() where ordered[index - 1].id == ordered[index].id {
-            if ordered[index - 1] != ordered[index] { throw OperationError.equivocation(ordered[index].id) }
-        }
-    }
-
-    private func checkClocks(_ batch: OperationBatch) throws {
-        let fresh = batch.operations.filter { !hasIntegrated($0.id) }
         // Lamport counters, walked upward so a causally complete batch moves in small steps.
-        if let highest = fresh.map(\.lamport).max(), highest > lamport &+ Replica.maxClockJump {
+        if highestLamport > lamport &+ Replica.maxClockJump {
             var ceiling = lamport
             for op in fresh.sorted(by: { $0.lamport < $1.lamport }) {
                 guard op.lamport <= ceiling &+ Replica.maxClockJump else {
@@ -75,22 +96,20 @@ extension Replica {
                 ceiling = Swift.max(ceiling, op.lamport)
             }
         }
-        // Sequence numbers per author.
-        var byAuthor: [ReplicaID: [UInt64]] = [:]
-        for op in fresh {
-            if op.id.replica == id { throw OperationError.forgedOwnOperation(op.id) }
-            byAuthor[op.id.replica, default: []].append(op.id.seq)
-        }
+        // Sequence numbers per author, likewise.
         var known: [ReplicaID: UInt64] = [:]
-        for (author, seqs) in byAuthor {
+        for (author, run) in authors {
             var ceiling = highestSeen(of: author)
-            for seq in seqs.max()! > ceiling &+ Replica.maxClockJump ? seqs.sorted() : [] {
-                guard seq <= ceiling &+ Replica.maxClockJump else {
-                    throw OperationError.sequenceJump(OpID(replica: author, seq: seq), seen: ceiling)
+            if run.highest > ceiling &+ Replica.maxClockJump {
+                let seqs = batch.operations.lazy.filter { $0.id.replica == author && !self.hasIntegrated($0.id) }.map(\.id.seq).sorted()
+                for seq in seqs {
+                    guard seq <= ceiling &+ Replica.maxClockJump else {
+                        throw OperationError.sequenceJump(OpID(replica: author, seq: seq), seen: ceiling)
+                    }
+                    ceiling = Swift.max(ceiling, seq)
                 }
-                ceiling = Swift.max(ceiling, seq)
             }
-            known[author] = Swift.max(ceiling, seqs.max()!)
+            known[author] = Swift.max(ceiling, run.highest)
         }
         // A complete delta's `covers` may lift a vector over compacted operations, not past
         // what is plausible, and never over this replica's own future.
@@ -106,48 +125,44 @@ extension Replica {
                 }
             }
         }
+        // Operations waiting for items never created, counted exactly only near the limit.
+        if waitingOperations + itemOperations > Replica.maxWaitingOperations {
+            var waiting = 0
+            for op in batch.operations where !hasIntegrated(op.id) {
+                if let item = op.payload.item, items[item]?.creation == nil, creations[item] == nil { waiting += 1 }
+            }
+            if waitingOperations + waiting > Replica.maxWaitingOperations {
+                throw OperationError.tooManyWaiting(waitingOperations + waiting, limit: Replica.maxWaitingOperations)
+            }
+        }
     }
 
-    private func checkCreations(_ operations: [Op]) throws {
-        var created: [ItemID: OpID] = [:]
-        var waiting = 0
-        for op in operations where !hasIntegrated(op.id) {
-            if let item = op.payload.item, items[item]?.creation == nil { waiting += 1 }
+    /// What the fast pass learns about one author's operations in a batch.
+    private struct AuthorRun {
+        var last: UInt64 = 0
+        var highest: UInt64 = 0
+        var increasing = true
+    }
+
+    /// Throws when a peer's version vector claims operations of this replica beyond the last one
+    /// it made: someone forged operations under this replica's id, and syncing on would silently
+    /// leave this replica's real operations behind.
+    public func checkPeerVersion(_ version: VersionVector) throws {
+        if version[id] > lastSeq {
+            throw OperationError.forgedOwnVersion(id, claimed: version[id], made: lastSeq)
         }
-        if waiting > 0, waitingOperations + waiting > Replica.maxWaitingOperations {
-            // Creations in this batch may resolve some: count precisely only then.
-            let creating = Set(operations.compactMap { op -> ItemID? in
-                switch op.payload {
-                case .beginStroke(let item, _), .addSticker(let item, _): return item
-                default: return nil
-                }
-            })
-            let still = operations.filter { op in
-                guard !hasIntegrated(op.id), let item = op.payload.item else { return false }
-                return items[item]?.creation == nil && !creating.contains(item)
-            }.count
-            if waitingOperations + still > Replica.maxWaitingOperations {
-                throw OperationError.tooManyWaiting(waitingOperations + still, limit: Replica.maxWaitingOperations)
-            }
+    }
+
+    /// A creation must be the item's first, and an id shaped like another known replica's
+    /// (high word = its id) is that replica's to make: claiming one first would make its own
+    /// creation unacceptable later.
+    private func checkCreation(of item: ItemID, by op: Op) throws {
+        if let existing = items[item]?.creation?.op, existing != op.id {
+            throw OperationError.duplicateCreation(item, op.id, existing: existing)
         }
-        for op in operations {
-            let item: ItemID
-            switch op.payload {
-            case .beginStroke(let target, _), .addSticker(let target, _): item = target
-            default: continue
-            }
-            if let existing = items[item]?.creation?.op, existing != op.id {
-                throw OperationError.duplicateCreation(item, op.id, existing: existing)
-            }
-            if let other = created.updateValue(op.id, forKey: item), other != op.id {
-                throw OperationError.duplicateCreation(item, op.id, existing: other)
-            }
-            // Ids shaped like another known replica's (high word = its id) are that replica's to
-            // make: claiming one first would make its own creation unacceptable later.
-            let owner = ReplicaID(item.high)
-            if owner != op.id.replica, owner == id || seen[owner] != nil {
-                throw OperationError.foreignItemID(item, op.id)
-            }
+        let owner = ReplicaID(item.high)
+        if owner != op.id.replica, owner == id || seen[owner] != nil {
+            throw OperationError.foreignItemID(item, op.id)
         }
     }
 

@@ -49,16 +49,6 @@ extension Replica {
             lastSeq = max(lastSeq, op.id.seq)
         }
         let stamp = op.timestamp
-        if let item = op.payload.item, items[item]?.creation == nil {
-            switch op.payload {
-            case .beginStroke, .addSticker:
-                waitingOperations -= items[item]?.waiting ?? 0
-                items[item]?.waiting = 0
-            default:
-                items[item, default: ItemState()].waiting += 1
-                waitingOperations += 1
-            }
-        }
         if let key = op.payload.zKey {
             zRange = zRange.map { (min($0.lowest, key), max($0.highest, key)) } ?? (key, key)
         }
@@ -84,10 +74,11 @@ extension Replica {
             items[item] = state
             store(op)
         case .appendPoints(let item, let points):
-            items[item, default: ItemState()].insertAppend(op: op.id, points: points)
+            if items[item, default: ItemState()].insertAppend(op: op.id, points: points) { waitingOperations += 1 }
             store(op)
         case .setItem(let item, let field):
-            let outcome = items[item, default: ItemState()].write(field, stamp: stamp, writer: op.id)
+            let (outcome, waits) = items[item, default: ItemState()].writeNoting(field, stamp: stamp, writer: op.id)
+            if waits { waitingOperations += 1 }
             settle(outcome, of: op)
         case .setBoard(let field):
             let outcome: Register<BoardField>.Outcome
@@ -111,6 +102,9 @@ extension Replica {
         if let existing = state.creation, existing.stamp < op.timestamp {
             return
         }
+        // What waited for this creation no longer waits.
+        waitingOperations -= state.waiting
+        state.waiting = 0
         state.creation = (op: op.id, stamp: op.timestamp, kind: kind)
         items[item] = state
     }
