@@ -60,6 +60,7 @@ public enum OperationError: Error, Hashable, CustomStringConvertible {
     case duplicateCreation(ItemID, OpID, existing: OpID)
     case foreignItemID(ItemID, OpID)
     case tooManyWaiting(Int, limit: Int)
+    case zKeyTooLong(OpID, Int)
 
     public var description: String {
         switch self {
@@ -84,6 +85,8 @@ public enum OperationError: Error, Hashable, CustomStringConvertible {
             return "replica \(id.replica) sent two different operations with one id \(id) (equivocation): refused; the board must not diverge silently"
         case .duplicateCreation(let item, let id, let existing):
             return "operation \(id) by replica \(id.replica) creates item \(item), which operation \(existing) already created: a second creation is refused"
+        case .zKeyTooLong(let id, let length):
+            return "operation \(id): a paint-order key of \(length) bytes (at most \(ZKey.maxLength))"
         case .tooManyWaiting(let count, let limit):
             return "\(count) operations would wait for items that were never created (limit \(limit)): refused"
         case .foreignItemID(let item, let id):
@@ -111,6 +114,9 @@ extension Op {
         }
         func finite(_ value: Double, _ name: String) throws {
             guard value.isFinite else { throw OperationError.notFinite(id, name) }
+        }
+        if let key = payload.zKey, key.bytes.count > ZKey.maxLength {
+            throw OperationError.zKeyTooLong(id, key.bytes.count)
         }
         switch payload {
         case .beginStroke(_, let start):

@@ -199,6 +199,8 @@ public final class BoardPackage {
         try requireOpen()
         var next = replica
         let edit = try body(&next)
+        // Write-read symmetry: never log an operation that this or any replica would refuse.
+        for op in edit.operations { try op.validate() }
         if !edit.operations.isEmpty {
             let before = storedAssets
             do {
