@@ -50,24 +50,18 @@ extension Replica {
         if let lower, let upper, !(lower < upper) { return nil }
         var keys: [ZKey] = []
         keys.reserveCapacity(count)
-        if upper == nil {
-            // Stack upward as bring-to-front does: short integer keys.
-            var key = lower
+        if lower == nil || upper == nil {
+            // An open end: count away from the other bound as bring-to-front (upward) and
+            // send-to-back (downward) do, with short integer keys.
+            let upward = upper == nil
+            var key = upward ? lower : upper
             for _ in 0..<count {
-                let next = ZKey.after(key)
-                if let key, !(key < next) { return nil }
+                let next = upward ? ZKey.after(key) : ZKey.before(key)
+                if let key, !(upward ? key < next : next < key) { return nil }
                 keys.append(next)
                 key = next
             }
-        } else if lower == nil {
-            var key = upper
-            for _ in 0..<count {
-                let next = ZKey.before(key)
-                if let key, !(next < key) { return nil }
-                keys.append(next)
-                key = next
-            }
-            keys.reverse()
+            if !upward { keys.reverse() }
         } else {
             func fill(_ low: ZKey, _ high: ZKey, _ count: Int) {
                 guard count > 0 else { return }

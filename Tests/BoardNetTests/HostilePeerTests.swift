@@ -21,13 +21,19 @@ import Testing
         return try server.thread.onLoop { host.boards[board]?.hub.store.replica.versionVector ?? .empty }
     }
 
-    @Test func inflatedCountersAreRefusedAndTheVictimKeepsSyncing() throws {
+    /// A server, and a victim replica with one sticker that has synced with it on board "team".
+    func victimOnAServer() throws -> (TempDirectory, ServerFixture, BoardPackage, ItemID) {
         let temp = TempDirectory()
         let server = try ServerFixture(data: temp.path + "/data")
-        defer { server.stop() }
         let victim = try makePackage(temp.path + "/V.boardpkg", id: 0xA)
-        let s = try victim.commit { try $0.addSticker(imagePNG: pngA, at: pt(0, 0)) }.item!
+        let sticker = try victim.commit { try $0.addSticker(imagePNG: pngA, at: pt(0, 0)) }.item!
         _ = try OneShotSync.run(package: victim, board: "team", server: server.address, timeout: 20)
+        return (temp, server, victim, sticker)
+    }
+
+    @Test func inflatedCountersAreRefusedAndTheVictimKeepsSyncing() throws {
+        let (temp, server, victim, s) = try victimOnAServer()
+        defer { server.stop() }
         let before = try serverVersion(server, "team")
 
         let attacker = ReplicaID(0xBAD)
@@ -61,12 +67,8 @@ import Testing
     }
 
     @Test func operationsForgedUnderAnotherReplicaAreRefusedByThatReplicaLoudly() throws {
-        let temp = TempDirectory()
-        let server = try ServerFixture(data: temp.path + "/data")
-        defer { server.stop() }
-        let victim = try makePackage(temp.path + "/V.boardpkg", id: 0xA)
-        let s = try victim.commit { try $0.addSticker(imagePNG: pngA, at: pt(0, 0)) }.item!
-        _ = try OneShotSync.run(package: victim, board: "team", server: server.address, timeout: 20)
+        let (temp, server, victim, s) = try victimOnAServer()
+        defer { withExtendedLifetime(temp) { server.stop() } }
         // The attacker says HELLO as itself but sends the victim's next operation.
         let forged = Op(id: OpID(replica: victim.replica.id, seq: victim.replica.lastSeq + 1), lamport: 50,
                         payload: .setItem(s, .position(GridPoint(x: 999, y: 999))))

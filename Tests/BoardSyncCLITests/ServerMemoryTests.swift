@@ -121,6 +121,11 @@ import Glibc
             return events
         }
 
+        /// Reads until the server's SYNCED (the end of the handshake delta) arrives.
+        func waitForSynced(seconds: Double) {
+            _ = pump(seconds: seconds) { $0.contains { if case .synced = $0 { return true } else { return false } } }
+        }
+
         func close() { _ = Glibc.close(fd) }
     }
 
@@ -137,7 +142,7 @@ import Glibc
         let server = try Server(data: workspace.path + "/data", in: workspace.path)
         defer { server.stop() }
         let client = try Client(port: server.port, board: "flood", replica: ReplicaID(7))
-        _ = client.pump(seconds: 2) { $0.contains { if case .synced = $0 { return true } else { return false } } }
+        client.waitForSynced(seconds: 2)
         Self.settle()
         let before = server.residentMB
         // 4 million PINGs (about 70 MB), never reading a byte back.
@@ -170,7 +175,7 @@ import Glibc
         let server = try Server(data: data, in: workspace.path)
         defer { server.stop() }
         let first = try Client(port: server.port, board: "big", replica: ReplicaID(1))
-        _ = first.pump(seconds: 10) { $0.contains { if case .synced = $0 { return true } else { return false } } }
+        first.waitForSynced(seconds: 10)
         first.close()
         Self.settle()
         let before = server.residentMB
@@ -206,13 +211,13 @@ import Glibc
         let server = try Server(data: data, in: workspace.path)
         defer { server.stop() }
         let first = try Client(port: server.port, board: "pics", replica: ReplicaID(1))
-        _ = first.pump(seconds: 10) { $0.contains { if case .synced = $0 { return true } else { return false } } }
+        first.waitForSynced(seconds: 10)
         Self.settle()
         let before = server.residentMB
         var clients: [Client] = []
         for index in 0..<20 {
             let client = try Client(port: server.port, board: "pics", replica: ReplicaID(UInt64(200 + index)))
-            _ = client.pump(seconds: 5) { $0.contains { if case .synced = $0 { return true } else { return false } } }
+            client.waitForSynced(seconds: 5)
             client.session.want([AssetRequest(hash: hash)])
             client.send(client.session.takeOutput())
             clients.append(client)  // and never read the image
@@ -230,7 +235,7 @@ import Glibc
         let server = try Server(data: workspace.path + "/data", in: workspace.path)
         defer { server.stop() }
         let warm = try Client(port: server.port, board: "up", replica: ReplicaID(1))
-        _ = warm.pump(seconds: 5) { $0.contains { if case .synced = $0 { return true } else { return false } } }
+        warm.waitForSynced(seconds: 5)
         Self.settle()
         let before = server.residentMB
         for index in 0..<8 {
@@ -240,7 +245,7 @@ import Glibc
             let hash = AssetHash.of(bytes)
             let replicaID = ReplicaID(UInt64(300 + index))
             let client = try Client(port: server.port, board: "up", replica: replicaID)
-            _ = client.pump(seconds: 5) { $0.contains { if case .synced = $0 { return true } else { return false } } }
+            client.waitForSynced(seconds: 5)
             var replica = Replica(id: replicaID)
             let edit = try replica.addSticker(asset: hash, at: CodablePoint(x: 1, y: 1))
             client.session.send(OperationBatch(operations: edit.operations))
@@ -267,7 +272,7 @@ import Glibc
         let server = try Server(data: workspace.path + "/data", in: workspace.path)
         defer { server.stop() }
         let warm = try Client(port: server.port, board: "x", replica: ReplicaID(9))
-        _ = warm.pump(seconds: 5) { $0.contains { if case .synced = $0 { return true } else { return false } } }
+        warm.waitForSynced(seconds: 5)
         Self.settle()
         let before = server.residentMB
         // Frame headers claiming 16 MiB before any HELLO, with most of the body sent (the old
@@ -299,7 +304,7 @@ import Glibc
         var seq: UInt64 = 0
         var refusedWaiting = false
         let client = try Client(port: server.port, board: "x", replica: attacker)
-        _ = client.pump(seconds: 5) { $0.contains { if case .synced = $0 { return true } else { return false } } }
+        client.waitForSynced(seconds: 5)
         for _ in 0..<8 where !refusedWaiting {
             let batch = OperationBatch(operations: (0..<2_000).map { _ in
                 seq += 1
