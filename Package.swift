@@ -21,8 +21,10 @@ let package = Package(
         .target(name: "BoardCRDT", dependencies: ["BoardModel"]),
         // Board packages on disk: the incremental writer, the durable op log, the file-system seam.
         .target(name: "BoardStore", dependencies: ["BoardModel", "BoardCRDT"]),
-        // Wire format and the sans-IO sync session. Pure: no sockets, clocks or files.
-        .target(name: "BoardSync", dependencies: ["BoardModel", "BoardCRDT"]),
+        // Wire format, the sans-IO sync session, hubs and the endpoint that routes connections to
+        // boards. No sockets or clocks; storage only through stores given to it (packages over an
+        // injected FileSystem).
+        .target(name: "BoardSync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore"]),
         // POSIX TCP: epoll event loop, connections, the sync server and peer hosts.
         .target(name: "CBoardNet"),
         .target(name: "BoardNet", dependencies: ["CBoardNet", "BoardModel", "BoardCRDT", "BoardStore", "BoardSync"]),

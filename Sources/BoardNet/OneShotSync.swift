@@ -35,7 +35,7 @@ public enum OneShotSync {
         var options = SyncHost.Options()
         options.reconnect = false
         options.log = log
-        let host = try SyncHost(board: board, store: package, package: package, listen: nil, loop: loop, options: options)
+        let host = try SyncHost(board: board, store: package, listen: nil, loop: loop, options: options)
         let start = EventLoop.now()
         let startVersion = package.replica.versionVector
         var failure: Failure?

@@ -61,7 +61,7 @@ struct Demo {
                                                   replicaID: ReplicaID(rng.next()))
             var options = SyncHost.Options()
             options.reconnectDelay = (0.05, 0.5)
-            let host = try SyncHost(board: "demo", store: package, package: package, listen: nil, loop: loop, options: options)
+            let host = try SyncHost(board: "demo", store: package, listen: nil, loop: loop, options: options)
             host.connect(to: address)
             peers.append(host)
             packages.append(package)

@@ -122,7 +122,7 @@ struct NetCommands {
         let loop = try EventLoop()
         var options = SyncHost.Options()
         options.log = NetCommands.log
-        let host = try SyncHost(board: board, store: package, package: package, listen: listen, loop: loop, options: options)
+        let host = try SyncHost(board: board, store: package, listen: listen, loop: loop, options: options)
         for dial in dials { host.connect(to: dial) }
         NetCommands.log("peer \(package.replica.id) for \(path) (board '\(board)')\(host.listenAddress.map { ", listening on \($0)" } ?? "")")
         let signals = NetCommands.stopOnSignals(host, loop)

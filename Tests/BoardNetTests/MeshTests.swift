@@ -15,10 +15,10 @@ import Testing
             try makePackage("\(temp.path)/\(name).boardpkg", id: UInt64(0xA + index))
         }
         let hosts: [SyncHost] = try loop.onLoop {
-            let b = try SyncHost(board: "mesh", store: packages[1], package: packages[1],
+            let b = try SyncHost(board: "mesh", store: packages[1],
                                  listen: SocketAddress(host: "127.0.0.1", port: 0), loop: loop.loop)
-            let a = try SyncHost(board: "mesh", store: packages[0], package: packages[0], listen: nil, loop: loop.loop)
-            let c = try SyncHost(board: "mesh", store: packages[2], package: packages[2], listen: nil, loop: loop.loop)
+            let a = try SyncHost(board: "mesh", store: packages[0], listen: nil, loop: loop.loop)
+            let c = try SyncHost(board: "mesh", store: packages[2], listen: nil, loop: loop.loop)
             a.connect(to: b.listenAddress!)
             c.connect(to: b.listenAddress!)
             return [a, b, c]
@@ -58,8 +58,8 @@ import Testing
         let cPath = temp.path + "/C.boardpkg"
         let killed = KillSwitch()
         let hostA: SyncHost = try loop.onLoop {
-            let hostA = try SyncHost(board: "m", store: a, package: a, listen: SocketAddress(host: "127.0.0.1", port: 0), loop: loop.loop, options: options)
-            let hostC = try SyncHost(board: "m", store: c, package: c, listen: nil, loop: loop.loop, options: options)
+            let hostA = try SyncHost(board: "m", store: a, listen: SocketAddress(host: "127.0.0.1", port: 0), loop: loop.loop, options: options)
+            let hostC = try SyncHost(board: "m", store: c, listen: nil, loop: loop.loop, options: options)
             // Kill C as soon as part of the big asset has arrived: links dropped, package closed unsaved.
             hostC.onProgress = {
                 guard !killed.fired, hostC.sessionBytes.received > 100_000, !c.replica.missingAssets.isEmpty else { return }
@@ -75,7 +75,7 @@ import Testing
         let restarted = try openPackage(cPath)
         #expect(restarted.replica.snapshot().stickers.count >= 1, "C's own edit survived the kill")
         let hostC: SyncHost = try loop.onLoop {
-            let hostC = try SyncHost(board: "m", store: restarted, package: restarted, listen: nil, loop: loop.loop, options: options)
+            let hostC = try SyncHost(board: "m", store: restarted, listen: nil, loop: loop.loop, options: options)
             hostC.connect(to: hostA.listenAddress!)
             return hostC
         }

@@ -1,0 +1,396 @@
+import BoardCRDT
+import BoardStore
+import Foundation
+
+/// Where an endpoint keeps a board: a durable store it can also save and close. Board packages
+/// are one (through the injected `FileSystem`, so the simulator can run them on a simulated
+/// disk); `MemoryReplicaStore` is another.
+public protocol HostedStore: ReplicaStore {
+    /// Makes a local edit durable and returns it (nothing changes when it throws).
+    func commitEdit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit
+    /// Brings the materialized view up to date (a no-op for stores without one).
+    func saveView() throws
+    /// Releases the store (its lock); the endpoint never uses it again.
+    func closeStore()
+}
+
+extension BoardPackage: ReplicaStore {}
+
+extension BoardPackage: HostedStore {
+    public func commitEdit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
+        try commit(body)
+    }
+
+    public func saveView() throws {
+        try save()
+    }
+
+    public func closeStore() {
+        close()
+    }
+}
+
+extension MemoryReplicaStore: HostedStore {
+    public func commitEdit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
+        try edit(body)
+    }
+
+    public func saveView() throws {}
+
+    public func closeStore() {}
+}
+
+/// The sans-IO core of a sync server or live peer: routes connections to boards and drives
+/// their hubs. Bytes and `now` go in, bytes and events come out; it touches no socket or clock,
+/// and opens boards only through the injected opener. `SyncHost` drives it over TCP; a
+/// simulator drives the same code over simulated links and time.
+///
+/// Driving it:
+/// 1. For each connection the transport picks a `SessionID`: `accept(_:now:)` for an inbound
+///    one, `dialed(_:now:)` once an outbound one (single-board endpoints) is connected.
+/// 2. `receive(_:_:now:)` with every byte read; write `output(for:maxBytes:now:)` whenever the
+///    connection can take it; close the connection when `isFinished(_:)` says so; report a
+///    closed connection with `closed(_:now:)`.
+/// 3. Call `handleTimers(now:)` at `nextDeadline` (keep-alives, idle timeouts, view saves,
+///    closing idle boards).
+///
+/// A server endpoint (`init(opener:)`) waits for each connection's HELLO, then opens (or
+/// creates) the board it names through the opener and attaches the session to that board's
+/// hub. A single-board endpoint (`init(board:store:)`, a peer) hosts one board and accepts any
+/// board name.
+public final class SyncEndpoint {
+    public struct Options {
+        public var limits = SessionLimits()
+        public var timing = SessionTiming()
+        /// Server: boards open at once. Opening one more first closes boards nobody is connected
+        /// to; with none to close, the client is told to retry later.
+        public var maxOpenBoards = 1024
+        /// Server: a board nobody has been connected to for this long is saved and closed.
+        public var idleBoardTimeout: Double = 60
+        /// When views are saved while edits stream in.
+        public var saveQuietPeriod: Double = 0.25
+        public var saveMaxDelay: Double = 1.0
+        /// Operator log lines (boards, refusals, errors).
+        public var log: (String) -> Void = { _ in }
+
+        public init() {}
+    }
+
+    /// One hosted board.
+    public final class Board {
+        public let name: String
+        public let hub: BoardHub
+        public let store: any HostedStore
+        public var package: BoardPackage? { store as? BoardPackage }
+        var scheduler: SaveScheduler
+        /// When the board last had a session (for closing idle boards).
+        var lastActive: Double
+
+        init(name: String, store: any HostedStore, scheduler: SaveScheduler, now: Double) {
+            self.name = name
+            self.hub = BoardHub(board: name, store: store)
+            self.store = store
+            self.scheduler = scheduler
+            self.lastActive = now
+        }
+    }
+
+    public private(set) var options: Options
+    public private(set) var boards: [String: Board] = [:]
+    private let opener: ((String) throws -> any HostedStore)?
+    /// Sessions of a server that have not said HELLO yet (or were refused and are draining).
+    private var pending: [SessionID: SyncSession] = [:]
+    /// Which board each attached session belongs to.
+    private var route: [SessionID: String] = [:]
+    /// Why each board that failed to open did (sent to clients asking for it).
+    private var openFailures: [String: String] = [:]
+    private var retiredBytes = (sent: 0, received: 0)
+    private var now: Double
+    /// Bytes the transport holds for a session (not yet written), counted in each hub's budget.
+    public var transportQueued: (SessionID) -> Int = { _ in 0 }
+    /// Why the most recent session closed, as the session knew it.
+    public private(set) var lastCloseReason: SessionError?
+
+    /// A server endpoint: boards come from `opener` when a HELLO first names them.
+    public init(opener: @escaping (String) throws -> any HostedStore, options: Options = Options(), now: Double) {
+        self.opener = opener
+        self.options = options
+        self.now = now
+    }
+
+    /// A single-board endpoint (a peer) holding `store` under `board`; it accepts any name.
+    public init(board: String, store: any HostedStore, options: Options = Options(), now: Double) {
+        self.opener = nil
+        self.options = options
+        self.now = now
+        let hosted = install(store, as: board)
+        hosted.hub.acceptsAnyBoard = true
+    }
+
+    public var isServer: Bool { opener != nil }
+
+    @discardableResult
+    private func install(_ store: any HostedStore, as name: String) -> Board {
+        let board = Board(name: name, store: store,
+                          scheduler: SaveScheduler(quietPeriod: options.saveQuietPeriod, maxDelay: options.saveMaxDelay), now: now)
+        let log = options.log
+        board.hub.log = { line in log("board '\(name)': \(line)") }
+        board.hub.onChange = { [weak self, weak board] in
+            guard let self, let board else { return }
+            board.scheduler.noteChange(now: self.now)
+        }
+        board.hub.queuedInTransport = { [weak self] in
+            guard let self else { return 0 }
+            return self.route.reduce(0) { $0 + ($1.value == name ? self.transportQueued($1.key) : 0) }
+        }
+        boards[name] = board
+        return board
+    }
+
+    private func makeSession(_ role: SyncSession.Role, _ replica: ReplicaID) -> SyncSession {
+        SyncSession(role: role, localReplica: replica, limits: options.limits, timing: options.timing)
+    }
+
+    // MARK: Connections
+
+    /// An inbound connection.
+    public func accept(_ id: SessionID, now: Double) {
+        self.now = now
+        if !isServer, let board = boards.values.first {
+            route[id] = board.name
+            board.hub.addAcceptor(id, makeSession(.acceptor, board.store.replica.id), now: now)
+        } else {
+            var session = makeSession(.acceptor, ReplicaID(0))
+            session.listen(now: now)
+            pending[id] = session
+        }
+    }
+
+    /// An outbound connection is up (single-board endpoints dial peers): start the handshake.
+    public func dialed(_ id: SessionID, now: Double) {
+        self.now = now
+        guard let board = boards.values.first else { return }
+        route[id] = board.name
+        board.hub.addDialer(id, makeSession(.dialer, board.store.replica.id), now: now)
+    }
+
+    /// Bytes read from a connection.
+    @discardableResult
+    public func receive(_ id: SessionID, _ bytes: [UInt8], now: Double) -> [SessionEvent] {
+        self.now = now
+        if let name = route[id], let board = boards[name] {
+            return board.hub.receive(id, bytes, now: now)
+        }
+        guard var session = pending.removeValue(forKey: id) else { return [] }
+        // Out of the dictionary while it grows: a copy of its buffer per read made a slow
+        // handshake quadratic.
+        let events = session.receive(bytes, now: now)
+        pending[id] = session
+        for event in events {
+            if case .hello(let hello) = event {
+                attach(id, hello)
+                break
+            }
+        }
+        return events
+    }
+
+    /// Server: route a handshake to its board, opening or creating the board.
+    private func attach(_ id: SessionID, _ hello: Hello) {
+        guard var session = pending[id] else { return }
+        guard let board = openBoard(hello.board) else {
+            let why = openFailures[hello.board].map { ": \($0)" } ?? ""
+            session.close(SessionError(.badBoardName, "board '\(hello.board)' cannot be opened here\(why)"))
+            pending[id] = session
+            return
+        }
+        pending[id] = nil
+        session.rebind(localReplica: board.store.replica.id)
+        route[id] = board.name
+        board.lastActive = now
+        board.hub.attach(id, session, hello: hello)
+    }
+
+    /// Server: opens a board now instead of on the first HELLO naming it.
+    @discardableResult
+    public func preload(board name: String) -> Bool {
+        openBoard(name) != nil
+    }
+
+    private func openBoard(_ name: String) -> Board? {
+        if let board = boards[name] { return board }
+        guard let opener, Hello.isValidBoardName(name) else { return nil }
+        if boards.count >= options.maxOpenBoards {
+            closeIdleBoards(olderThan: 0)
+            guard boards.count < options.maxOpenBoards else {
+                openFailures[name] = "the server has \(boards.count) boards open with peers connected (limit \(options.maxOpenBoards)); retry later"
+                options.log("board '\(name)': not opened: \(boards.count) boards open, the limit")
+                return nil
+            }
+        }
+        do {
+            let store = try opener(name)
+            openFailures[name] = nil
+            return install(store, as: name)
+        } catch {
+            options.log("board '\(name)': cannot open: \(error)")
+            openFailures[name] = error is StoreError ? "\(error)" : "the server could not open it (see its log)"
+            return nil
+        }
+    }
+
+    /// The transport closed a connection.
+    public func closed(_ id: SessionID, now: Double) {
+        self.now = now
+        if let session = pending.removeValue(forKey: id) {
+            if let reason = session.closeReason { lastCloseReason = reason }
+            return
+        }
+        guard let name = route.removeValue(forKey: id), let board = boards[name] else { return }
+        if let session = board.hub.sessions[id] {
+            if let reason = session.closeReason { lastCloseReason = reason }
+            retiredBytes.sent += session.bytesSent
+            retiredBytes.received += session.bytesReceived
+        }
+        board.hub.remove(id)
+    }
+
+    /// The board a session is attached to, if any.
+    public func board(of id: SessionID) -> String? { route[id] }
+
+    /// The session of a connection (attached or still in its handshake).
+    public func session(_ id: SessionID) -> SyncSession? {
+        if let name = route[id] { return boards[name]?.hub.sessions[id] }
+        return pending[id]
+    }
+
+    // MARK: Output
+
+    /// Output waiting for a connection (asset chunks are cut lazily, up to about `maxBytes`).
+    public func output(for id: SessionID, maxBytes: Int = Int.max, now: Double) -> [UInt8] {
+        self.now = now
+        if let name = route[id], let board = boards[name] {
+            return board.hub.output(for: id, maxBytes: maxBytes, now: now)
+        }
+        guard var session = pending.removeValue(forKey: id) else { return [] }
+        let bytes = session.takeOutput(maxBytes: maxBytes, now: now)
+        pending[id] = session
+        return bytes
+    }
+
+    public func pendingOutput(for id: SessionID) -> Int {
+        if let name = route[id] { return boards[name]?.hub.pendingOutput(for: id) ?? 0 }
+        return pending[id]?.pendingOutputCount ?? 0
+    }
+
+    /// True when the connection's session has ended and all its output was taken: close it.
+    public func isFinished(_ id: SessionID) -> Bool {
+        guard let session = session(id) else { return true }
+        return session.isClosed && pendingOutput(for: id) == 0
+    }
+
+    /// Sessions attached to `board` (for flushing their output).
+    public func sessions(of board: String) -> [SessionID] {
+        boards[board]?.hub.sessions.keys.sorted() ?? []
+    }
+
+    /// Every connection the endpoint knows, attached or not, in id order.
+    public var connections: [SessionID] {
+        (Array(route.keys) + Array(pending.keys)).sorted()
+    }
+
+    // MARK: Time
+
+    /// Keep-alives, idle timeouts, view saves and idle boards. Returns session events that
+    /// fired (timeouts), by connection.
+    @discardableResult
+    public func handleTimers(now: Double) -> [(SessionID, SessionEvent)] {
+        self.now = now
+        var fired: [(SessionID, SessionEvent)] = []
+        for board in boards.values where !board.hub.sessions.isEmpty { board.lastActive = now }
+        closeIdleBoards(olderThan: options.idleBoardTimeout)
+        for (name, board) in boards.sorted(by: { $0.key < $1.key }) {
+            for (id, event) in board.hub.handleTimers(now: now) {
+                if case .closed(let error?) = event { options.log("board '\(name)': session \(id) closed: \(error)") }
+                fired.append((id, event))
+            }
+            if board.scheduler.isDue(now: now) { save(board) }
+        }
+        for id in pending.keys.sorted() {
+            guard var session = pending.removeValue(forKey: id) else { continue }
+            fired += session.handleTimer(now: now).map { (id, $0) }
+            pending[id] = session
+        }
+        return fired
+    }
+
+    /// The earliest time `handleTimers` has work to do.
+    public var nextDeadline: Double? {
+        var deadlines: [Double] = []
+        for board in boards.values {
+            if let deadline = board.hub.nextDeadline { deadlines.append(deadline) }
+            if let deadline = board.scheduler.deadline { deadlines.append(deadline) }
+            if isServer, board.hub.sessions.isEmpty { deadlines.append(board.lastActive + options.idleBoardTimeout) }
+        }
+        deadlines += pending.values.compactMap(\.nextDeadline)
+        return deadlines.min()
+    }
+
+    /// Server: saves and closes boards nobody has been connected to for `age` seconds,
+    /// releasing their memory and file descriptors.
+    private func closeIdleBoards(olderThan age: Double) {
+        guard isServer else { return }
+        for (name, board) in boards.sorted(by: { $0.key < $1.key })
+        where board.hub.sessions.isEmpty && now - board.lastActive >= age && !route.values.contains(name) {
+            save(board)
+            board.store.closeStore()
+            boards[name] = nil
+            options.log("board '\(name)': closed (no peers for \(Int(now - board.lastActive)) s)")
+        }
+    }
+
+    private func save(_ board: Board) {
+        board.scheduler.didSave()
+        do {
+            try board.store.saveView()
+        } catch {
+            options.log("board '\(board.name)': save failed: \(error)")
+        }
+    }
+
+    // MARK: Local edits and shutdown
+
+    /// A local edit on a hosted board: made durable by its store, then streamed to peers.
+    @discardableResult
+    public func edit(_ name: String? = nil, now: Double, _ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
+        self.now = now
+        guard let name = name ?? boards.keys.sorted().first, let board = boards[name] else { return LocalEdit() }
+        let edit = try board.store.commitEdit(body)
+        board.hub.broadcast(edit.operations)
+        board.scheduler.noteChange(now: now)
+        return edit
+    }
+
+    /// Says goodbye on every session and saves every board (unless `save` is false).
+    public func shutdown(save saving: Bool, now: Double) {
+        self.now = now
+        for board in boards.values {
+            board.hub.closeAll(nil)
+            if saving { save(board) }
+        }
+        for id in pending.keys { pending[id]?.close(SessionError(.shuttingDown, "the server is stopping")) }
+    }
+
+    /// Bytes sent and received by every session this endpoint has had.
+    public var sessionBytes: (sent: Int, received: Int) {
+        var sent = retiredBytes.sent
+        var received = retiredBytes.received
+        for board in boards.values {
+            for session in board.hub.sessions.values {
+                sent += session.bytesSent
+                received += session.bytesReceived
+            }
+        }
+        return (sent, received)
+    }
+}
