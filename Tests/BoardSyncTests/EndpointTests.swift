@@ -1,0 +1,204 @@
+import BoardCRDT
+import BoardModel
+import BoardSimulation
+import BoardStore
+import BoardSync
+import Foundation
+import Testing
+
+/// The same `SyncEndpoint` that `SyncHost` drives over TCP, driven here over in-memory links
+/// with a virtual clock that jumps to the endpoints' next deadline: a server whose boards are
+/// packages on a `MemoryFileSystem`, and peers. No sockets, no sleeping.
+final class VirtualNet {
+    struct Link {
+        var a: (endpoint: Int, id: SessionID)
+        var b: (endpoint: Int, id: SessionID)
+        var up = true
+    }
+
+    var endpoints: [SyncEndpoint] = []
+    var links: [Link] = []
+    var now = 0.0
+    private var nextID: SessionID = 0
+
+    func add(_ endpoint: SyncEndpoint) -> Int {
+        endpoints.append(endpoint)
+        return endpoints.count - 1
+    }
+
+    /// Connects a dialing peer endpoint to an accepting one.
+    @discardableResult
+    func connect(_ dialer: Int, to acceptor: Int) -> Int {
+        nextID += 1
+        let dialID = nextID
+        nextID += 1
+        let acceptID = nextID
+        endpoints[acceptor].accept(acceptID, now: now)
+        endpoints[dialer].dialed(dialID, now: now)
+        links.append(Link(a: (dialer, dialID), b: (acceptor, acceptID)))
+        return links.count - 1
+    }
+
+    /// Moves bytes until every link is quiet; false if it never quiets (livelock).
+    @discardableResult
+    func deliver(maxRounds: Int = 10_000) -> Bool {
+        for _ in 0..<maxRounds {
+            var moved = false
+            for index in links.indices where links[index].up {
+                let link = links[index]
+                for (from, to) in [(link.a, link.b), (link.b, link.a)] {
+                    let bytes = endpoints[from.endpoint].output(for: from.id, now: now)
+                    if !bytes.isEmpty {
+                        moved = true
+                        endpoints[to.endpoint].receive(to.id, bytes, now: now)
+                    }
+                }
+                for side in [link.a, link.b] where endpoints[side.endpoint].isFinished(side.id) {
+                    cut(index)
+                    break
+                }
+            }
+            if !moved { return true }
+        }
+        return false
+    }
+
+    /// Drops a link (both sides see it close).
+    func cut(_ index: Int) {
+        guard links[index].up else { return }
+        links[index].up = false
+        endpoints[links[index].a.endpoint].closed(links[index].a.id, now: now)
+        endpoints[links[index].b.endpoint].closed(links[index].b.id, now: now)
+    }
+
+    /// Advances the clock to the earliest deadline (at most `until`), fires timers, delivers.
+    func advance(until limit: Double) {
+        while true {
+            deliver()
+            guard let next = endpoints.compactMap(\.nextDeadline).min(), next <= limit else {
+                now = limit
+                return
+            }
+            now = max(now, next)
+            for endpoint in endpoints { endpoint.handleTimers(now: now) }
+        }
+    }
+}
+
+@Suite struct EndpointTests {
+    static func serverEndpoint(_ fs: MemoryFileSystem, ids: SeededIDs, options: SyncEndpoint.Options = SyncEndpoint.Options()) -> SyncEndpoint {
+        SyncEndpoint(opener: { name in
+            let path = "/data/\(name).boardpkg"
+            return fs.isDirectory(path)
+                ? try BoardPackage.open(at: path, fileSystem: fs, newReplicaID: ids.next)
+                : try BoardPackage.create(at: path, fileSystem: fs, replicaID: ids.next())
+        }, options: options, now: 0)
+    }
+
+    final class SeededIDs: @unchecked Sendable {  // used on the test's thread only
+        var value: UInt64 = 0x5E00
+        func next() -> ReplicaID {
+            value += 1
+            return ReplicaID(value)
+        }
+    }
+
+    @Test func peersConvergeThroughAServerEndpointOnASimulatedDisk() throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/data")
+        let ids = SeededIDs()
+        let net = VirtualNet()
+        let server = net.add(Self.serverEndpoint(fs, ids: ids))
+        let alice = MemoryReplicaStore(replica: Replica(id: ReplicaID(0xA)))
+        let bob = MemoryReplicaStore(replica: Replica(id: ReplicaID(0xB)))
+        let a = net.add(SyncEndpoint(board: "team", store: alice, now: 0))
+        let b = net.add(SyncEndpoint(board: "team", store: bob, now: 0))
+        net.connect(a, to: server)
+        net.connect(b, to: server)
+        #expect(net.deliver())
+        let png = Data(PNGEncoder.solid(width: 3, height: 3, red: 9, green: 8, blue: 7))
+        let sticker = try net.endpoints[a].edit(now: net.now) { try $0.addSticker(imagePNG: png, at: CodablePoint(x: 5, y: 5)) }.item!
+        try net.endpoints[b].edit(now: net.now) { replica in
+            let edit = try replica.beginStroke(color: RGBAColor(red: 0, green: 0, blue: 1), width: 2, points: [CodablePoint(x: 0, y: 0)])
+            replica.finishStroke()
+            return edit
+        }
+        net.advance(until: 2)
+        try net.endpoints[b].edit(now: net.now) { try $0.move(sticker, to: CodablePoint(x: 40, y: 40)) }
+        net.advance(until: 4)
+        let serverStore = try #require(net.endpoints[server].boards["team"]?.store)
+        let expected = try alice.replica.snapshot().canonicalJSON()
+        #expect(try bob.replica.snapshot().canonicalJSON() == expected)
+        #expect(try serverStore.replica.snapshot().canonicalJSON() == expected)
+        #expect(bob.replica.snapshot().stickers.first?.imagePNG == png, "the image crossed both links")
+        // The server's view was saved by its scheduler's deadline (virtual time, no polling).
+        let view = try PackageReader(fileSystem: fs).read("/data/team.boardpkg")
+        #expect(view.stickers.first?.position == CodablePoint(x: 40, y: 40))
+    }
+
+    @Test func keepAlivesIdleTimeoutsAndIdleBoardsRunOnVirtualTime() throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/data")
+        var options = SyncEndpoint.Options()
+        options.idleBoardTimeout = 60
+        let net = VirtualNet()
+        let server = net.add(Self.serverEndpoint(fs, ids: SeededIDs(), options: options))
+        let a = net.add(SyncEndpoint(board: "quiet", store: MemoryReplicaStore(replica: Replica(id: ReplicaID(0xA))), now: 0))
+        let link = net.connect(a, to: server)
+        net.deliver()
+        // Keep-alives hold an idle link open for as long as it delivers.
+        net.advance(until: 100)
+        #expect(net.links[link].up)
+        #expect(net.endpoints[server].boards["quiet"] != nil)
+        // A partition: nothing arrives; both sides time out after 20 s of silence.
+        net.links[link].up = false
+        let cutAt = net.now
+        while net.endpoints[server].session(net.links[link].b.id)?.isClosed != true, net.now < cutAt + 60 {
+            net.now = net.endpoints.compactMap(\.nextDeadline).min() ?? net.now + 1
+            for endpoint in net.endpoints { endpoint.handleTimers(now: net.now) }
+        }
+        #expect(net.now - cutAt >= 20 && net.now - cutAt < 21, "idle timeout after 20 s, at \(net.now - cutAt)")
+        net.links[link].up = true
+        net.cut(link)
+        // With nobody connected, the board closes 60 s later and its package is unlocked.
+        net.advance(until: net.now + 61)
+        #expect(net.endpoints[server].boards["quiet"] == nil)
+        let reopened = try BoardPackage.open(at: "/data/quiet.boardpkg", fileSystem: fs, newReplicaID: { ReplicaID(1) })
+        reopened.close()
+    }
+
+    @Test(arguments: [3, 11, 29] as [UInt64])
+    func aServerCrashOnTheSimulatedDiskLosesNothingAcknowledged(seed: UInt64) throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/data")
+        let ids = SeededIDs()
+        let net = VirtualNet()
+        let server = net.add(Self.serverEndpoint(fs, ids: ids))
+        let store = MemoryReplicaStore(replica: Replica(id: ReplicaID(0xA)))
+        let a = net.add(SyncEndpoint(board: "crash", store: store, now: 0))
+        var link = net.connect(a, to: server)
+        var rng = SeededRandom(seed: seed)
+        var acknowledged = VersionVector.empty
+        for step in 0..<40 {
+            try net.endpoints[a].edit(now: net.now) { try $0.setCanvasSize(CodableSize(width: Double(100 + step), height: 50)) }
+            net.advance(until: net.now + 0.1)
+            if let session = net.endpoints[a].boards["crash"]?.hub, let id = session.sessions.keys.first,
+               let vector = session.acknowledged[id] {
+                acknowledged = vector
+            }
+            if rng.chance(0.15) {
+                // The server process dies (unsynced writes survive a process crash; then power
+                // loss with torn tails on some seeds) and restarts from its disk.
+                fs.restart(rng.chance(0.5) ? .processCrash : .powerLoss(tornTail: true))
+                net.cut(link)
+                net.endpoints[server] = Self.serverEndpoint(fs, ids: ids)
+                link = net.connect(a, to: server)
+                net.deliver()
+            }
+        }
+        net.advance(until: net.now + 5)
+        let serverReplica = try #require(net.endpoints[server].boards["crash"]?.store.replica, "seed \(seed)")
+        #expect(serverReplica.versionVector.dominates(acknowledged), "seed \(seed): an acknowledged operation was lost")
+        #expect(serverReplica.versionVector == store.replica.versionVector, "seed \(seed): the client resent the rest")
+    }
+}
