@@ -7,6 +7,7 @@ let package = Package(
     name: "BoardSync",
     products: [
         .executable(name: "board-sync", targets: ["board-sync"]),
+        .executable(name: "board-sim", targets: ["board-sim"]),
         .library(name: "BoardModel", targets: ["BoardModel"]),
         .library(name: "BoardCRDT", targets: ["BoardCRDT"]),
         .library(name: "BoardStore", targets: ["BoardStore"]),
@@ -33,8 +34,14 @@ let package = Package(
         // Seeded randomness and history generation that drives the real replica code.
         .target(
             name: "BoardSimulation",
-            dependencies: ["BoardModel", "BoardCRDT"],
+            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync"],
             path: "Simulations/Sources/BoardSimulation"
+        ),
+        // The network simulator's command line (bin/board-sim).
+        .executableTarget(
+            name: "board-sim",
+            dependencies: ["BoardSimulation"],
+            path: "Simulations/Sources/board-sim"
         ),
         // Benchmarks: run through bin/bench in release builds; never timed assertions in tests.
         .executableTarget(

@@ -26,6 +26,10 @@ public struct SessionTiming: Sendable {
     public var keepAlive: Double = 5
     /// Close the session after this long without receiving anything.
     public var idleTimeout: Double = 20
+    /// A frame that stays incomplete for longer than `idleTimeout` while less than this many
+    /// bytes per second arrive is a stall, not a slow transfer: a corrupted length field makes
+    /// the receiver wait for bytes that will never come while keep-alives keep the link "busy".
+    public var minimumFrameRate: Double = 4096
 
     public init(keepAlive: Double = 5, idleTimeout: Double = 20) {
         self.keepAlive = keepAlive
@@ -98,6 +102,8 @@ public struct SyncSession: Sendable {
     /// When bytes last arrived (hosts resume a handshake's buffered frames at this time).
     public var lastReceivedAt: Double { lastReceived }
     private var lastSent: Double = 0
+    /// When the last complete frame arrived, and the byte count then (stall detection).
+    private var lastFrame: (at: Double, bytes: Int) = (0, 0)
     private var pingNonce: UInt64 = 0
     private var boardName: String = ""
 
@@ -143,6 +149,7 @@ public struct SyncSession: Sendable {
         guard case .idle = state else { return }
         boardName = board
         lastReceived = now
+        lastFrame = (now, bytesReceived)
         lastSent = now
         queue(.hello(Hello(board: board, replica: localReplica, credentials: credentials, version: version)))
         state = .awaitingHello
@@ -153,6 +160,7 @@ public struct SyncSession: Sendable {
         precondition(role == .acceptor, "only the accepting side listens")
         guard case .idle = state else { return }
         lastReceived = now
+        lastFrame = (now, bytesReceived)
         lastSent = now
         state = .awaitingHello
     }
@@ -188,6 +196,7 @@ public struct SyncSession: Sendable {
                 break
             }
             guard let frame else { break }
+            lastFrame = (now, bytesReceived)
             do {
                 let message = try Message(frame: frame, limits: limits)
                 if let event = try handle(message) { events.append(event) }
@@ -207,6 +216,10 @@ public struct SyncSession: Sendable {
         switch state {
         case .idle, .closed: return []
         default: break
+        }
+        if decoder.bufferedCount > 0, now - lastFrame.at >= timing.idleTimeout,
+           Double(bytesReceived - lastFrame.bytes) < timing.minimumFrameRate * (now - lastFrame.at) {
+            return [fail(SessionError(.idleTimeout, "a frame has been incomplete for \(Int(now - lastFrame.at)) s with almost nothing arriving (a damaged length field?)"))]
         }
         if now - lastReceived >= timing.idleTimeout {
             return [fail(SessionError(.idleTimeout, "nothing received for \(Int(timing.idleTimeout)) s"))]

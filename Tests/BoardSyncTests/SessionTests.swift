@@ -194,4 +194,23 @@ func storeWithHistory(seed: UInt64, replicaIndex: Int) -> MemoryReplicaStore {
         let events = session.handleTimer(now: 20)
         #expect(events == [.closed(SessionError(.idleTimeout, "nothing received for 20 s"))])
     }
+
+    /// A corrupted length field makes a frame wait for bytes that never come while keep-alives
+    /// keep arriving: the session closes instead of stalling forever (found by the simulator).
+    @Test func aFrameWhoseLengthWasCorruptedDoesNotStallTheSession() {
+        var session = SyncSession(role: .acceptor, localReplica: ReplicaID(1))
+        session.listen(now: 0)
+        var hello = Message.hello(Hello(board: "b", replica: ReplicaID(2), version: .empty)).frame().encoded()
+        hello[2] ^= 0x0F  // the length now claims about a megabyte more
+        _ = session.receive(hello, now: 0)
+        var now = 0.0
+        var closed: SessionError?
+        while now < 60, closed == nil {
+            now += 1
+            _ = session.receive(Message.ping(UInt64(now)).frame().encoded(), now: now)  // keep-alives
+            for case .closed(let error) in session.handleTimer(now: now) { closed = error }
+        }
+        #expect(closed?.code == .idleTimeout)
+        #expect(now >= 20 && now <= 25, "closed after \(now) s")
+    }
 }

@@ -1,0 +1,472 @@
+import BoardCRDT
+import BoardModel
+import BoardStore
+import BoardSync
+import Dispatch
+import Foundation
+import Synchronization
+
+/// A deterministic network simulation: a sync server and peers running the real `SyncEndpoint`,
+/// `BoardHub` and `BoardPackage` code over simulated links, a virtual clock and simulated disks
+/// (`MemoryFileSystem`), with seeded faults. Everything follows from the seed: one seed is one
+/// run, bit for bit, and `decisionHash` fingerprints every decision it made.
+///
+/// A run has two phases: `faultyPhase` seconds of editing under the seed's faults, then a heal
+/// (faults off, every host up, every link reconnected) and up to `settleLimit` seconds for
+/// everyone to converge. The oracles then check convergence (liveness) and that nothing
+/// acknowledged or saved was lost (safety).
+public final class World {
+    /// The mix of faults one seed draws (swarm testing: each seed its own mix and intensity).
+    public struct Faults: Sendable, CustomStringConvertible {
+        public var latency: ClosedRange<Double> = 0.001...0.05
+        public var cutRate = 0.0           // link cuts per link-second
+        public var corruptRate = 0.0       // corrupted chunks per link-second
+        public var serverCrashRate = 0.0   // per second
+        public var peerCrashRate = 0.0     // per peer-second
+        public var diskFullRate = 0.0      // server disk-full episodes per second
+        public var offlineRate = 0.0       // peers going offline for a while, per peer-second
+
+        public init() {}
+
+        public static func draw(_ rng: inout SeededRandom) -> Faults {
+            var faults = Faults()
+            let slow = Double(Int.random(in: 1...200, using: &rng)) / 1000
+            faults.latency = (slow / 4)...slow
+            func maybe(_ rate: Double) -> Double { rng.chance(0.5) ? rate * Double(Int.random(in: 1...4, using: &rng)) : 0 }
+            faults.cutRate = maybe(0.05)
+            faults.corruptRate = maybe(0.02)
+            faults.serverCrashRate = maybe(0.02)
+            faults.peerCrashRate = maybe(0.01)
+            faults.diskFullRate = maybe(0.01)
+            faults.offlineRate = maybe(0.01)
+            return faults
+        }
+
+        public var description: String {
+            "latency \(latency.lowerBound)-\(latency.upperBound) s, cuts \(cutRate), corruption \(corruptRate), server crashes \(serverCrashRate), peer crashes \(peerCrashRate), disk full \(diskFullRate), offline \(offlineRate)"
+        }
+    }
+
+    public struct Config: Sendable {
+        public var seed: UInt64
+        public var peers = 3
+        public var editsPerSecond = 20.0
+        public var faultyPhase = 20.0
+        public var settleLimit = 120.0
+        public var faults: Faults
+        /// Every host's log lines, prefixed with the simulated time (nil: quiet).
+        public var log: (@Sendable (String) -> Void)?
+
+        public init(seed: UInt64, peers: Int = 3, faults: Faults? = nil) {
+            self.seed = seed
+            self.peers = peers
+            var rng = SeededRandom(seed: seed ^ 0xFA17)
+            self.faults = faults ?? Faults.draw(&rng)
+        }
+    }
+
+    /// What happened, and what the oracles found.
+    public struct Report: Sendable {
+        public var seed: UInt64
+        public var faults: Faults
+        public var faultsHit: [String: Int] = [:]
+        public var operationsMade = 0
+        public var deliveries = 0
+        public var simulatedSeconds = 0.0
+        public var convergedAfter: Double?
+        public var failures: [String] = []
+        public var decisionHash: UInt64 = 0
+
+        public var passed: Bool { failures.isEmpty }
+
+        public init(seed: UInt64, faults: Faults) {
+            self.seed = seed
+            self.faults = faults
+        }
+    }
+
+    final class Host {
+        let name: String
+        let fs = MemoryFileSystem()
+        var endpoint: SyncEndpoint!
+        var up = true
+        /// Peers: the package; servers find theirs through the endpoint.
+        var package: BoardPackage?
+        /// Peers: operations saved locally (a crash must not lose them).
+        var saved = VersionVector.empty
+        var offlineUntil = 0.0
+        var editor: RandomEditor
+
+        init(name: String, editor: RandomEditor) {
+            self.name = name
+            self.editor = editor
+        }
+    }
+
+    struct Link {
+        var peer: Int
+        var peerID: SessionID
+        var serverID: SessionID
+        var latency: Double
+        /// In flight, per direction: (arrival time, bytes), in order.
+        var toServer: [(Double, [UInt8])] = []
+        var toPeer: [(Double, [UInt8])] = []
+        var up = true
+    }
+
+    public let config: Config
+    public private(set) var report: Report
+    private var rng: SeededRandom
+    private var now = 0.0
+    private var server: Host
+    private var peers: [Host] = []
+    private var links: [Link] = []
+    private var nextID: SessionID = 0
+    private var serverDiskFullUntil = 0.0
+    private var serverDownUntil = 0.0
+    /// Operations the server acknowledged to some peer (they must survive anything).
+    private var acknowledged = VersionVector.empty
+    private var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+    private let board = "sim"
+
+    public init(_ config: Config) throws {
+        self.config = config
+        rng = SeededRandom(seed: config.seed)
+        report = Report(seed: config.seed, faults: config.faults)
+        server = Host(name: "server", editor: RandomEditor(rng: SeededRandom(seed: config.seed &+ 1)))
+        try server.fs.createDirectory("/data")
+        startServer()
+        for index in 0..<config.peers {
+            let peer = Host(name: "peer\(index)", editor: RandomEditor(rng: SeededRandom(seed: config.seed &* 31 &+ UInt64(index))))
+            try peer.fs.createDirectory("/p")
+            let package = try BoardPackage.create(at: "/p/board.boardpkg", fileSystem: peer.fs, replicaID: ReplicaID(UInt64(index + 1) << 32 | (config.seed & 0xFFFF_FFFF)))
+            for data in HistoryGenerator.assetPool { try package.addAsset(data) }
+            peer.package = package
+            peer.endpoint = SyncEndpoint(board: board, store: package, options: endpointOptions(peer.name), now: now)
+            peers.append(peer)
+            connect(index)
+        }
+    }
+
+    // MARK: Decisions
+
+    private func note(_ words: String) {
+        for byte in words.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100_0000_01B3
+        }
+    }
+
+    private func chance(_ rate: Double, over seconds: Double) -> Bool {
+        rate > 0 && rng.chance(min(1, rate * seconds))
+    }
+
+    private func hit(_ fault: String) {
+        config.log?(String(format: "%8.3f ", now) + "FAULT \(fault)")
+        report.faultsHit[fault, default: 0] += 1
+        note("fault \(fault) at \(now)")
+    }
+
+    // MARK: Hosts and links
+
+    private func endpointOptions(_ host: String) -> SyncEndpoint.Options {
+        var options = SyncEndpoint.Options()
+        if let log = config.log {
+            options.log = { [unowned self] line in log(String(format: "%8.3f ", self.now) + "\(host): \(line)") }
+        }
+        return options
+    }
+
+    private func startServer() {
+        let fs = server.fs
+        let seed = config.seed
+        var counter: UInt64 = 0
+        server.endpoint = SyncEndpoint(opener: { name in
+            let path = "/data/\(name).boardpkg"
+            counter += 1
+            let id = ReplicaID(0xFFFF_0000_0000 | seed << 8 | counter)
+            return fs.isDirectory(path)
+                ? try BoardPackage.open(at: path, fileSystem: fs, newReplicaID: { id })
+                : try BoardPackage.create(at: path, fileSystem: fs, replicaID: id)
+        }, options: endpointOptions("server"), now: now)
+        server.up = true
+    }
+
+    private func connect(_ peer: Int) {
+        guard server.up, peers[peer].up, now >= peers[peer].offlineUntil else { return }
+        nextID += 1
+        let peerID = nextID
+        nextID += 1
+        let serverID = nextID
+        let latency = Double.random(in: config.faults.latency, using: &rng)
+        server.endpoint.accept(serverID, now: now)
+        peers[peer].endpoint.dialed(peerID, now: now)
+        links.append(Link(peer: peer, peerID: peerID, serverID: serverID, latency: latency))
+        note("connect \(peer) \(latency)")
+    }
+
+    private func cut(_ index: Int) {
+        guard links[index].up else { return }
+        links[index].up = false
+        let link = links[index]
+        if peers[link.peer].up { peers[link.peer].endpoint.closed(link.peerID, now: now) }
+        if server.up { server.endpoint.closed(link.serverID, now: now) }
+        note("cut \(index)")
+    }
+
+    private func linksUp(of peer: Int) -> [Int] {
+        links.indices.filter { links[$0].up && links[$0].peer == peer }
+    }
+
+    // MARK: Running
+
+    public func run() -> Report {
+        var lastEdit = 0.0
+        let step = 0.01
+        while now < config.faultyPhase {
+            now += step
+            inject(over: step)
+            if now - lastEdit >= 1 / config.editsPerSecond {
+                lastEdit = now
+                edit()
+            }
+            pump()
+        }
+        heal()
+        let settleStart = now
+        while now < settleStart + config.settleLimit {
+            now += step
+            reconnect()
+            pump()
+            if converged() {
+                report.convergedAfter = now - settleStart
+                break
+            }
+        }
+        report.simulatedSeconds = now
+        check()
+        report.decisionHash = hash
+        return report
+    }
+
+    private func inject(over seconds: Double) {
+        let faults = config.faults
+        for index in links.indices where links[index].up {
+            if chance(faults.cutRate, over: seconds) { hit("cut"); cut(index) }
+            if chance(faults.corruptRate, over: seconds), !links[index].toServer.isEmpty {
+                hit("corrupt")
+                var chunk = links[index].toServer[0]
+                let at = Int.random(in: 0..<chunk.1.count, using: &rng)
+                chunk.1[at] ^= 0x5A
+                links[index].toServer[0] = chunk
+            }
+        }
+        if server.up, chance(faults.serverCrashRate, over: seconds) {
+            hit("server crash")
+            crashServer()
+        }
+        if !server.up, now >= serverDownUntil {
+            startServer()
+            note("server restart")
+        }
+        if chance(faults.diskFullRate, over: seconds) {
+            hit("disk full")
+            serverDiskFullUntil = now + Double(Int.random(in: 1...5, using: &rng))
+            server.fs.setCapacity(0)
+        }
+        if serverDiskFullUntil > 0, now >= serverDiskFullUntil {
+            serverDiskFullUntil = 0
+            server.fs.setCapacity(nil)
+        }
+        for index in peers.indices {
+            if peers[index].up, chance(faults.peerCrashRate, over: seconds) {
+                hit("peer crash")
+                crashPeer(index)
+            }
+            if peers[index].up, chance(faults.offlineRate, over: seconds) {
+                hit("offline")
+                peers[index].offlineUntil = now + Double(Int.random(in: 2...10, using: &rng))
+                for link in linksUp(of: index) { cut(link) }
+            }
+        }
+        reconnect()
+    }
+
+    /// Peers without a link dial again (a real peer backs off; here about every 0.2 s).
+    private func reconnect() {
+        for index in peers.indices where peers[index].up && linksUp(of: index).isEmpty && rng.chance(0.05) {
+            connect(index)
+        }
+    }
+
+    private func crashServer() {
+        for index in links.indices where links[index].up {
+            links[index].up = false
+            if peers[links[index].peer].up { peers[links[index].peer].endpoint.closed(links[index].peerID, now: now) }
+        }
+        server.fs.restart(rng.chance(0.5) ? .processCrash : .powerLoss(tornTail: rng.chance(0.5)))
+        server.up = false
+        serverDownUntil = now + Double(Int.random(in: 1...4, using: &rng))
+    }
+
+    private func crashPeer(_ index: Int) {
+        let peer = peers[index]
+        for link in linksUp(of: index) {
+            links[link].up = false
+            if server.up { server.endpoint.closed(links[link].serverID, now: now) }
+        }
+        peer.fs.restart(rng.chance(0.5) ? .processCrash : .powerLoss(tornTail: rng.chance(0.5)))
+        // The dead process's objects go first (their lock is gone with it).
+        peer.endpoint = nil
+        peer.package = nil
+        do {
+            let package = try BoardPackage.open(at: "/p/board.boardpkg", fileSystem: peer.fs,
+                                                newReplicaID: { ReplicaID(UInt64(index + 1) << 40 | UInt64(self.report.faultsHit["peer crash"] ?? 0)) })
+            if !package.replica.versionVector.dominates(peer.saved) {
+                report.failures.append("\(peer.name) lost operations it had saved before a crash at \(now)")
+            }
+            peer.package = package
+            peer.saved = package.replica.versionVector
+            peer.endpoint = SyncEndpoint(board: board, store: package, options: endpointOptions(peer.name), now: now)
+        } catch {
+            report.failures.append("\(peer.name) could not reopen its package after a crash at \(now): \(error)")
+            peer.up = false
+        }
+    }
+
+    private func edit() {
+        let index = Int.random(in: 0..<peers.count, using: &rng)
+        let peer = peers[index]
+        guard peer.up else { return }
+        do {
+            let edit = try peer.endpoint.edit(board, now: now) { replica in
+                LocalEdit(operations: peer.editor.edit(&replica))
+            }
+            report.operationsMade += edit.operations.count
+            if let package = peer.package { peer.saved = package.replica.versionVector }
+            note("edit \(index) \(edit.operations.count)")
+        } catch {
+            report.failures.append("\(peer.name): a local edit failed at \(now): \(error)")
+        }
+    }
+
+    /// Timers, output onto links, arrivals.
+    private func pump() {
+        if server.up { server.endpoint.handleTimers(now: now) }
+        for peer in peers where peer.up { peer.endpoint.handleTimers(now: now) }
+        for index in links.indices where links[index].up {
+            let link = links[index]
+            let toServer = peers[link.peer].endpoint.output(for: link.peerID, now: now)
+            if !toServer.isEmpty {
+                let at = max(now + link.latency, links[index].toServer.last?.0 ?? 0)
+                links[index].toServer.append((at, toServer))
+            }
+            let toPeer = server.endpoint.output(for: link.serverID, now: now)
+            if !toPeer.isEmpty {
+                let at = max(now + link.latency, links[index].toPeer.last?.0 ?? 0)
+                links[index].toPeer.append((at, toPeer))
+            }
+            while let first = links[index].toServer.first, first.0 <= now, links[index].up {
+                links[index].toServer.removeFirst()
+                server.endpoint.receive(link.serverID, first.1, now: now)
+                report.deliveries += 1
+            }
+            while let first = links[index].toPeer.first, first.0 <= now, links[index].up {
+                links[index].toPeer.removeFirst()
+                peers[link.peer].endpoint.receive(link.peerID, first.1, now: now)
+                report.deliveries += 1
+                if let hub = peers[link.peer].endpoint.boards[board]?.hub, let vector = hub.acknowledged[link.peerID] {
+                    acknowledged = acknowledged.merged(with: vector)
+                }
+            }
+            if server.endpoint.isFinished(link.serverID) || peers[link.peer].endpoint.isFinished(link.peerID) {
+                cut(index)
+            }
+        }
+        links.removeAll { !$0.up }
+    }
+
+    private func heal() {
+        note("heal")
+        server.fs.setCapacity(nil)
+        serverDiskFullUntil = 0
+        if !server.up { startServer() }
+        for index in peers.indices {
+            peers[index].offlineUntil = 0
+            if peers[index].up, linksUp(of: index).isEmpty { connect(index) }
+        }
+    }
+
+    // MARK: Oracles
+
+    private var serverReplica: Replica? { server.endpoint.boards[board]?.store.replica }
+
+    private func converged() -> Bool {
+        guard let reference = serverReplica else { return false }
+        for peer in peers where peer.up {
+            guard let replica = peer.package?.replica, replica.versionVector == reference.versionVector,
+                  replica.missingAssets.isEmpty else { return false }
+        }
+        return reference.missingAssets.isEmpty
+    }
+
+    private func check() {
+        guard report.convergedAfter != nil else {
+            var state = ["server \(server.up ? "up" : "down") \(serverReplica.map { "\($0.versionVector) missing \($0.missingAssets.count) images" } ?? "without the board")"]
+            for peer in peers {
+                let replica = peer.package?.replica
+                state.append("\(peer.name) \(peer.up ? "up" : "down"), \(linksUp(of: peers.firstIndex { $0 === peer }!).count) links, \(replica.map { "\($0.versionVector) missing \($0.missingAssets.count) images" } ?? "-")")
+            }
+            report.failures.append("no convergence within \(config.settleLimit) s after the heal: " + state.joined(separator: "; "))
+            return
+        }
+        guard let reference = serverReplica else { return }
+        if !reference.versionVector.dominates(acknowledged) {
+            report.failures.append("the server lost acknowledged operations: holds \(reference.versionVector), acknowledged \(acknowledged)")
+        }
+        do {
+            let expected = try reference.snapshot().canonicalJSON()
+            for peer in peers where peer.up {
+                guard let replica = peer.package?.replica else { continue }
+                if try replica.snapshot().canonicalJSON() != expected {
+                    report.failures.append("\(peer.name)'s board differs from the server's")
+                }
+                if !replica.versionVector.dominates(peer.saved) {
+                    report.failures.append("\(peer.name) lost operations it had saved")
+                }
+            }
+        } catch {
+            report.failures.append("snapshot failed: \(error)")
+        }
+    }
+
+    /// Runs one seed (a setup failure is reported as a failed run).
+    public static func simulate(seed: UInt64, peers: Int = 3, log: (@Sendable (String) -> Void)? = nil) -> Report {
+        do {
+            var config = Config(seed: seed, peers: peers)
+            config.log = log
+            return try World(config).run()
+        } catch {
+            var report = Report(seed: seed, faults: Faults())
+            report.failures = ["could not set up: \(error)"]
+            return report
+        }
+    }
+
+    /// Runs many seeds on every core; reports come back in seed order.
+    public static func swarm(seeds: Range<UInt64>, peers: Int = 3, progress: @escaping @Sendable (Int) -> Void = { _ in }) -> [Report] {
+        let results = Mutex<[Report]>([])
+        DispatchQueue.concurrentPerform(iterations: seeds.count) { index in
+            let report = simulate(seed: seeds.lowerBound + UInt64(index), peers: peers)
+            let done = results.withLock { reports in
+                reports.append(report)
+                return reports.count
+            }
+            progress(done)
+        }
+        return results.withLock { $0 }.sorted { $0.seed < $1.seed }
+    }
+
+    /// The command that replays this run.
+    public var replayCommand: String { "bin/board-sim --seed \(config.seed)" }
+}
