@@ -435,6 +435,11 @@ public final class World {
                     report.failures.append("\(peer.name) lost operations it had saved")
                 }
             }
+            // The reference model of the conflict contract, applied to what the server holds.
+            let model = try ContractModel.board(from: reference.fullState().operations).canonicalJSON()
+            if try ContractModel.withoutImageBytes(reference.snapshot()).canonicalJSON() != model {
+                report.failures.append("the converged board differs from the reference model of the conflict contract")
+            }
         } catch {
             report.failures.append("snapshot failed: \(error)")
         }
