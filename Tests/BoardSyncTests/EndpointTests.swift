@@ -233,4 +233,22 @@ final class VirtualNet {
         #expect(World.simulate(seed: 78).decisionHash != first.decisionHash)
     }
 
+
+    /// The oracles catch planted bugs (mutation testing): acknowledging before logging loses
+    /// acknowledged operations in a server crash; a peer that never serves images never
+    /// converges.
+    @Test func theOraclesCatchPlantedBugs() {
+        var caught: UInt64?
+        for seed in 0..<40 as Range<UInt64> {
+            let report = World.simulate(seed: seed, mutation: .acknowledgeBeforeLogging)
+            if report.failures.contains(where: { $0.contains("acknowledged") }) {
+                caught = seed
+                break
+            }
+        }
+        #expect(caught != nil, "no seed in 0..<40 caught an ACK sent before the log append")
+        let images = World.simulate(seed: 0, mutation: .imagesNeverServed)
+        #expect(images.failures.contains { $0.contains("no convergence") && $0.contains("missing") }, "\(images.failures)")
+        #expect(World.simulate(seed: caught ?? 0).passed, "the same seed passes without the bug")
+    }
 }

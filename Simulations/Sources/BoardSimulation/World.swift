@@ -16,6 +16,16 @@ import Synchronization
 /// everyone to converge. The oracles then check convergence (liveness) and that nothing
 /// acknowledged or saved was lost (safety).
 public final class World {
+    /// Bugs the simulator can plant in the hosts it runs, each of which an oracle must catch.
+    public enum Mutation: Sendable {
+        case none
+        /// The server acknowledges operations before they are in its op log (they reach the log
+        /// only at the next view save), so a crash loses acknowledged operations.
+        case acknowledgeBeforeLogging
+        /// Peers never serve image bytes (every WANT is answered "no"), so images never spread.
+        case imagesNeverServed
+    }
+
     /// The mix of faults one seed draws (swarm testing: each seed its own mix and intensity).
     public struct Faults: Sendable, CustomStringConvertible {
         public var latency: ClosedRange<Double> = 0.001...0.05
@@ -56,6 +66,8 @@ public final class World {
         public var faults: Faults
         /// Every host's log lines, prefixed with the simulated time (nil: quiet).
         public var log: (@Sendable (String) -> Void)?
+        /// A deliberate bug, to prove the oracles catch it (mutation testing).
+        public var mutation: Mutation = .none
 
         public init(seed: UInt64, peers: Int = 3, faults: Faults? = nil) {
             self.seed = seed
@@ -142,7 +154,7 @@ public final class World {
             let package = try BoardPackage.create(at: "/p/board.boardpkg", fileSystem: peer.fs, replicaID: ReplicaID(UInt64(index + 1) << 32 | (config.seed & 0xFFFF_FFFF)))
             for data in HistoryGenerator.assetPool { try package.addAsset(data) }
             peer.package = package
-            peer.endpoint = SyncEndpoint(board: board, store: package, options: endpointOptions(peer.name), now: now)
+            peer.endpoint = SyncEndpoint(board: board, store: peerStore(package), options: endpointOptions(peer.name), now: now)
             peers.append(peer)
             connect(index)
         }
@@ -169,6 +181,10 @@ public final class World {
 
     // MARK: Hosts and links
 
+    private func peerStore(_ package: BoardPackage) -> any HostedStore {
+        config.mutation == .imagesNeverServed ? ImagelessStore(package) : package
+    }
+
     private func endpointOptions(_ host: String) -> SyncEndpoint.Options {
         var options = SyncEndpoint.Options()
         if let log = config.log {
@@ -181,13 +197,15 @@ public final class World {
         let fs = server.fs
         let seed = config.seed
         var counter: UInt64 = 0
+        let mutation = config.mutation
         server.endpoint = SyncEndpoint(opener: { name in
             let path = "/data/\(name).boardpkg"
             counter += 1
             let id = ReplicaID(0xFFFF_0000_0000 | seed << 8 | counter)
-            return fs.isDirectory(path)
+            let package = fs.isDirectory(path)
                 ? try BoardPackage.open(at: path, fileSystem: fs, newReplicaID: { id })
                 : try BoardPackage.create(at: path, fileSystem: fs, replicaID: id)
+            return mutation == .acknowledgeBeforeLogging ? LateLoggingStore(package) as any HostedStore : package
         }, options: endpointOptions("server"), now: now)
         server.up = true
     }
@@ -268,6 +286,11 @@ public final class World {
         if !server.up, now >= serverDownUntil {
             startServer()
             note("server restart")
+            // Checked at once: peers would resend what was lost, hiding the loss by the end.
+            server.endpoint.preload(board: board)
+            if let replica = serverReplica, !replica.versionVector.dominates(acknowledged) {
+                report.failures.append("the server lost acknowledged operations in a crash at \(now): holds \(replica.versionVector), acknowledged \(acknowledged)")
+            }
         }
         if chance(faults.diskFullRate, over: seconds) {
             hit("disk full")
@@ -327,7 +350,7 @@ public final class World {
             }
             peer.package = package
             peer.saved = package.replica.versionVector
-            peer.endpoint = SyncEndpoint(board: board, store: package, options: endpointOptions(peer.name), now: now)
+            peer.endpoint = SyncEndpoint(board: board, store: peerStore(package), options: endpointOptions(peer.name), now: now)
         } catch {
             report.failures.append("\(peer.name) could not reopen its package after a crash at \(now): \(error)")
             peer.up = false
@@ -446,10 +469,12 @@ public final class World {
     }
 
     /// Runs one seed (a setup failure is reported as a failed run).
-    public static func simulate(seed: UInt64, peers: Int = 3, log: (@Sendable (String) -> Void)? = nil) -> Report {
+    public static func simulate(seed: UInt64, peers: Int = 3, mutation: Mutation = .none,
+                                log: (@Sendable (String) -> Void)? = nil) -> Report {
         do {
             var config = Config(seed: seed, peers: peers)
             config.log = log
+            config.mutation = mutation
             return try World(config).run()
         } catch {
             var report = Report(seed: seed, faults: Faults())
@@ -474,4 +499,67 @@ public final class World {
 
     /// The command that replays this run.
     public var replayCommand: String { "bin/board-sim --seed \(config.seed)" }
+}
+
+// MARK: Planted bugs (mutation testing of the oracles)
+
+/// Acknowledges merges before they are durable: they are logged only at the next view save.
+final class LateLoggingStore: HostedStore {
+    let package: BoardPackage
+    private var unlogged: [OperationBatch] = []
+    private(set) var replica: Replica
+
+    init(_ package: BoardPackage) {
+        self.package = package
+        self.replica = package.replica
+    }
+
+    func merge(_ batch: OperationBatch) throws -> Int {
+        let count = try replica.apply(batch)
+        unlogged.append(batch)
+        return count
+    }
+
+    func addReceivedAsset(_ data: Data, claimedHash: AssetHash?) throws -> AssetHash {
+        let hash = try package.addReceivedAsset(data, claimedHash: claimedHash)
+        replica.assets.insert(data)
+        return hash
+    }
+
+    func commitEdit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
+        try body(&replica)
+    }
+
+    func saveView() throws {
+        for batch in unlogged { try package.merge(batch) }
+        unlogged = []
+        try package.save()
+    }
+
+    func closeStore() { package.close() }
+}
+
+/// Serves no image bytes: its replica, as the hub sees it, holds none.
+final class ImagelessStore: HostedStore {
+    let package: BoardPackage
+
+    init(_ package: BoardPackage) {
+        self.package = package
+    }
+
+    var replica: Replica {
+        var replica = package.replica
+        replica.assets = AssetStore()
+        return replica
+    }
+
+    func merge(_ batch: OperationBatch) throws -> Int { try package.merge(batch) }
+
+    func addReceivedAsset(_ data: Data, claimedHash: AssetHash?) throws -> AssetHash {
+        try package.addReceivedAsset(data, claimedHash: claimedHash)
+    }
+
+    func commitEdit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit { try package.commit(body) }
+    func saveView() throws { try package.save() }
+    func closeStore() { package.close() }
 }
