@@ -346,7 +346,11 @@ public final class BoardHub {
         }
         requestMissing(preferring: id)
         sessions[id]?.acknowledge(store.replica.versionVector)
-        guard !fresh.isEmpty else { return }
+        // A complete delta may raise the vector over operations its sender compacted away
+        // without carrying a single new operation: the others must hear of that too, or the
+        // next loose operation leaves them a gap that never closes (found by the simulator).
+        let rose = !before.versionVector.dominates(store.replica.versionVector)
+        guard !fresh.isEmpty || rose else { return }
         if batch.covers != nil {
             // A complete delta may skip operations its sender had compacted away; relayed as
             // loose operations they would leave gaps in the other peers' version vectors. Send

@@ -82,6 +82,8 @@ public final class World {
         public var seed: UInt64
         public var faults: Faults
         public var faultsHit: [String: Int] = [:]
+        /// "star", "chain" or "mixed", and whom each peer dials ("s" = the server).
+        public var topology = ""
         public var operationsMade = 0
         public var deliveries = 0
         public var simulatedSeconds = 0.0
@@ -115,15 +117,26 @@ public final class World {
         }
     }
 
+    /// A connection from a peer (the dialer) to the server or to another peer (the acceptor).
     struct Link {
         var peer: Int
         var peerID: SessionID
-        var serverID: SessionID
+        /// `World.serverIndex` for the server, else a peer's index.
+        var acceptor: Int
+        var acceptorID: SessionID
         var latency: Double
         /// In flight, per direction: (arrival time, bytes), in order.
-        var toServer: [(Double, [UInt8])] = []
+        var toAcceptor: [(Double, [UInt8])] = []
         var toPeer: [(Double, [UInt8])] = []
         var up = true
+    }
+
+    static let serverIndex = -1
+
+    /// Whom each peer dials: the server (a star), or another peer (chains and meshes, where
+    /// peers relay for each other). Drawn per seed.
+    public enum Topology: String, Sendable {
+        case star, chain, mixed
     }
 
     public let config: Config
@@ -136,6 +149,8 @@ public final class World {
     private var nextID: SessionID = 0
     private var serverDiskFullUntil = 0.0
     private var serverDownUntil = 0.0
+    private var targets: [Int] = []
+    public private(set) var topology: Topology = .star
     /// Operations the server acknowledged to some peer (they must survive anything).
     private var acknowledged = VersionVector.empty
     private var hash: UInt64 = 0xCBF2_9CE4_8422_2325
@@ -148,6 +163,16 @@ public final class World {
         server = Host(name: "server", editor: RandomEditor(rng: SeededRandom(seed: config.seed &+ 1)))
         try server.fs.createDirectory("/data")
         startServer()
+        topology = [Topology.star, .chain, .mixed][Int.random(in: 0..<3, using: &rng)]
+        for index in 0..<config.peers {
+            switch topology {
+            case .star: targets.append(World.serverIndex)
+            case .chain: targets.append(index == 0 ? World.serverIndex : index - 1)
+            case .mixed: targets.append(index == 0 || rng.chance(0.5) ? World.serverIndex : Int.random(in: 0..<index, using: &rng))
+            }
+        }
+        note("topology \(topology.rawValue) \(targets)")
+        report.topology = "\(topology.rawValue): " + targets.enumerated().map { "peer\($0.offset)→\($0.element == World.serverIndex ? "server" : "peer\($0.element)")" }.joined(separator: " ")
         for index in 0..<config.peers {
             let peer = Host(name: "peer\(index)", editor: RandomEditor(rng: SeededRandom(seed: config.seed &* 31 &+ UInt64(index))))
             try peer.fs.createDirectory("/p")
@@ -210,17 +235,24 @@ public final class World {
         server.up = true
     }
 
+    /// A host's endpoint while it is up (and, for peers, online).
+    private func endpoint(_ host: Int) -> SyncEndpoint? {
+        if host == World.serverIndex { return server.up ? server.endpoint : nil }
+        return peers[host].up && now >= peers[host].offlineUntil ? peers[host].endpoint : nil
+    }
+
     private func connect(_ peer: Int) {
-        guard server.up, peers[peer].up, now >= peers[peer].offlineUntil else { return }
+        let target = targets[peer]
+        guard endpoint(peer) != nil, let acceptor = endpoint(target) else { return }
         nextID += 1
         let peerID = nextID
         nextID += 1
-        let serverID = nextID
+        let acceptorID = nextID
         let latency = Double.random(in: config.faults.latency, using: &rng)
-        server.endpoint.accept(serverID, now: now)
+        acceptor.accept(acceptorID, now: now)
         peers[peer].endpoint.dialed(peerID, now: now)
-        links.append(Link(peer: peer, peerID: peerID, serverID: serverID, latency: latency))
-        note("connect \(peer) \(latency)")
+        links.append(Link(peer: peer, peerID: peerID, acceptor: target, acceptorID: acceptorID, latency: latency))
+        note("connect \(peer) \(target) \(latency)")
     }
 
     private func cut(_ index: Int) {
@@ -228,12 +260,22 @@ public final class World {
         links[index].up = false
         let link = links[index]
         if peers[link.peer].up { peers[link.peer].endpoint.closed(link.peerID, now: now) }
-        if server.up { server.endpoint.closed(link.serverID, now: now) }
+        if link.acceptor == World.serverIndex {
+            if server.up { server.endpoint.closed(link.acceptorID, now: now) }
+        } else if peers[link.acceptor].up {
+            peers[link.acceptor].endpoint.closed(link.acceptorID, now: now)
+        }
         note("cut \(index)")
     }
 
+    /// The peer's own outbound links that are up.
     private func linksUp(of peer: Int) -> [Int] {
         links.indices.filter { links[$0].up && links[$0].peer == peer }
+    }
+
+    /// Every link touching a host, either way.
+    private func linksTouching(_ host: Int) -> [Int] {
+        links.indices.filter { links[$0].up && (links[$0].peer == host || links[$0].acceptor == host) }
     }
 
     // MARK: Running
@@ -271,12 +313,12 @@ public final class World {
         let faults = config.faults
         for index in links.indices where links[index].up {
             if chance(faults.cutRate, over: seconds) { hit("cut"); cut(index) }
-            if chance(faults.corruptRate, over: seconds), !links[index].toServer.isEmpty {
+            if chance(faults.corruptRate, over: seconds), !links[index].toAcceptor.isEmpty {
                 hit("corrupt")
-                var chunk = links[index].toServer[0]
+                var chunk = links[index].toAcceptor[0]
                 let at = Int.random(in: 0..<chunk.1.count, using: &rng)
                 chunk.1[at] ^= 0x5A
-                links[index].toServer[0] = chunk
+                links[index].toAcceptor[0] = chunk
             }
         }
         if server.up, chance(faults.serverCrashRate, over: seconds) {
@@ -308,8 +350,8 @@ public final class World {
             }
             if peers[index].up, chance(faults.offlineRate, over: seconds) {
                 hit("offline")
+                for link in linksTouching(index) { cut(link) }
                 peers[index].offlineUntil = now + Double(Int.random(in: 2...10, using: &rng))
-                for link in linksUp(of: index) { cut(link) }
             }
         }
         reconnect()
@@ -323,10 +365,7 @@ public final class World {
     }
 
     private func crashServer() {
-        for index in links.indices where links[index].up {
-            links[index].up = false
-            if peers[links[index].peer].up { peers[links[index].peer].endpoint.closed(links[index].peerID, now: now) }
-        }
+        for index in linksTouching(World.serverIndex) { cut(index) }
         server.fs.restart(rng.chance(0.5) ? .processCrash : .powerLoss(tornTail: rng.chance(0.5)))
         server.up = false
         serverDownUntil = now + Double(Int.random(in: 1...4, using: &rng))
@@ -334,10 +373,7 @@ public final class World {
 
     private func crashPeer(_ index: Int) {
         let peer = peers[index]
-        for link in linksUp(of: index) {
-            links[link].up = false
-            if server.up { server.endpoint.closed(links[link].serverID, now: now) }
-        }
+        for link in linksTouching(index) { cut(link) }
         peer.fs.restart(rng.chance(0.5) ? .processCrash : .powerLoss(tornTail: rng.chance(0.5)))
         // The dead process's objects go first (their lock is gone with it).
         peer.endpoint = nil
@@ -379,30 +415,36 @@ public final class World {
         for peer in peers where peer.up { peer.endpoint.handleTimers(now: now) }
         for index in links.indices where links[index].up {
             let link = links[index]
-            let toServer = peers[link.peer].endpoint.output(for: link.peerID, now: now)
-            if !toServer.isEmpty {
-                let at = max(now + link.latency, links[index].toServer.last?.0 ?? 0)
-                links[index].toServer.append((at, toServer))
+            guard let dialer = endpoint(link.peer), let acceptor = endpoint(link.acceptor) else {
+                cut(index)
+                continue
             }
-            let toPeer = server.endpoint.output(for: link.serverID, now: now)
+            let toAcceptor = dialer.output(for: link.peerID, now: now)
+            if !toAcceptor.isEmpty {
+                let at = max(now + link.latency, links[index].toAcceptor.last?.0 ?? 0)
+                links[index].toAcceptor.append((at, toAcceptor))
+            }
+            let toPeer = acceptor.output(for: link.acceptorID, now: now)
             if !toPeer.isEmpty {
                 let at = max(now + link.latency, links[index].toPeer.last?.0 ?? 0)
                 links[index].toPeer.append((at, toPeer))
             }
-            while let first = links[index].toServer.first, first.0 <= now, links[index].up {
-                links[index].toServer.removeFirst()
-                server.endpoint.receive(link.serverID, first.1, now: now)
+            while let first = links[index].toAcceptor.first, first.0 <= now, links[index].up {
+                links[index].toAcceptor.removeFirst()
+                acceptor.receive(link.acceptorID, first.1, now: now)
                 report.deliveries += 1
             }
             while let first = links[index].toPeer.first, first.0 <= now, links[index].up {
                 links[index].toPeer.removeFirst()
-                peers[link.peer].endpoint.receive(link.peerID, first.1, now: now)
+                dialer.receive(link.peerID, first.1, now: now)
                 report.deliveries += 1
-                if let hub = peers[link.peer].endpoint.boards[board]?.hub, let vector = hub.acknowledged[link.peerID] {
+                // What the server acknowledged must survive anything (peers' ACKs are theirs).
+                if link.acceptor == World.serverIndex,
+                   let vector = dialer.boards[board]?.hub.acknowledged[link.peerID] {
                     acknowledged = acknowledged.merged(with: vector)
                 }
             }
-            if server.endpoint.isFinished(link.serverID) || peers[link.peer].endpoint.isFinished(link.peerID) {
+            if acceptor.isFinished(link.acceptorID) || dialer.isFinished(link.peerID) {
                 cut(index)
             }
         }
@@ -439,6 +481,15 @@ public final class World {
             for peer in peers {
                 let replica = peer.package?.replica
                 state.append("\(peer.name) \(peer.up ? "up" : "down"), \(linksUp(of: peers.firstIndex { $0 === peer }!).count) links, \(replica.map { "\($0.versionVector) missing \($0.missingAssets.count) images" } ?? "-")")
+            }
+            if let reference = serverReplica {
+                for peer in peers {
+                    guard let replica = peer.package?.replica else { continue }
+                    for (author, seq) in reference.versionVector.entries where replica.versionVector[author] < seq {
+                        let held = (replica.versionVector[author] + 1...seq).filter { replica.hasIntegrated(OpID(replica: author, seq: $0)) }
+                        state.append("\(peer.name) lacks \(author) \(replica.versionVector[author] + 1)...\(seq) (holds \(held.count) of them ahead of a gap)")
+                    }
+                }
             }
             report.failures.append("no convergence within \(config.settleLimit) s after the heal: " + state.joined(separator: "; "))
             return

@@ -64,7 +64,7 @@ if let seed = options["seed"] {
     let report = simulate(seed, verbose: verbose)
     if json {
         let object: [String: Any] = [
-            "seed": seed, "passed": report.passed, "failures": report.failures, "faults": report.faultsHit,
+            "seed": seed, "passed": report.passed, "topology": report.topology, "failures": report.failures, "faults": report.faultsHit,
             "operations": report.operationsMade, "deliveries": report.deliveries,
             "simulatedSeconds": report.simulatedSeconds, "convergedAfter": report.convergedAfter ?? NSNull(),
             "hash": hex(report.decisionHash),
@@ -73,6 +73,7 @@ if let seed = options["seed"] {
         FileHandle.standardOutput.write(data + Data([10]))
     } else {
         print("seed \(seed): \(report.faults)")
+        print("topology \(report.topology)")
         print("faults hit: \(report.faultsHit.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))")
         print("operations \(report.operationsMade), deliveries \(report.deliveries), simulated \(String(format: "%.1f", report.simulatedSeconds)) s, wall \(String(format: "%.2f", Date().timeIntervalSince(start))) s")
         if let after = report.convergedAfter { print("converged \(String(format: "%.2f", after)) s after the heal") }
