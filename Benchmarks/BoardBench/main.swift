@@ -233,6 +233,20 @@ record("offline_sync_whole_board", "s", offline.seconds)
 record("offline_sync_bytes_on_wire", "bytes", Double(offline.bytes))
 record("offline_sync_of_which_asset_bytes", "bytes", Double(offline.assetBytes))
 
+// The network simulator (docs/SIMULATION.md): seeds 0..<20 on one core.
+progress("simulation: 20 seeds on one core")
+var simulated = (deliveries: 0, operations: 0)
+let simulationSeconds = try measure {
+    simulated = (0, 0)
+    for seed in 0..<20 as Range<UInt64> {
+        let report = World.simulate(seed: seed)
+        simulated.deliveries += report.deliveries
+        simulated.operations += report.operationsMade
+    }
+}
+record("simulation_seed_wall_time", "s", simulationSeconds / 20)
+record("simulation_deliveries_per_s", "deliveries/s", Double(simulated.deliveries) / simulationSeconds)
+
 if json {
     let object = Dictionary(uniqueKeysWithValues: figures.map { ($0.0, $0.2) })
     let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])
