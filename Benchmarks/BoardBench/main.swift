@@ -236,7 +236,7 @@ record("offline_sync_of_which_asset_bytes", "bytes", Double(offline.assetBytes))
 // The network simulator (docs/SIMULATION.md): seeds 0..<20 on one core.
 progress("simulation: 20 seeds on one core")
 var simulated = (deliveries: 0, operations: 0)
-let simulationSeconds = try measure {
+let simulationSeconds = measure {
     simulated = (0, 0)
     for seed in 0..<20 as Range<UInt64> {
         let report = World.simulate(seed: seed)
