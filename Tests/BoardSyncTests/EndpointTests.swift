@@ -261,3 +261,46 @@ final class VirtualNet {
         #expect(World.simulate(seed: caught ?? 0).passed, "the same seed passes without the bug")
     }
 }
+
+/// The conflict scenarios users can run (`bin/board-sim run FILE`): every file in
+/// `Simulations/Scenarios/` passes, and a wrong expectation or a malformed line is caught.
+@Suite struct ScenarioTests {
+    static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Simulations/Scenarios").path
+
+    @Test func everyScenarioFilePasses() throws {
+        let files = try FileManager.default.contentsOfDirectory(atPath: Self.directory).filter { $0.hasSuffix(".board") }.sorted()
+        #expect(files.count >= 13, "one scenario per contract row and fault kind")
+        for file in files {
+            let text = try String(contentsOfFile: Self.directory + "/" + file, encoding: .utf8)
+            let outcome = try Scenario(name: file, text: text).run()
+            #expect(outcome.passed, "\(file): \(outcome.failures.joined(separator: "; "))")
+            #expect(outcome.transcript.contains { $0.contains("— ok") }, "\(file) checks something")
+        }
+    }
+
+    @Test func aWrongExpectationFailsAndSaysWhatItSaw() throws {
+        let text = """
+        peers alice bob
+        alice: sticker S at 0,0
+        sync
+        partition alice bob
+        alice: move S 100,0
+        bob: move S 0,200
+        heal
+        # the contract says bob's move wins whole; expecting alice's must fail
+        expect S at 100,0
+        """
+        let outcome = try Scenario(name: "wrong", text: text).run()
+        #expect(!outcome.passed)
+        #expect(outcome.failures.first?.contains("S is at 0.0,200.0") == true, "\(outcome.failures)")
+    }
+
+    @Test func aMalformedLineIsAnErrorNamingItsLine() {
+        #expect {
+            _ = try Scenario(name: "bad", text: "peers alice\nalice: move Nobody 1,1\n").run()
+        } throws: { error in
+            "\(error)".contains("line 2") && "\(error)".contains("Nobody")
+        }
+    }
+}

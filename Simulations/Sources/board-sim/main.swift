@@ -3,13 +3,18 @@ import BoardSimulation
 import Dispatch
 import Foundation
 
-let usage = "board-sim --seed N [--peers P] [--verbose] [--json] | --seeds K [--from N] [--peers P] [--json]"
+let usage = "board-sim --seed N [--peers P] [--verbose] [--json] | --seeds K [--from N] [--peers P] [--json] | run FILE..."
 let help = """
 OVERVIEW: Run BoardSync's real server and peer code over simulated links, time and disks, with
 seeded faults (link cuts, corrupted bytes, server and peer crashes, full disks, peers offline),
 then heal and check that every replica converges with nothing acknowledged or saved lost.
 
 USAGE: \(usage)
+
+SUBCOMMANDS:
+  run FILE...              Run conflict scenario files (docs/SIMULATION.md, Simulations/Scenarios):
+                           print each timeline and every replica's final board, check the
+                           expectations; exit 1 when one fails, 64 when a file is malformed.
 
 OPTIONS:
   --seed N                 Run one seed and print its report; the last line is `hash: <hex>`,
@@ -33,6 +38,34 @@ var arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.isEmpty || arguments.contains("-h") || arguments.contains("--help") {
     print(help)
     exit(0)
+}
+
+// board-sim run FILE...: conflict scenarios.
+if arguments.first == "run" {
+    let files = Array(arguments.dropFirst())
+    guard !files.isEmpty else { fail("`run` needs one or more scenario files") }
+    var failed = 0
+    for file in files {
+        guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+            FileHandle.standardError.write(Data("Error: cannot read \(file)\n".utf8))
+            exit(1)
+        }
+        let scenario = Scenario(name: file, text: text)
+        do {
+            let outcome = try scenario.run()
+            print("== \(file)")
+            for line in outcome.transcript { print("  " + line) }
+            print("final boards:")
+            for board in outcome.boards { print("  " + board.replacingOccurrences(of: "\n", with: "\n  ")) }
+            print(outcome.passed ? "PASSED \(file)" : "FAILED \(file): \(outcome.failures.count) expectation(s)")
+            if !outcome.passed { failed += 1 }
+        } catch {
+            FileHandle.standardError.write(Data("Error: \(file): \(error)\n".utf8))
+            exit(64)
+        }
+    }
+    if files.count > 1 { print("\(files.count - failed) passed, \(failed) failed") }
+    exit(failed == 0 ? 0 : 1)
 }
 var options: [String: UInt64] = [:]
 var json = false
