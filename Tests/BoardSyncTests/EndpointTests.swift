@@ -270,7 +270,7 @@ final class VirtualNet {
 
     @Test func everyScenarioFilePasses() throws {
         let files = try FileManager.default.contentsOfDirectory(atPath: Self.directory).filter { $0.hasSuffix(".board") }.sorted()
-        #expect(files.count >= 13, "one scenario per contract row and fault kind")
+        #expect(files.count >= 15, "one scenario per contract row and fault kind")
         for file in files {
             let text = try String(contentsOfFile: Self.directory + "/" + file, encoding: .utf8)
             let outcome = try Scenario(name: file, text: text).run()

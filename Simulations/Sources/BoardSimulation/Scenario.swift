@@ -59,6 +59,8 @@ private struct Runner {
         var endpoint: SyncEndpoint
         var online = true
         var link: (peer: SessionID, server: SessionID)?
+        /// The next bytes this peer sends get one byte flipped.
+        var corruptNext = false
 
         init(name: String, id: ReplicaID) throws {
             self.name = name
@@ -148,6 +150,20 @@ private struct Runner {
             guard let name = words.first else { throw fail("`crash server` or `crash PEER`") }
             try crash(name, line)
             outcome.transcript.append("\(line.number): \(name) crashes (power loss) and restarts from its disk")
+        case "cut":
+            // cut NAME...: drop these peers' links (they reconnect at the next sync)
+            for name in words { disconnect(try peer(name, line)) }
+            outcome.transcript.append("\(line.number): \(words.joined(separator: ", ")) lose their connection")
+        case "corrupt":
+            // corrupt NAME: a byte of the next bytes NAME sends is flipped on the way
+            for name in words { try peer(name, line).corruptNext = true }
+            outcome.transcript.append("\(line.number): the next bytes from \(words.joined(separator: ", ")) get corrupted")
+        case "disk":
+            // disk full server | disk ok server
+            guard words.count == 2, words[1] == "server", ["full", "ok"].contains(words[0]) else { throw fail("`disk full server` or `disk ok server`") }
+            serverFS.setCapacity(words[0] == "full" ? 0 : nil)
+            if words[0] == "ok" { sync() }
+            outcome.transcript.append("\(line.number): the server's disk is \(words[0] == "full" ? "full" : "fine again")")
         case "expect":
             try expect(words, line)
         default:
@@ -292,10 +308,20 @@ private struct Runner {
             var moved = false
             for peer in peers {
                 guard let link = peer.link else { continue }
-                let up = peer.endpoint.output(for: link.peer, now: now)
+                var up = peer.endpoint.output(for: link.peer, now: now)
+                if peer.corruptNext, !up.isEmpty {
+                    up[up.count / 2] ^= 0x5A
+                    peer.corruptNext = false
+                }
                 if !up.isEmpty { moved = true; server.receive(link.server, up, now: now) }
                 let down = server.output(for: link.server, now: now)
                 if !down.isEmpty { moved = true; peer.endpoint.receive(link.peer, down, now: now) }
+            }
+            // Links whose session ended (an error, a refusal) close; `sync` dials again.
+            for peer in peers {
+                if let link = peer.link, peer.endpoint.isFinished(link.peer) || server.isFinished(link.server) {
+                    disconnect(peer)
+                }
             }
             if !moved { break }
         }
@@ -337,7 +363,7 @@ private struct Runner {
             who = [try peer(String(first.dropLast()), line)]
             words.removeFirst()
         }
-        let text = "expect " + words.joined(separator: " ")
+        let text = line.text
         var problems: [String] = []
         if words == ["converged"] {
             let boards = try peers.map { try $0.package.replica.snapshot().canonicalJSON() }
