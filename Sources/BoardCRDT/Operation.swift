@@ -42,6 +42,16 @@ public enum Payload: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The image this operation shows, if any (a sticker's, or the background's).
+    public var asset: AssetHash? {
+        switch self {
+        case .addSticker(_, let start): return start.asset
+        case .setItem(_, .asset(let hash)): return hash
+        case .setBoard(.background(let hash)): return hash
+        default: return nil
+        }
+    }
+
     /// The paint-order key this operation writes, if any.
     public var zKey: ZKey? {
         switch self {

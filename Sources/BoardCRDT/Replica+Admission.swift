@@ -114,11 +114,8 @@ extension Replica {
         // A complete delta's `covers` may lift a vector over compacted operations, not past
         // what is plausible, and never over this replica's own future.
         if let covers = batch.covers {
-            for (author, seq) in covers.entries {
-                if author == id {
-                    if seq > lastSeq { throw OperationError.forgedOwnVersion(id, claimed: seq, made: lastSeq) }
-                    continue
-                }
+            try checkPeerVersion(covers)
+            for (author, seq) in covers.entries where author != id {
                 let ceiling = known[author] ?? highestSeen(of: author)
                 guard seq <= ceiling &+ Replica.maxClockJump else {
                     throw OperationError.coversJump(author, seq, seen: ceiling)

@@ -5,15 +5,13 @@ extension Replica {
     /// rises to `covers`, which accounts for operations the sender had compacted away.
     ///
     /// Returns the number of operations that were new.
-    /// Operations from peers pass `admit` first (bounded clocks, no forgery of this replica's
-    /// operations, no equivocation); replaying this replica's own log (`.ownLog`) skips it, since
-    /// every record was admitted before it was written.
+    /// Operations from peers pass `admit` first (validity, bounded clocks, no forgery of this
+    /// replica's operations, no equivocation). Records of this replica's own log (`.ownLog`:
+    /// replayed on open, or just appended by a merge) were admitted before they were written,
+    /// and the decoder validates every operation it reads, so they are not checked again.
     @discardableResult
     public mutating func apply(_ batch: OperationBatch, from origin: Origin = .peer) throws -> Int {
-        switch origin {
-        case .peer: try admit(batch)
-        case .ownLog: for op in batch.operations { try op.validate() }
-        }
+        if origin == .peer { try admit(batch) }
         let complete: Bool
         if let base = batch.base, batch.covers != nil {
             complete = versionVector.dominates(base)

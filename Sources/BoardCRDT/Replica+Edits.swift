@@ -43,15 +43,13 @@ extension Replica {
     public mutating func setColor(_ item: ItemID, to color: RGBAColor) throws -> LocalEdit {
         try require(item, .stroke)
         guard let color8 = Color8(color) else { throw EditError.notFinite("stroke color") }
-        try reserve(1)
-        return set(item, .color(color8))
+        return try set(item, .color(color8))
     }
 
     public mutating func setWidth(_ item: ItemID, to width: Double) throws -> LocalEdit {
         try require(item, .stroke)
         let units = try Replica.width(width)
-        try reserve(1)
-        return set(item, .width(units))
+        return try set(item, .width(units))
     }
 
     // MARK: Stickers
@@ -79,15 +77,13 @@ extension Replica {
 
     public mutating func replaceImage(_ item: ItemID, with asset: AssetHash) throws -> LocalEdit {
         try require(item, .sticker)
-        try reserve(1)
-        return set(item, .asset(asset))
+        return try set(item, .asset(asset))
     }
 
     public mutating func replaceImage(_ item: ItemID, withPNG imagePNG: Data) throws -> LocalEdit {
         try require(item, .sticker)
-        try reserve(1)
-        let hash = assets.insert(imagePNG)
-        return set(item, .asset(hash))
+        try reserve(1)  // before the bytes go into the store: a refused edit changes nothing
+        return try set(item, .asset(assets.insert(imagePNG)))
     }
 
     /// Moves a sticker's centre. Call between `beginUndoGroup()` and `endUndoGroup()` for a drag,
@@ -95,22 +91,19 @@ extension Replica {
     public mutating func move(_ item: ItemID, to position: CodablePoint) throws -> LocalEdit {
         try require(item, .sticker)
         guard let point = GridPoint(position) else { throw EditError.notFinite("sticker position") }
-        try reserve(1)
-        return set(item, .position(point))
+        return try set(item, .position(point))
     }
 
     public mutating func setScale(_ item: ItemID, to scale: Double) throws -> LocalEdit {
         try require(item, .sticker)
         let value = try Replica.finite(scale, "sticker scale")
-        try reserve(1)
-        return set(item, .scale(value))
+        return try set(item, .scale(value))
     }
 
     public mutating func setRotation(_ item: ItemID, to radians: Double) throws -> LocalEdit {
         try require(item, .sticker)
         let value = try Replica.finite(radians, "sticker rotation")
-        try reserve(1)
-        return set(item, .rotation(value))
+        return try set(item, .rotation(value))
     }
 
     // MARK: Any item
@@ -118,15 +111,13 @@ extension Replica {
     /// Deletes a sticker or erases a stroke. Its registers keep merging; `restore` shows it again.
     public mutating func delete(_ item: ItemID) throws -> LocalEdit {
         try require(item, nil)
-        try reserve(1)
-        return set(item, .exists(false))
+        return try set(item, .exists(false))
     }
 
     /// Brings back a deleted sticker or erased stroke with every edit merged meanwhile.
     public mutating func restore(_ item: ItemID) throws -> LocalEdit {
         try require(item, nil)
-        try reserve(1)
-        return set(item, .exists(true))
+        return try set(item, .exists(true))
     }
 
     /// Paints `item` above every other item. Usually one operation; when the top key has grown
@@ -135,10 +126,9 @@ extension Replica {
         try require(item, nil)
         let key = ZKey.after(topKey)
         if key.bytes.count <= ZKey.comfortableLength {
-            try reserve(1)
-            return set(item, .z(key))
+            return try set(item, .z(key))
         }
-        return try rebalance(placing: item, above: paintOrder(excluding: item).last)
+        return try rebalance(placing: item, at: .top)
     }
 
     /// Paints `item` below every other item (see `bringToFront`).
@@ -146,10 +136,9 @@ extension Replica {
         try require(item, nil)
         let key = ZKey.before(bottomKey)
         if key.bytes.count <= ZKey.comfortableLength {
-            try reserve(1)
-            return set(item, .z(key))
+            return try set(item, .z(key))
         }
-        return try rebalance(placing: item, above: nil)
+        return try rebalance(placing: item, at: .bottom)
     }
 
     /// Paints `item` just above `lower` and below `upper` (the two may be given in either order).
@@ -167,12 +156,11 @@ extension Replica {
         if lowerKey < upperKey {
             let key = ZKey.between(lowerKey, upperKey)
             if key.bytes.count <= ZKey.comfortableLength {
-                try reserve(1)
-                return set(item, .z(key))
+                return try set(item, .z(key))
             }
         }
         // Tied keys (broken by id) or a gap too narrow for a short key: re-key neighbours too.
-        return try rebalance(placing: item, above: lower)
+        return try rebalance(placing: item, at: .above(lower))
     }
 
     // MARK: Board
@@ -185,9 +173,8 @@ extension Replica {
 
     /// Stores the PNG bytes and makes them the background.
     public mutating func setBackground(imagePNG: Data) throws -> LocalEdit {
-        try reserve(1)
-        let hash = assets.insert(imagePNG)
-        return try setBackground(asset: hash)
+        try reserve(1)  // before the bytes go into the store: a refused edit changes nothing
+        return try setBackground(asset: assets.insert(imagePNG))
     }
 
     public mutating func setCanvasSize(_ size: CodableSize) throws -> LocalEdit {
@@ -225,9 +212,10 @@ extension Replica {
         return op
     }
 
-    /// Callers `reserve` first.
-    private mutating func set(_ item: ItemID, _ field: ItemField) -> LocalEdit {
-        LocalEdit(item: item, operations: [makeOperation(.setItem(item, field))])
+    /// One register write: a single operation, refused when the clock has no room for it.
+    private mutating func set(_ item: ItemID, _ field: ItemField) throws -> LocalEdit {
+        try reserve(1)
+        return LocalEdit(item: item, operations: [makeOperation(.setItem(item, field))])
     }
 
     /// Write-read symmetry: refuses an edit whose operations would carry a sequence number or

@@ -12,12 +12,24 @@ extension Replica {
         .map(\.item)
     }
 
-    /// Puts `item` just above `lower` (at the bottom when nil), giving it and as few neighbours as
-    /// possible fresh short keys, in one undo step. The window around the spot doubles until the
-    /// gap around it holds short keys for all of them; the whole board always does.
-    mutating func rebalance(placing item: ItemID, above lower: ItemID?) throws -> LocalEdit {
+    /// Where a rebalanced item goes.
+    enum Spot {
+        case bottom
+        case top
+        case above(ItemID)
+    }
+
+    /// Puts `item` at `spot`, giving it and as few neighbours as possible fresh short keys, in
+    /// one undo step. The window around the spot doubles until the gap around it holds short
+    /// keys for all of them; the whole board always does.
+    mutating func rebalance(placing item: ItemID, at place: Spot) throws -> LocalEdit {
         let others = paintOrder(excluding: item)
-        let spot = lower.flatMap { others.firstIndex(of: $0).map { $0 + 1 } } ?? 0
+        let spot: Int
+        switch place {
+        case .bottom: spot = 0
+        case .top: spot = others.count
+        case .above(let lower): spot = others.firstIndex(of: lower).map { $0 + 1 } ?? 0
+        }
         var start = spot
         var end = spot
         var keys: [ZKey]?

@@ -45,34 +45,30 @@ extension BoardPackage {
         let bytes = (try? fileSystem.readFile(logPath)) ?? []
         let salvaged = OpLog.salvage(bytes)
         report.dropped = salvaged.dropped.map { RepairReport.Dropped(offset: $0.offset, length: $0.length, reason: $0.reason) }
-        // Replay what survived; a record whose operations no longer apply is dropped too.
+        // Replay what survived (the decoder validated every operation of each record).
         var replica = Replica(id: ReplicaID(0))
-        var kept: [OperationBatch] = []
-        for batch in salvaged.batches {
-            var next = replica
-            if (try? next.apply(batch, from: .ownLog)) != nil {
-                replica = next
-                kept.append(batch)
-            } else {
-                report.dropped.append(RepairReport.Dropped(offset: -1, length: 0, reason: "a record whose operations are invalid"))
-            }
-        }
-        report.keptRecords = kept.count
+        for batch in salvaged.batches { try replica.apply(batch, from: .ownLog) }
+        report.keptRecords = salvaged.batches.count
         let view = ViewIndex.read(from: path, fileSystem)
         let viewAhead = view?.versionVector.map { !replica.versionVector.dominates($0) } ?? false
-        let tornOnly = report.dropped.allSatisfy { $0.reason.contains("zero bytes") || $0.reason.contains("cut short") || $0.reason.contains("runs past the end") }
-        if (report.dropped.isEmpty || (tornOnly && report.dropped.count == 1 && report.dropped[0].offset + report.dropped[0].length == bytes.count)) && !viewAhead {
+        // A torn tail alone is what `open` cuts by itself: nothing to repair then.
+        if !OpLog.isDamaged(bytes) && !viewAhead {
             report.notes.append("the op log and the view are consistent: nothing was changed")
             return report
         }
+        /// `base`, or `base-2`, `base-3`, ... : the first name not taken under `sync/`.
+        func freeName(_ base: String) -> String {
+            var name = Path.join(path, PackageLayout.sync, base)
+            var suffix = 1
+            while fileSystem.exists(name) {
+                suffix += 1
+                name = Path.join(path, PackageLayout.sync, "\(base)-\(suffix)")
+            }
+            return name
+        }
 
         // Keep the damaged log as it was.
-        var copy = Path.join(path, PackageLayout.sync, "oplog.damaged")
-        var suffix = 1
-        while fileSystem.exists(copy) {
-            suffix += 1
-            copy = Path.join(path, PackageLayout.sync, "oplog.damaged-\(suffix)")
-        }
+        let copy = freeName("oplog.damaged")
         try fileSystem.writeFile(copy, bytes)
         try fileSystem.syncFile(copy)
         report.damagedLogCopy = copy
@@ -81,12 +77,7 @@ extension BoardPackage {
             let shown = try? PackageReader(fileSystem: fileSystem).read(path)
             let known = Set(replica.itemIDs.map(\.uuid))
             report.missingItems = (shown.map { $0.strokes.map(\.id) + $0.stickers.map(\.id) } ?? []).filter { !known.contains($0) }
-            var directory = Path.join(path, PackageLayout.sync, "view-before-repair")
-            suffix = 1
-            while fileSystem.exists(directory) {
-                suffix += 1
-                directory = Path.join(path, PackageLayout.sync, "view-before-repair-\(suffix)")
-            }
+            let directory = freeName("view-before-repair")
             try fileSystem.createDirectories(Path.join(directory, PackageLayout.stickers))
             var names = [PackageLayout.manifest, PackageLayout.background]
             names += ((try? fileSystem.listDirectory(Path.join(path, PackageLayout.stickers))) ?? []).map { Path.join(PackageLayout.stickers, $0) }
@@ -102,7 +93,7 @@ extension BoardPackage {
         }
         // The salvaged log, atomically; then a new identity.
         var log = OpLog(path: logPath, fileSystem: fileSystem, size: 0, recordCount: 0)
-        try log.rewrite(kept)
+        try log.rewrite(salvaged.batches)
         let fresh = newReplicaID()
         try dropUndoHistory(of: path, fileSystem)
         try Identity(replicaID: fresh, directory: fileSystem.identity(of: path)).write(to: path, fileSystem)

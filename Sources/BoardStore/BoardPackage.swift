@@ -102,32 +102,29 @@ public final class BoardPackage {
         var notices: [String] = []
         let directory = try fileSystem.identity(of: path)
         var copied = false
-        var replicaID: ReplicaID
+        var replicaID = ReplicaID(0)
+        /// A new identity, durable before anything else is written under it; the undo history
+        /// belonged to the old one.
+        func takeNewIdentity(_ why: (ReplicaID) -> String) throws {
+            replicaID = newReplicaID()
+            copied = true
+            notices.append(why(replicaID))
+            try dropUndoHistory(of: path, fileSystem)
+            try Identity(replicaID: replicaID, directory: directory).write(to: path, fileSystem)
+        }
         switch Identity.read(from: path, fileSystem) {
         case .success(let identity) where identity.directory == directory:
             replicaID = identity.replica
         case .success(let identity):
-            replicaID = newReplicaID()
-            copied = true
-            notices.append("this package is a copy (or was restored from a backup): it now edits as replica \(replicaID), not \(identity.replica)")
-            try dropUndoHistory(of: path, fileSystem)
-            try Identity(replicaID: replicaID, directory: directory).write(to: path, fileSystem)
+            try takeNewIdentity { "this package is a copy (or was restored from a backup): it now edits as replica \($0), not \(identity.replica)" }
         case .failure(let why):
-            replicaID = newReplicaID()
-            copied = true
-            notices.append("the replica identity was \(why): it now edits as a new replica \(replicaID)")
-            try dropUndoHistory(of: path, fileSystem)
-            try Identity(replicaID: replicaID, directory: directory).write(to: path, fileSystem)
+            try takeNewIdentity { "the replica identity was \(why): it now edits as a new replica \($0)" }
         }
         let (log, batches, recovery) = try OpLog.open(Path.join(path, PackageLayout.opLog), fileSystem: fileSystem) {
             // The torn record was never acknowledged, but its sequence number must not come
             // back under this id all the same: take a new identity before cutting it.
             guard !copied else { return }
-            replicaID = newReplicaID()
-            copied = true
-            try dropUndoHistory(of: path, fileSystem)
-            try Identity(replicaID: replicaID, directory: directory).write(to: path, fileSystem)
-            notices.append("it now edits as a new replica \(replicaID), so the torn record's sequence number is never reused")
+            try takeNewIdentity { "it now edits as a new replica \($0), so the torn record's sequence number is never reused" }
         }
         if recovery.truncatedBytes > 0 {
             notices.append("cut \(recovery.truncatedBytes) bytes of a torn last log record (\(recovery.truncatedReason ?? "incomplete")); it had never been saved")
@@ -334,14 +331,7 @@ public final class BoardPackage {
 
     private func storeAssets(referencedBy operations: [Op], from replica: Replica) throws {
         for op in operations {
-            let hash: AssetHash?
-            switch op.payload {
-            case .addSticker(_, let start): hash = start.asset
-            case .setItem(_, .asset(let value)): hash = value
-            case .setBoard(.background(let value)): hash = value
-            default: hash = nil
-            }
-            if let hash, let data = replica.assets.data(for: hash) { try storeAsset(hash, data) }
+            if let hash = op.payload.asset, let data = replica.assets.data(for: hash) { try storeAsset(hash, data) }
         }
     }
 

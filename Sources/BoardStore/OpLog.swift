@@ -96,6 +96,19 @@ public struct OpLog: Sendable {
         return (log, parsed.batches, recovery)
     }
 
+    /// Whether `bytes` hold damage that `open` refuses (anything but a clean log or a torn tail).
+    public static func isDamaged(_ bytes: [UInt8]) -> Bool {
+        if bytes.count < magic.count { return !magic.starts(with: bytes) }
+        let end: End
+        switch Array(bytes[0..<magic.count]) {
+        case magic: end = parse(bytes).end
+        case legacyMagic: end = parseLegacy(bytes).end
+        default: return true
+        }
+        if case .damaged = end { return true }
+        return false
+    }
+
     /// Every record that still checks out in a damaged log, and what was dropped. Scans past
     /// damage for the next header whose checksum, payload checksum and decoding all hold.
     public static func salvage(_ bytes: [UInt8]) -> (batches: [OperationBatch], dropped: [(offset: Int, length: Int, reason: String)]) {

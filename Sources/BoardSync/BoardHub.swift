@@ -102,12 +102,8 @@ public final class BoardHub {
 
     /// An accepted session whose HELLO has arrived (the host looked up this hub by its board name).
     public func attach(_ id: SessionID, _ session: SyncSession, hello: Hello) {
-        var session = session
-        session.accept(version: store.replica.versionVector)
         sessions[id] = session
-        greet(id, hello)
-        // Frames that came in the same read as the HELLO.
-        receive(id, [], now: session.lastReceivedAt)
+        acceptAndGreet(id, hello)
     }
 
     /// An accepted session that has not said hello yet (peers, which host one board).
@@ -145,14 +141,6 @@ public final class BoardHub {
     @discardableResult
     public func receive(_ id: SessionID, _ bytes: [UInt8], now: Double) -> [SessionEvent] {
         guard let events = withSession(id, { $0.receive(bytes, now: now) }) else { return [] }
-        defer {
-            // A peer's HELLO stops the session's parsing until it is accepted (in `handle`):
-            // go on with the frames that followed it.
-            if events.contains(where: { if case .hello = $0 { return true } else { return false } }),
-               sessions[id]?.isOpen == true {
-                receive(id, [], now: now)
-            }
-        }
         // Group commit: consecutive live OPS frames from one read merge as one batch (one log
         // append, one fsync, one ACK, one relay). Complete deltas keep their own batch.
         var pending: [Op] = []
@@ -226,8 +214,7 @@ public final class BoardHub {
                 sessions[id]?.close(SessionError(.boardMismatch, "this host serves '\(board)', not '\(hello.board)'"))
                 return
             }
-            sessions[id]?.accept(version: store.replica.versionVector)
-            greet(id, hello)
+            acceptAndGreet(id, hello)
         case .operations(let batch):
             mergeFromPeer(id, batch)
         case .acknowledged(let vector):
@@ -265,6 +252,16 @@ public final class BoardHub {
             }
         case .closed(let error):
             if let error { log?("session \(id) closed: \(error)") }
+        }
+    }
+
+    /// Answers an accepted peer's HELLO, greets it, then handles the frames that arrived behind
+    /// the HELLO (a session stops parsing at a HELLO until it is accepted).
+    private func acceptAndGreet(_ id: SessionID, _ hello: Hello) {
+        sessions[id]?.accept(version: store.replica.versionVector)
+        greet(id, hello)
+        if let session = sessions[id], session.isOpen {
+            receive(id, [], now: session.lastReceivedAt)
         }
     }
 
@@ -335,13 +332,7 @@ public final class BoardHub {
         operationsMerged += fresh.count
         // A peer that said it lacks an image may have it by now if it sends operations using it.
         if var lacking = unavailable[id], !lacking.isEmpty {
-            for op in fresh {
-                switch op.payload {
-                case .addSticker(_, let start): lacking.remove(start.asset)
-                case .setItem(_, .asset(let hash)), .setBoard(.background(let hash?)): lacking.remove(hash)
-                default: break
-                }
-            }
+            for op in fresh { if let hash = op.payload.asset { lacking.remove(hash) } }
             unavailable[id] = lacking
         }
         requestMissing(preferring: id)

@@ -131,6 +131,15 @@ import Glibc
 
     static func settle() { usleep(300_000) }
 
+    /// A client synced on `board` (which opens it), then a pause: the server's resident size
+    /// after that is the baseline an attack is measured against.
+    static func warmUp(_ server: Server, board: String, seconds: Double = 5) throws -> (client: Client, residentMB: Double) {
+        let client = try Client(port: server.port, board: board, replica: ReplicaID(1))
+        client.waitForSynced(seconds: seconds)
+        settle()
+        return (client, server.residentMB)
+    }
+
     static func randomBytes(_ count: Int) -> [UInt8] {
         let handle = FileHandle(forReadingAtPath: "/dev/urandom")!
         defer { try? handle.close() }
@@ -210,10 +219,7 @@ import Glibc
         package.close()
         let server = try Server(data: data, in: workspace.path)
         defer { server.stop() }
-        let first = try Client(port: server.port, board: "pics", replica: ReplicaID(1))
-        first.waitForSynced(seconds: 10)
-        Self.settle()
-        let before = server.residentMB
+        let (first, before) = try Self.warmUp(server, board: "pics", seconds: 10)
         var clients: [Client] = []
         for index in 0..<20 {
             let client = try Client(port: server.port, board: "pics", replica: ReplicaID(UInt64(200 + index)))
@@ -234,10 +240,7 @@ import Glibc
         let workspace = try Workspace()
         let server = try Server(data: workspace.path + "/data", in: workspace.path)
         defer { server.stop() }
-        let warm = try Client(port: server.port, board: "up", replica: ReplicaID(1))
-        warm.waitForSynced(seconds: 5)
-        Self.settle()
-        let before = server.residentMB
+        let (warm, before) = try Self.warmUp(server, board: "up")
         for index in 0..<8 {
             // Announce a 12 MB sticker, answer the server's WANT with half of it, then leave.
             let size = 12 << 20
@@ -271,10 +274,7 @@ import Glibc
         let workspace = try Workspace()
         let server = try Server(data: workspace.path + "/data", in: workspace.path)
         defer { server.stop() }
-        let warm = try Client(port: server.port, board: "x", replica: ReplicaID(9))
-        warm.waitForSynced(seconds: 5)
-        Self.settle()
-        let before = server.residentMB
+        let (warm, before) = try Self.warmUp(server, board: "x")
         // Frame headers claiming 16 MiB before any HELLO, with most of the body sent (the old
         // limit let each of these connections hold 16 MiB): refused at once.
         var refusals = 0

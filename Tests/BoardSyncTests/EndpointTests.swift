@@ -95,6 +95,14 @@ final class VirtualNet {
         }, options: options, now: 0)
     }
 
+    /// A server endpoint whose packages live on a fresh simulated disk, on a fresh `VirtualNet`.
+    static func serverOnSimulatedDisk(ids: SeededIDs = SeededIDs(), options: SyncEndpoint.Options = SyncEndpoint.Options()) throws -> (MemoryFileSystem, VirtualNet, server: Int) {
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/data")
+        let net = VirtualNet()
+        return (fs, net, net.add(serverEndpoint(fs, ids: ids, options: options)))
+    }
+
     final class SeededIDs: @unchecked Sendable {  // used on the test's thread only
         var value: UInt64 = 0x5E00
         func next() -> ReplicaID {
@@ -104,11 +112,7 @@ final class VirtualNet {
     }
 
     @Test func peersConvergeThroughAServerEndpointOnASimulatedDisk() throws {
-        let fs = MemoryFileSystem()
-        try fs.createDirectory("/data")
-        let ids = SeededIDs()
-        let net = VirtualNet()
-        let server = net.add(Self.serverEndpoint(fs, ids: ids))
+        let (fs, net, server) = try Self.serverOnSimulatedDisk()
         let alice = MemoryReplicaStore(replica: Replica(id: ReplicaID(0xA)))
         let bob = MemoryReplicaStore(replica: Replica(id: ReplicaID(0xB)))
         let a = net.add(SyncEndpoint(board: "team", store: alice, now: 0))
@@ -137,12 +141,9 @@ final class VirtualNet {
     }
 
     @Test func keepAlivesIdleTimeoutsAndIdleBoardsRunOnVirtualTime() throws {
-        let fs = MemoryFileSystem()
-        try fs.createDirectory("/data")
         var options = SyncEndpoint.Options()
         options.idleBoardTimeout = 60
-        let net = VirtualNet()
-        let server = net.add(Self.serverEndpoint(fs, ids: SeededIDs(), options: options))
+        let (fs, net, server) = try Self.serverOnSimulatedDisk(options: options)
         let a = net.add(SyncEndpoint(board: "quiet", store: MemoryReplicaStore(replica: Replica(id: ReplicaID(0xA))), now: 0))
         let link = net.connect(a, to: server)
         net.deliver()
@@ -169,11 +170,8 @@ final class VirtualNet {
 
     @Test(arguments: [3, 11, 29] as [UInt64])
     func aServerCrashOnTheSimulatedDiskLosesNothingAcknowledged(seed: UInt64) throws {
-        let fs = MemoryFileSystem()
-        try fs.createDirectory("/data")
         let ids = SeededIDs()
-        let net = VirtualNet()
-        let server = net.add(Self.serverEndpoint(fs, ids: ids))
+        let (fs, net, server) = try Self.serverOnSimulatedDisk(ids: ids)
         let store = MemoryReplicaStore(replica: Replica(id: ReplicaID(0xA)))
         let a = net.add(SyncEndpoint(board: "crash", store: store, now: 0))
         var link = net.connect(a, to: server)

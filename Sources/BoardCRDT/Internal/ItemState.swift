@@ -33,22 +33,27 @@ struct ItemState: Sendable {
     /// Writes a register of a plain set; also says whether the operation now waits for the
     /// item's creation (counted in `waiting`).
     mutating func writeNoting(_ field: ItemField, stamp: Timestamp, writer: OpID?) -> (Register<ItemField>.Outcome, waits: Bool) {
-        let waits = creation == nil
-        if waits { waiting += 1 }
+        let waits = noteIfWaiting()
         return (write(field, stamp: stamp, writer: writer), waits)
     }
 
     /// Keeps an appended point run; returns whether it waits for the item's creation.
     @discardableResult
     mutating func insertAppend(op: OpID, points: [GridPoint]) -> Bool {
-        let waits = creation == nil
-        if waits { waiting += 1 }
+        let waits = noteIfWaiting()
         var index = appends.endIndex
         while index > appends.startIndex, appends[index - 1].op > op {
             index -= 1
         }
         appends.insert((op: op, points: points), at: index)
         return waits
+    }
+
+    /// Counts one more operation waiting for the creation, if it has not arrived.
+    private mutating func noteIfWaiting() -> Bool {
+        guard creation == nil else { return false }
+        waiting += 1
+        return true
     }
 
     var isStroke: Bool {
