@@ -181,3 +181,81 @@ import Testing
         #expect(try cli.run("show", "B.boardpkg").status == 0)
     }
 }
+
+/// `board-sync repair` and `board-sim` as real processes.
+@Suite struct RepairAndSimulatorCLITests {
+    @Test func aDamagedLogIsRefusedThenRepairedFromTheCommandLine() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        try cli.run("new", "B.boardpkg")
+        for x in 0..<3 { try cli.run("stroke", "B.boardpkg", "--points", "\(x),0 \(x),5") }
+        let healthy = try cli.run("repair", "B.boardpkg")
+        #expect(healthy.status == 0)
+        #expect(healthy.stdout.contains("nothing was changed"), "\(healthy.stdout)")
+        // Flip a byte inside the first record's payload: every command refuses, naming repair.
+        let log = workspace.path + "/B.boardpkg/sync/oplog"
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: log))
+        bytes[30] ^= 0x20
+        try bytes.write(to: URL(fileURLWithPath: log))
+        let refused = try cli.run("show", "B.boardpkg")
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("damaged at byte") && refused.stderr.contains("repair"), "\(refused.stderr)")
+        let repaired = try cli.run("repair", "B.boardpkg", "--json")
+        #expect(repaired.status == 0, "\(repaired.stderr)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(repaired.stdout.utf8)) as? [String: Any])
+        #expect(report["changed"] as? Bool == true)
+        #expect((report["dropped"] as? [Any])?.isEmpty == false)
+        #expect(FileManager.default.fileExists(atPath: workspace.path + "/B.boardpkg/sync/oplog.damaged"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: workspace.path + "/B.boardpkg/sync/oplog.damaged")) == bytes)
+        #expect(try cli.run("show", "B.boardpkg").status == 0)
+        let missing = try cli.run("repair", "Nope.boardpkg")
+        #expect(missing.status == 1)
+        #expect(missing.stderr.contains("no board package at Nope.boardpkg"))
+    }
+
+    static var simulator: String {
+        URL(fileURLWithPath: CLI.binary).deletingLastPathComponent().appendingPathComponent("board-sim").path
+    }
+
+    func sim(_ arguments: [String], in directory: String) throws -> CLI.Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.simulator)
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return CLI.Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+                          stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
+    @Test func boardSimReplaysASeedAndRefusesBadInput() throws {
+        let workspace = try Workspace()
+        let first = try sim(["--seed", "3"], in: workspace.path)
+        let second = try sim(["--seed", "3"], in: workspace.path)
+        #expect(first.status == 0, "\(first.stdout)")
+        let hash = first.stdout.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(hash.hasPrefix("hash: "))
+        #expect(second.stdout.split(separator: "\n").last.map(String.init) == hash, "a seed replays exactly, in another process")
+        #expect(try sim(["--help"], in: workspace.path).status == 0)
+        for bad in [["--seed", "x"], ["--bogus"], ["--peers", "0", "--seed", "1"]] {
+            let result = try sim(bad, in: workspace.path)
+            #expect(result.status == 64, "\(bad): \(result.stderr)")
+            #expect(result.stderr.hasPrefix("Error: "), "\(bad)")
+        }
+        try Data("peers alice\nalice: fly S\n".utf8).write(to: URL(fileURLWithPath: workspace.path + "/bad.board"))
+        let malformed = try sim(["run", "bad.board"], in: workspace.path)
+        #expect(malformed.status == 64)
+        #expect(malformed.stderr.contains("line 2") && malformed.stderr.contains("fly"), "\(malformed.stderr)")
+        try Data("peers alice bob\nalice: sticker S at 1,1\nsync\nexpect bob: S at 9,9\n".utf8).write(to: URL(fileURLWithPath: workspace.path + "/wrong.board"))
+        let wrong = try sim(["run", "wrong.board"], in: workspace.path)
+        #expect(wrong.status == 1)
+        #expect(wrong.stdout.contains("FAILED"), "\(wrong.stdout)")
+        #expect(try sim(["run", "missing.board"], in: workspace.path).status == 1)
+    }
+}
