@@ -17,6 +17,8 @@ struct CLI {
     }
 
     let directory: String
+    /// The program to run (board-sync unless a test runs another of the package's tools).
+    var program: String = CLI.binary
 
     @discardableResult
     func run(_ arguments: String...) throws -> Result {
@@ -24,11 +26,11 @@ struct CLI {
     }
 
     func run(_ arguments: [String]) throws -> Result {
-        guard FileManager.default.isExecutableFile(atPath: CLI.binary) else {
-            throw Failure("board-sync is not built at \(CLI.binary): run bin/test (or swift build) first")
+        guard FileManager.default.isExecutableFile(atPath: program) else {
+            throw Failure("\(program) is not built: run bin/test (or swift build) first")
         }
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: CLI.binary)
+        process.executableURL = URL(fileURLWithPath: program)
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         let out = Pipe()

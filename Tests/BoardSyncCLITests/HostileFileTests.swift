@@ -218,20 +218,7 @@ import Testing
     }
 
     func sim(_ arguments: [String], in directory: String) throws -> CLI.Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.simulator)
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return CLI.Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-                          stderr: String(decoding: stderr, as: UTF8.self))
+        try CLI(directory: directory, program: Self.simulator).run(arguments)
     }
 
     @Test func boardSimReplaysASeedAndRefusesBadInput() throws {
