@@ -46,7 +46,7 @@ extension Replica {
         if op.id.replica == id {
             lastSeq = max(lastSeq, op.id.seq)
         }
-        let stamp = op.timestamp
+        let stamp = breaksTiesByArrival ? Timestamp(lamport: op.lamport, replica: ReplicaID(.max)) : op.timestamp
         if let key = op.payload.zKey {
             zRange = zRange.map { (min($0.lowest, key), max($0.highest, key)) } ?? (key, key)
         }

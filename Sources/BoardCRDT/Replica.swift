@@ -34,6 +34,11 @@ public struct Replica: Sendable {
         stamp: .zero, writer: nil)
     var background = Register<BoardField>(value: .background(nil), stamp: .zero, writer: nil)
 
+    /// A deliberately broken merge rule for mutation testing of the simulator's oracles
+    /// (`board-sim`'s `tie-break-by-arrival`): registers break Lamport ties by arrival order.
+    /// Never set outside such tests.
+    @_spi(Mutations) public var breaksTiesByArrival = false
+
     /// Operations held for items whose creation has not arrived (bounded by admission).
     public internal(set) var waitingOperations = 0
 

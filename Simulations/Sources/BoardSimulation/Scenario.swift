@@ -3,6 +3,7 @@ import BoardModel
 import BoardStore
 import BoardSync
 import Foundation
+import Synchronization
 
 /// A conflict scenario a person can write and run (`board-sim run FILE`): peers around a sync
 /// server, their edits, partitions, crashes and heals, and what the final board must show. The
@@ -45,8 +46,40 @@ public struct Scenario: Sendable {
 
     /// Runs the scenario; a malformed line throws, a failed expectation is reported.
     public func run() throws -> Outcome {
+        if lines.first?.text.hasPrefix("world ") == true { return try runWorld() }
         var runner = try Runner(lines)
         return try runner.run()
+    }
+
+    /// Whether this is a world scenario (a `Plan`: timed edits and faults, checked by the oracles).
+    public var isWorld: Bool { lines.first?.text.hasPrefix("world ") == true }
+
+    /// A world scenario: the plan runs in the simulator and every oracle checks the result.
+    private func runWorld() throws -> Outcome {
+        let plan: Plan
+        do {
+            plan = try Plan(text: lines.map(\.text).joined(separator: "\n"))
+        } catch let error as Plan.ParseError {
+            // The plan counts lines without comments; name the line of the file.
+            let number = error.line - 1 < lines.count ? lines[error.line - 1].number : error.line
+            throw ScenarioError(line: number, message: error.message)
+        }
+        let transcript = Mutex<[String]>([])
+        let world = try World(plan, log: { line in
+            if line.contains("EVENT") || line.contains("HEAL") || line.contains("FAILED") {
+                transcript.withLock { $0.append(line.trimmingCharacters(in: .whitespaces)) }
+            }
+        })
+        let report = world.run()
+        var outcome = Outcome()
+        outcome.transcript = transcript.withLock { $0 }
+        outcome.transcript.append("faults hit: " + report.faultsHit.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+        outcome.transcript.append(report.convergedAfter.map { String(format: "converged %.2f s after the heal", $0) } ?? "did not converge")
+        for (host, board) in world.finalBoards {
+            outcome.boards.append("\(host):\n" + (board.map { Runner.describe($0, labels: [:]) } ?? "  (down)"))
+        }
+        outcome.failures = report.failures
+        return outcome
     }
 }
 

@@ -1,6 +1,6 @@
-import BoardCRDT
 import BoardModel
 import BoardStore
+@_spi(Mutations) import BoardCRDT
 import BoardSync
 import Dispatch
 import Foundation
@@ -8,300 +8,433 @@ import Synchronization
 
 /// A deterministic network simulation: a sync server and peers running the real `SyncEndpoint`,
 /// `BoardHub` and `BoardPackage` code over simulated links, a virtual clock and simulated disks
-/// (`MemoryFileSystem`), with seeded faults. Everything follows from the seed: one seed is one
-/// run, bit for bit, and `decisionHash` fingerprints every decision it made.
+/// (`MemoryFileSystem`), following a `Plan` of edits and faults. Everything follows from the
+/// plan (and a seed draws the plan): one plan is one run, bit for bit, and `decisionHash`
+/// fingerprints every decision it made.
 ///
-/// A run has two phases: `faultyPhase` seconds of editing under the seed's faults, then a heal
-/// (faults off, every host up, every link reconnected) and up to `settleLimit` seconds for
-/// everyone to converge. The oracles then check convergence (liveness) and that nothing
-/// acknowledged or saved was lost (safety).
+/// The clock jumps from event to event (a discrete-event simulation): byte chunks arriving,
+/// endpoint timers at their `nextDeadline`, planned edits and faults, reconnect attempts.
+///
+/// A run has two phases: the plan's `faultyPhase` of editing under faults, then a heal (every
+/// fault off, every host up, every link reconnected) and up to `settleLimit` seconds for
+/// everyone to converge. The oracles then check liveness, convergence, the conflict contract,
+/// and that nothing acknowledged or saved was lost.
 public final class World {
     /// Bugs the simulator can plant in the hosts it runs, each of which an oracle must catch.
-    public enum Mutation: Sendable {
+    public enum Mutation: String, Sendable, CaseIterable {
         case none
         /// The server acknowledges operations before they are in its op log (they reach the log
         /// only at the next view save), so a crash loses acknowledged operations.
-        case acknowledgeBeforeLogging
-        /// Peers never serve image bytes (every WANT is answered "no"), so images never spread.
-        case imagesNeverServed
-    }
-
-    /// The mix of faults one seed draws (swarm testing: each seed its own mix and intensity).
-    public struct Faults: Sendable, CustomStringConvertible {
-        public var latency: ClosedRange<Double> = 0.001...0.05
-        public var cutRate = 0.0           // link cuts per link-second
-        public var corruptRate = 0.0       // corrupted chunks per link-second
-        public var serverCrashRate = 0.0   // per second
-        public var peerCrashRate = 0.0     // per peer-second
-        public var diskFullRate = 0.0      // server disk-full episodes per second
-        public var offlineRate = 0.0       // peers going offline for a while, per peer-second
-
-        public init() {}
-
-        public static func draw(_ rng: inout SeededRandom) -> Faults {
-            var faults = Faults()
-            let slow = Double(Int.random(in: 1...200, using: &rng)) / 1000
-            faults.latency = (slow / 4)...slow
-            func maybe(_ rate: Double) -> Double { rng.chance(0.5) ? rate * Double(Int.random(in: 1...4, using: &rng)) : 0 }
-            faults.cutRate = maybe(0.05)
-            faults.corruptRate = maybe(0.02)
-            faults.serverCrashRate = maybe(0.02)
-            faults.peerCrashRate = maybe(0.01)
-            faults.diskFullRate = maybe(0.01)
-            faults.offlineRate = maybe(0.01)
-            return faults
-        }
-
-        public var description: String {
-            "latency \(latency.lowerBound)-\(latency.upperBound) s, cuts \(cutRate), corruption \(corruptRate), server crashes \(serverCrashRate), peer crashes \(peerCrashRate), disk full \(diskFullRate), offline \(offlineRate)"
-        }
-    }
-
-    public struct Config: Sendable {
-        public var seed: UInt64
-        public var peers = 3
-        public var editsPerSecond = 20.0
-        public var faultyPhase = 20.0
-        public var settleLimit = 120.0
-        public var faults: Faults
-        /// Every host's log lines, prefixed with the simulated time (nil: quiet).
-        public var log: (@Sendable (String) -> Void)?
-        /// A deliberate bug, to prove the oracles catch it (mutation testing).
-        public var mutation: Mutation = .none
-
-        public init(seed: UInt64, peers: Int = 3, faults: Faults? = nil) {
-            self.seed = seed
-            self.peers = peers
-            var rng = SeededRandom(seed: seed ^ 0xFA17)
-            self.faults = faults ?? Faults.draw(&rng)
-        }
+        case acknowledgeBeforeLogging = "acknowledge-before-logging"
+        /// Peers never serve image bytes (every WANT is answered "no"): a liveness bug.
+        case imagesNeverServed = "images-never-served"
+        /// Registers break Lamport ties by arrival order (the first to arrive wins) instead of
+        /// by replica id: a broken merge rule.
+        case tieBreakByArrival = "tie-break-by-arrival"
     }
 
     /// What happened, and what the oracles found.
     public struct Report: Sendable {
         public var seed: UInt64
-        public var faults: Faults
+        public var faults: String = ""
         public var faultsHit: [String: Int] = [:]
-        /// "star", "chain" or "mixed", and whom each peer dials ("s" = the server).
+        /// The topology and whom each peer dials.
         public var topology = ""
+        public var events = 0
         public var operationsMade = 0
+        /// Byte chunks that arrived at a host (each carries any number of frames).
         public var deliveries = 0
+        /// Operations that arrived at a replica in those chunks (new or not).
+        public var operationsDelivered = 0
         public var simulatedSeconds = 0.0
         public var convergedAfter: Double?
         public var failures: [String] = []
+        /// The kind of the first failure ("liveness", "acknowledged loss", ...): what shrinking keeps.
+        public var failureKind: String?
         public var decisionHash: UInt64 = 0
 
         public var passed: Bool { failures.isEmpty }
 
-        public init(seed: UInt64, faults: Faults) {
+        public init(seed: UInt64) {
             self.seed = seed
-            self.faults = faults
         }
     }
 
     final class Host {
+        let index: Int
         let name: String
         let fs = MemoryFileSystem()
-        var endpoint: SyncEndpoint!
-        var up = true
-        /// Peers: the package; servers find theirs through the endpoint.
+        /// Nil while the host is down.
+        var endpoint: SyncEndpoint?
+        /// Peers: their package.
         var package: BoardPackage?
         /// Peers: operations saved locally (a crash must not lose them).
         var saved = VersionVector.empty
+        /// What this host acknowledged to anyone (it must survive a crash).
+        var acknowledged = VersionVector.empty
         var offlineUntil = 0.0
-        var editor: RandomEditor
+        var diskFullUntil = 0.0
+        var timerAt: Double?
+        var timerGeneration = 0
+        var restarts: UInt64 = 0
 
-        init(name: String, editor: RandomEditor) {
+        init(index: Int, name: String) {
+            self.index = index
             self.name = name
-            self.editor = editor
         }
     }
 
-    /// A connection from a peer (the dialer) to the server or to another peer (the acceptor).
+    /// A TCP connection from a peer (the dialer) to another host (the acceptor).
     struct Link {
-        var peer: Int
-        var peerID: SessionID
-        /// `World.serverIndex` for the server, else a peer's index.
-        var acceptor: Int
-        var acceptorID: SessionID
-        var latency: Double
-        /// In flight, per direction: (arrival time, bytes), in order.
-        var toAcceptor: [(Double, [UInt8])] = []
-        var toPeer: [(Double, [UInt8])] = []
+        let dialer: Int
+        let acceptor: Int
+        /// The dialer's and the acceptor's session ids.
+        let sessions: (SessionID, SessionID)
+        let latency: Double
+        let bandwidth: Double?
         var up = true
+        /// In flight, per direction (0: dialer → acceptor, 1: back): (arrival time, bytes).
+        var queues: [[(Double, [UInt8])]] = [[], []]
+        var queueHeads = [0, 0]
+        var lastArrival = [0.0, 0.0]
+        var wireFree = [0.0, 0.0]
+        var deliveryGeneration = [0, 0]
+        var corruptNext = false
+        var resetNext = false
+        /// A clog: nothing moves until then.
+        var heldUntil = 0.0
+
+        func sender(_ direction: Int) -> Int { direction == 0 ? dialer : acceptor }
+        func receiver(_ direction: Int) -> Int { direction == 0 ? acceptor : dialer }
+        func session(of host: Int) -> SessionID { host == dialer ? sessions.0 : sessions.1 }
+        func touches(_ host: Int) -> Bool { dialer == host || acceptor == host }
     }
 
-    static let serverIndex = -1
-
-    /// Whom each peer dials: the server (a star), or another peer (chains and meshes, where
-    /// peers relay for each other). Drawn per seed.
-    public enum Topology: String, Sendable {
-        case star, chain, mixed
+    enum Happening {
+        case plan(Int)
+        case deliver(link: Int, direction: Int, generation: Int)
+        case timer(host: Int, generation: Int)
+        case dial(peer: Int, target: Int)
+        case restart(host: Int)
+        case diskOK(host: Int)
+        case online(peer: Int)
+        case heal
+        case check
     }
 
-    public let config: Config
+    public let plan: Plan
     public private(set) var report: Report
+    /// The world's reactions (backoff, where corruption lands): not the plan's decisions.
     private var rng: SeededRandom
     private var now = 0.0
-    private var server: Host
-    private var peers: [Host] = []
+    private var hosts: [Host] = []
     private var links: [Link] = []
-    private var nextID: SessionID = 0
-    private var serverDiskFullUntil = 0.0
-    private var serverDownUntil = 0.0
-    private var targets: [Int] = []
-    public private(set) var topology: Topology = .star
-    /// Operations the server acknowledged to some peer (they must survive anything).
-    private var acknowledged = VersionVector.empty
+    private var activeLinks: [Int] = []
+    private var nextSession: SessionID = 0
+    private var queue = EventQueue<Happening>()
+    private var partitions: [(cut: Plan.Cut, until: Double)] = []
+    private var backoff: [Int: Double] = [:]
+    private var dialPending: Set<Int> = []
+    private var healed = false
     private var hash: UInt64 = 0xCBF2_9CE4_8422_2325
     private let board = "sim"
+    private let log: (@Sendable (String) -> Void)?
+    /// Past this many events a run is reported as an event storm (a livelock in the code).
+    public var eventLimit = 5_000_000
 
-    public init(_ config: Config) throws {
-        self.config = config
-        rng = SeededRandom(seed: config.seed)
-        report = Report(seed: config.seed, faults: config.faults)
-        server = Host(name: "server", editor: RandomEditor(rng: SeededRandom(seed: config.seed &+ 1)))
-        try server.fs.createDirectory("/data")
-        startServer()
-        topology = [Topology.star, .chain, .mixed][Int.random(in: 0..<3, using: &rng)]
-        for index in 0..<config.peers {
-            switch topology {
-            case .star: targets.append(World.serverIndex)
-            case .chain: targets.append(index == 0 ? World.serverIndex : index - 1)
-            case .mixed: targets.append(index == 0 || rng.chance(0.5) ? World.serverIndex : Int.random(in: 0..<index, using: &rng))
-            }
-        }
-        note("topology \(topology.rawValue) \(targets)")
-        report.topology = "\(topology.rawValue): " + targets.enumerated().map { "peer\($0.offset)→\($0.element == World.serverIndex ? "server" : "peer\($0.element)")" }.joined(separator: " ")
-        for index in 0..<config.peers {
-            let peer = Host(name: "peer\(index)", editor: RandomEditor(rng: SeededRandom(seed: config.seed &* 31 &+ UInt64(index))))
+    public init(_ plan: Plan, log: (@Sendable (String) -> Void)? = nil) throws {
+        self.plan = plan
+        self.log = log
+        rng = SeededRandom(seed: plan.seed ^ 0x5EED_0F_3011D)
+        report = Report(seed: plan.seed)
+        report.topology = "\(plan.topology): " + plan.dials.enumerated().map { "\(plan.name($0.offset))→" + $0.element.map(plan.name).joined(separator: ",") }.joined(separator: " ")
+        for index in 0..<plan.peers {
+            let peer = Host(index: index, name: plan.name(index))
             try peer.fs.createDirectory("/p")
-            let package = try BoardPackage.create(at: "/p/board.boardpkg", fileSystem: peer.fs, replicaID: ReplicaID(UInt64(index + 1) << 32 | (config.seed & 0xFFFF_FFFF)))
+            let package = try BoardPackage.create(at: "/p/board.boardpkg", fileSystem: peer.fs,
+                                                  replicaID: ReplicaID(UInt64(index + 1) << 32 | (plan.seed & 0xFFFF_FFFF)))
             for data in HistoryGenerator.assetPool { try package.addAsset(data) }
             peer.package = package
-            peer.endpoint = SyncEndpoint(board: board, store: peerStore(package), options: endpointOptions(peer.name), now: now)
-            peers.append(peer)
-            connect(index)
+            hosts.append(peer)
         }
+        let server = Host(index: plan.server, name: "server")
+        try server.fs.createDirectory("/data")
+        hosts.append(server)
+        for host in hosts { start(host) }
+        if !plan.bandwidth.isEmpty { hit("slow link") }
     }
 
     // MARK: Decisions
 
     private func note(_ words: String) {
-        for byte in words.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x100_0000_01B3
-        }
+        for byte in words.utf8 { mix(UInt64(byte)) }
     }
 
-    private func chance(_ rate: Double, over seconds: Double) -> Bool {
-        rate > 0 && rng.chance(min(1, rate * seconds))
+    private func mix(_ value: UInt64) {
+        hash ^= value
+        hash = hash &* 0x100_0000_01B3
+    }
+
+    private func say(_ line: @autoclosure () -> String) {
+        guard let log else { return }
+        log(String(format: "%8.3f ", now) + line())
     }
 
     private func hit(_ fault: String) {
-        config.log?(String(format: "%8.3f ", now) + "FAULT \(fault)")
         report.faultsHit[fault, default: 0] += 1
-        note("fault \(fault) at \(now)")
     }
 
-    // MARK: Hosts and links
-
-    private func peerStore(_ package: BoardPackage) -> any HostedStore {
-        config.mutation == .imagesNeverServed ? ImagelessStore(package) : package
+    private func fail(_ kind: String, _ message: String) {
+        if report.failureKind == nil { report.failureKind = kind }
+        report.failures.append(message)
+        say("FAILED: \(message)")
     }
+
+    // MARK: Hosts
+
+    private var serverHost: Host { hosts[plan.server] }
 
     private func endpointOptions(_ host: String) -> SyncEndpoint.Options {
         var options = SyncEndpoint.Options()
-        if let log = config.log {
-            options.log = { [unowned self] line in log(String(format: "%8.3f ", self.now) + "\(host): \(line)") }
+        if log != nil {
+            options.log = { [unowned self] line in self.say("\(host): \(line)") }
         }
         return options
     }
 
-    private func startServer() {
-        let fs = server.fs
-        let seed = config.seed
-        var counter: UInt64 = 0
-        let mutation = config.mutation
-        server.endpoint = SyncEndpoint(opener: { name in
-            let path = "/data/\(name).boardpkg"
-            counter += 1
-            let id = ReplicaID(0xFFFF_0000_0000 | seed << 8 | counter)
-            let package = fs.isDirectory(path)
-                ? try BoardPackage.open(at: path, fileSystem: fs, newReplicaID: { id })
-                : try BoardPackage.create(at: path, fileSystem: fs, replicaID: id)
-            return mutation == .acknowledgeBeforeLogging ? LateLoggingStore(package) as any HostedStore : package
-        }, options: endpointOptions("server"), now: now)
-        server.up = true
+    private func wrap(_ package: BoardPackage, server: Bool) -> any HostedStore {
+        switch plan.mutation {
+        case .acknowledgeBeforeLogging where server: LateLoggingStore(package)
+        case .imagesNeverServed where !server: ImagelessStore(package)
+        case .tieBreakByArrival: ArrivalOrderStore(package)
+        default: package
+        }
     }
 
-    /// A host's endpoint while it is up (and, for peers, online).
-    private func endpoint(_ host: Int) -> SyncEndpoint? {
-        if host == World.serverIndex { return server.up ? server.endpoint : nil }
-        return peers[host].up && now >= peers[host].offlineUntil ? peers[host].endpoint : nil
+    /// The replica a host serves (nil while it is down or, for the server, without the board).
+    private func replica(_ host: Host) -> Replica? {
+        host.endpoint?.boards[board]?.store.replica
     }
 
-    private func connect(_ peer: Int) {
-        let target = targets[peer]
-        guard endpoint(peer) != nil, let acceptor = endpoint(target) else { return }
-        nextID += 1
-        let peerID = nextID
-        nextID += 1
-        let acceptorID = nextID
-        let latency = Double.random(in: config.faults.latency, using: &rng)
-        acceptor.accept(acceptorID, now: now)
-        peers[peer].endpoint.dialed(peerID, now: now)
-        links.append(Link(peer: peer, peerID: peerID, acceptor: target, acceptorID: acceptorID, latency: latency))
+    /// Brings a host up from its disk (first start or restart after a crash).
+    private func start(_ host: Host) {
+        if host.index == plan.server {
+            let fs = host.fs
+            let seed = plan.seed
+            var counter: UInt64 = 0
+            host.endpoint = SyncEndpoint(opener: { [unowned self] name in
+                let path = "/data/\(name).boardpkg"
+                counter += 1
+                let id = ReplicaID(0xFFFF_0000_0000 | seed << 8 | counter)
+                let package = fs.isDirectory(path)
+                    ? try BoardPackage.open(at: path, fileSystem: fs, newReplicaID: { id })
+                    : try BoardPackage.create(at: path, fileSystem: fs, replicaID: id)
+                return self.wrap(package, server: true)
+            }, options: endpointOptions("server"), now: now)
+            host.endpoint?.preload(board: board)
+        } else {
+            guard let package = host.package else { return }
+            host.endpoint = SyncEndpoint(board: board, store: wrap(package, server: false), options: endpointOptions(host.name), now: now)
+            for target in plan.dials[host.index] { scheduleDial(host.index, target, after: 0) }
+        }
+        rescheduleTimer(host)
+    }
+
+    private func isReachable(_ host: Int) -> Bool {
+        hosts[host].endpoint != nil && now >= hosts[host].offlineUntil
+    }
+
+    private func blockedUntil(from: Int, to: Int) -> Double? {
+        partitions.filter { $0.until > now && $0.cut.blocks(from: from, to: to) }.map(\.until).max()
+    }
+
+    // MARK: Links
+
+    private func key(_ peer: Int, _ target: Int) -> Int { peer << 8 | target }
+
+    private func scheduleDial(_ peer: Int, _ target: Int, after delay: Double? = nil) {
+        let key = key(peer, target)
+        guard !dialPending.contains(key) else { return }
+        dialPending.insert(key)
+        let wait: Double
+        if let delay {
+            wait = delay
+        } else {
+            // A real peer backs off: 0.25 s doubling to 4 s, with jitter.
+            let current = backoff[key] ?? 0.25
+            backoff[key] = min(current * 2, 4)
+            wait = current * Double.random(in: 0.5...1.5, using: &rng)
+        }
+        queue.push(now + wait, .dial(peer: peer, target: target))
+    }
+
+    private func dial(_ peer: Int, _ target: Int) {
+        dialPending.remove(key(peer, target))
+        guard hosts[peer].endpoint != nil else { return }
+        guard !activeLinks.contains(where: { links[$0].dialer == peer && links[$0].acceptor == target }) else { return }
+        guard isReachable(peer), isReachable(target),
+              blockedUntil(from: peer, to: target) == nil, blockedUntil(from: target, to: peer) == nil else {
+            scheduleDial(peer, target)
+            return
+        }
+        backoff[key(peer, target)] = nil
+        nextSession += 2
+        let latency = Double.random(in: plan.latency, using: &rng)
+        let link = Link(dialer: peer, acceptor: target, sessions: (nextSession - 1, nextSession), latency: latency,
+                        bandwidth: plan.bandwidth[peer])
+        links.append(link)
+        activeLinks.append(links.count - 1)
+        hosts[target].endpoint!.accept(link.sessions.1, now: now)
+        hosts[peer].endpoint!.dialed(link.sessions.0, now: now)
         note("connect \(peer) \(target) \(latency)")
+        flush(hosts[peer])
+        flush(hosts[target])
     }
 
+    /// Both ends see the connection close; the dialer redials with backoff.
     private func cut(_ index: Int) {
         guard links[index].up else { return }
         links[index].up = false
+        activeLinks.removeAll { $0 == index }
         let link = links[index]
-        if peers[link.peer].up { peers[link.peer].endpoint.closed(link.peerID, now: now) }
-        if link.acceptor == World.serverIndex {
-            if server.up { server.endpoint.closed(link.acceptorID, now: now) }
-        } else if peers[link.acceptor].up {
-            peers[link.acceptor].endpoint.closed(link.acceptorID, now: now)
+        for host in [link.dialer, link.acceptor] {
+            hosts[host].endpoint?.closed(link.session(of: host), now: now)
+            rescheduleTimer(hosts[host])
         }
         note("cut \(index)")
+        if hosts[link.dialer].endpoint != nil { scheduleDial(link.dialer, link.acceptor) }
     }
 
-    /// The peer's own outbound links that are up.
-    private func linksUp(of peer: Int) -> [Int] {
-        links.indices.filter { links[$0].up && links[$0].peer == peer }
-    }
-
-    /// Every link touching a host, either way.
     private func linksTouching(_ host: Int) -> [Int] {
-        links.indices.filter { links[$0].up && (links[$0].peer == host || links[$0].acceptor == host) }
+        activeLinks.filter { links[$0].touches(host) }
+    }
+
+    /// Moves a host's output onto its links, closes finished sessions and re-arms its timer.
+    private func flush(_ host: Host) {
+        guard let endpoint = host.endpoint else { return }
+        for index in linksTouching(host.index) {
+            let session = links[index].session(of: host.index)
+            let direction = links[index].dialer == host.index ? 0 : 1
+            let bytes = endpoint.output(for: session, now: now)
+            if !bytes.isEmpty {
+                var link = links[index]
+                var sent = now
+                if let bandwidth = link.bandwidth {
+                    sent = max(now, link.wireFree[direction]) + Double(bytes.count) / bandwidth
+                    link.wireFree[direction] = sent
+                }
+                let arrival = max(sent + link.latency, link.lastArrival[direction])
+                link.lastArrival[direction] = arrival
+                let idle = link.queueHeads[direction] == link.queues[direction].count
+                link.queues[direction].append((arrival, bytes))
+                links[index] = link
+                if idle { scheduleDelivery(index, direction, at: arrival) }
+            }
+            if endpoint.isFinished(session) { cut(index) }
+        }
+        rescheduleTimer(host)
+    }
+
+    private func scheduleDelivery(_ index: Int, _ direction: Int, at time: Double) {
+        links[index].deliveryGeneration[direction] += 1
+        queue.push(max(time, now), .deliver(link: index, direction: direction, generation: links[index].deliveryGeneration[direction]))
+    }
+
+    private func deliver(_ index: Int, _ direction: Int) {
+        var link = links[index]
+        guard link.up, link.queueHeads[direction] < link.queues[direction].count else { return }
+        let (arrival, chunk) = link.queues[direction][link.queueHeads[direction]]
+        if arrival > now { return scheduleDelivery(index, direction, at: arrival) }
+        let from = link.sender(direction), to = link.receiver(direction)
+        if link.heldUntil > now { return scheduleDelivery(index, direction, at: link.heldUntil) }
+        if let until = blockedUntil(from: from, to: to) { return scheduleDelivery(index, direction, at: until) }
+        link.queues[direction][link.queueHeads[direction]] = (0, [])
+        link.queueHeads[direction] += 1
+        if link.queueHeads[direction] == link.queues[direction].count {
+            link.queues[direction] = []
+            link.queueHeads[direction] = 0
+        }
+        var bytes = chunk
+        if link.corruptNext {
+            link.corruptNext = false
+            bytes[Int.random(in: 0..<bytes.count, using: &rng)] ^= 0x5A
+            note("corrupted \(index)")
+        }
+        var reset = false
+        if link.resetNext, bytes.count >= 2 {
+            link.resetNext = false
+            bytes = Array(bytes[..<Int.random(in: 1..<bytes.count, using: &rng)])
+            reset = true
+        }
+        links[index] = link
+        guard let receiver = hosts[to].endpoint else { return }
+        let session = link.session(of: to)
+        for event in receiver.receive(session, bytes, now: now) {
+            if case .operations(let batch) = event { report.operationsDelivered += batch.operations.count }
+        }
+        report.deliveries += 1
+        mix(UInt64(bytes.count) << 20 ^ UInt64(index))
+        // What the sender acknowledged on this link (it must survive the sender's crash).
+        if let vector = receiver.boards[board]?.hub.acknowledged[session] {
+            hosts[from].acknowledged = hosts[from].acknowledged.merged(with: vector)
+        }
+        if reset {
+            note("reset \(index)")
+            cut(index)
+        } else if links[index].queueHeads[direction] < links[index].queues[direction].count {
+            scheduleDelivery(index, direction, at: links[index].queues[direction][links[index].queueHeads[direction]].0)
+        }
+        flush(hosts[to])
+    }
+
+    private func rescheduleTimer(_ host: Host) {
+        let deadline = host.endpoint?.nextDeadline.map { max($0, now + 0.000_1) }
+        guard deadline != host.timerAt else { return }
+        host.timerAt = deadline
+        host.timerGeneration += 1
+        if let deadline { queue.push(deadline, .timer(host: host.index, generation: host.timerGeneration)) }
     }
 
     // MARK: Running
 
     public func run() -> Report {
-        var lastEdit = 0.0
-        let step = 0.01
-        while now < config.faultyPhase {
-            now += step
-            inject(over: step)
-            if now - lastEdit >= 1 / config.editsPerSecond {
-                lastEdit = now
-                edit()
-            }
-            pump()
-        }
-        heal()
-        let settleStart = now
-        while now < settleStart + config.settleLimit {
-            now += step
-            reconnect()
-            pump()
-            if converged() {
-                report.convergedAfter = now - settleStart
+        for (index, event) in plan.events.enumerated() { queue.push(event.time, .plan(index)) }
+        queue.push(plan.faultyPhase, .heal)
+        let deadline = plan.faultyPhase + plan.settleLimit
+        while let (time, happening) = queue.pop() {
+            guard time <= deadline else { break }
+            now = time
+            report.events += 1
+            guard report.events <= eventLimit else {
+                fail("event storm", "more than \(eventLimit) events by \(now) s: a livelock")
                 break
             }
+            switch happening {
+            case .plan(let index): perform(plan.events[index].action)
+            case .deliver(let link, let direction, let generation):
+                if links[link].deliveryGeneration[direction] == generation { deliver(link, direction) }
+            case .timer(let index, let generation):
+                let host = hosts[index]
+                guard host.timerGeneration == generation, let endpoint = host.endpoint else { continue }
+                host.timerAt = nil
+                endpoint.handleTimers(now: now)
+                flush(host)
+            case .dial(let peer, let target): dial(peer, target)
+            case .restart(let index): restart(hosts[index])
+            case .diskOK(let index):
+                if hosts[index].diskFullUntil <= now { hosts[index].fs.setCapacity(nil) }
+            case .online(let index):
+                if hosts[index].offlineUntil <= now { for target in plan.dials[index] { scheduleDial(index, target, after: 0) } }
+            case .heal: heal()
+            case .check:
+                if converged() {
+                    report.convergedAfter = now - plan.faultyPhase
+                    break
+                }
+                queue.push(now + 0.25, .check)
+                continue
+            }
+            if report.convergedAfter != nil { break }
         }
         report.simulatedSeconds = now
         check()
@@ -309,236 +442,243 @@ public final class World {
         return report
     }
 
-    private func inject(over seconds: Double) {
-        let faults = config.faults
-        for index in links.indices where links[index].up {
-            if chance(faults.cutRate, over: seconds) { hit("cut"); cut(index) }
-            if chance(faults.corruptRate, over: seconds), !links[index].toAcceptor.isEmpty {
-                hit("corrupt")
-                var chunk = links[index].toAcceptor[0]
-                let at = Int.random(in: 0..<chunk.1.count, using: &rng)
-                chunk.1[at] ^= 0x5A
-                links[index].toAcceptor[0] = chunk
-            }
-        }
-        if server.up, chance(faults.serverCrashRate, over: seconds) {
-            hit("server crash")
-            crashServer()
-        }
-        if !server.up, now >= serverDownUntil {
-            startServer()
-            note("server restart")
-            // Checked at once: peers would resend what was lost, hiding the loss by the end.
-            server.endpoint.preload(board: board)
-            if let replica = serverReplica, !replica.versionVector.dominates(acknowledged) {
-                report.failures.append("the server lost acknowledged operations in a crash at \(now): holds \(replica.versionVector), acknowledged \(acknowledged)")
-            }
-        }
-        if chance(faults.diskFullRate, over: seconds) {
+    private func perform(_ action: Plan.Action) {
+        note(plan.describe(action))
+        say("EVENT \(plan.describe(action))")
+        switch action {
+        case .edit(let peer): edit(hosts[peer])
+        case .cut(let peer):
+            let touching = linksTouching(peer)
+            guard !touching.isEmpty else { return }
+            hit("cut")
+            cut(rng.pick(touching))
+        case .reset(let peer):
+            let touching = linksTouching(peer)
+            guard !touching.isEmpty else { return }
+            hit("reset")
+            links[rng.pick(touching)].resetNext = true
+        case .corrupt(let peer):
+            let touching = linksTouching(peer)
+            guard !touching.isEmpty else { return }
+            hit("corrupt")
+            links[rng.pick(touching)].corruptNext = true
+        case .crash(let index, let kind, let down):
+            let host = hosts[index]
+            guard host.endpoint != nil else { return }
+            hit(index == plan.server ? "server crash" : "peer crash")
+            if kind == .tornWrite { hit("torn write") }
+            for link in linksTouching(index) { cut(link) }
+            host.fs.restart(kind.memoryKind)
+            // The dead process's objects go (their lock is gone with it).
+            host.endpoint = nil
+            host.package = nil
+            host.timerAt = nil
+            queue.push(now + down, .restart(host: index))
+        case .diskFull(let index, let seconds):
             hit("disk full")
-            serverDiskFullUntil = now + Double(Int.random(in: 1...5, using: &rng))
-            server.fs.setCapacity(0)
-        }
-        if serverDiskFullUntil > 0, now >= serverDiskFullUntil {
-            serverDiskFullUntil = 0
-            server.fs.setCapacity(nil)
-        }
-        for index in peers.indices {
-            if peers[index].up, chance(faults.peerCrashRate, over: seconds) {
-                hit("peer crash")
-                crashPeer(index)
-            }
-            if peers[index].up, chance(faults.offlineRate, over: seconds) {
-                hit("offline")
-                for link in linksTouching(index) { cut(link) }
-                peers[index].offlineUntil = now + Double(Int.random(in: 2...10, using: &rng))
-            }
-        }
-        reconnect()
-    }
-
-    /// Peers without a link dial again (a real peer backs off; here about every 0.2 s).
-    private func reconnect() {
-        for index in peers.indices where peers[index].up && linksUp(of: index).isEmpty && rng.chance(0.05) {
-            connect(index)
+            hosts[index].diskFullUntil = max(hosts[index].diskFullUntil, now + seconds)
+            hosts[index].fs.setCapacity(0)
+            queue.push(now + seconds, .diskOK(host: index))
+        case .offline(let peer, let seconds):
+            hit(seconds >= 30 ? "long offline" : "offline")
+            hosts[peer].offlineUntil = max(hosts[peer].offlineUntil, now + seconds)
+            for link in linksTouching(peer) { cut(link) }
+            queue.push(now + seconds, .online(peer: peer))
+        case .partition(let cut, let seconds):
+            if case .between = cut { hit("partition") } else { hit("one-way partition") }
+            partitions.append((cut, now + seconds))
+        case .clog(let peer, let seconds):
+            let touching = linksTouching(peer)
+            guard !touching.isEmpty else { return }
+            hit("clog")
+            for index in touching { links[index].heldUntil = max(links[index].heldUntil, now + seconds) }
         }
     }
 
-    private func crashServer() {
-        for index in linksTouching(World.serverIndex) { cut(index) }
-        server.fs.restart(rng.chance(0.5) ? .processCrash : .powerLoss(tornTail: rng.chance(0.5)))
-        server.up = false
-        serverDownUntil = now + Double(Int.random(in: 1...4, using: &rng))
-    }
-
-    private func crashPeer(_ index: Int) {
-        let peer = peers[index]
-        for link in linksTouching(index) { cut(link) }
-        peer.fs.restart(rng.chance(0.5) ? .processCrash : .powerLoss(tornTail: rng.chance(0.5)))
-        // The dead process's objects go first (their lock is gone with it).
-        peer.endpoint = nil
-        peer.package = nil
+    private func edit(_ host: Host) {
+        guard let endpoint = host.endpoint, let before = replica(host) else { return }
         do {
-            let package = try BoardPackage.open(at: "/p/board.boardpkg", fileSystem: peer.fs,
-                                                newReplicaID: { ReplicaID(UInt64(index + 1) << 40 | UInt64(self.report.faultsHit["peer crash"] ?? 0)) })
-            if !package.replica.versionVector.dominates(peer.saved) {
-                report.failures.append("\(peer.name) lost operations it had saved before a crash at \(now)")
-            }
-            peer.package = package
-            peer.saved = package.replica.versionVector
-            peer.endpoint = SyncEndpoint(board: board, store: peerStore(package), options: endpointOptions(peer.name), now: now)
-        } catch {
-            report.failures.append("\(peer.name) could not reopen its package after a crash at \(now): \(error)")
-            peer.up = false
-        }
-    }
-
-    private func edit() {
-        let index = Int.random(in: 0..<peers.count, using: &rng)
-        let peer = peers[index]
-        guard peer.up else { return }
-        do {
-            let edit = try peer.endpoint.edit(board, now: now) { replica in
-                LocalEdit(operations: peer.editor.edit(&replica))
+            // Each edit draws from its own generator (the plan's seed, the peer, the time), so
+            // removing one edit while shrinking leaves the others as they were.
+            var editor = RandomEditor(rng: SeededRandom(seed: plan.seed &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(host.index) << 56 ^ now.bitPattern))
+            let edit = try endpoint.edit(board, now: now) { replica in
+                LocalEdit(operations: editor.edit(&replica))
             }
             report.operationsMade += edit.operations.count
-            if let package = peer.package { peer.saved = package.replica.versionVector }
-            note("edit \(index) \(edit.operations.count)")
+            if let replica = replica(host) { host.saved = replica.versionVector }
+            note("edit \(host.index) \(edit.operations.count)")
         } catch {
-            report.failures.append("\(peer.name): a local edit failed at \(now): \(error)")
+            // A full disk refuses the edit, and the edit must change nothing.
+            if host.diskFullUntil > now {
+                if replica(host)?.versionVector != before.versionVector {
+                    fail("failed edit", "\(host.name): an edit refused on a full disk at \(now) changed the replica")
+                }
+            } else {
+                fail("failed edit", "\(host.name): a local edit failed at \(now): \(error)")
+            }
         }
+        flush(host)
     }
 
-    /// Timers, output onto links, arrivals.
-    private func pump() {
-        if server.up { server.endpoint.handleTimers(now: now) }
-        for peer in peers where peer.up { peer.endpoint.handleTimers(now: now) }
-        for index in links.indices where links[index].up {
-            let link = links[index]
-            guard let dialer = endpoint(link.peer), let acceptor = endpoint(link.acceptor) else {
-                cut(index)
-                continue
-            }
-            let toAcceptor = dialer.output(for: link.peerID, now: now)
-            if !toAcceptor.isEmpty {
-                let at = max(now + link.latency, links[index].toAcceptor.last?.0 ?? 0)
-                links[index].toAcceptor.append((at, toAcceptor))
-            }
-            let toPeer = acceptor.output(for: link.acceptorID, now: now)
-            if !toPeer.isEmpty {
-                let at = max(now + link.latency, links[index].toPeer.last?.0 ?? 0)
-                links[index].toPeer.append((at, toPeer))
-            }
-            while let first = links[index].toAcceptor.first, first.0 <= now, links[index].up {
-                links[index].toAcceptor.removeFirst()
-                acceptor.receive(link.acceptorID, first.1, now: now)
-                report.deliveries += 1
-            }
-            while let first = links[index].toPeer.first, first.0 <= now, links[index].up {
-                links[index].toPeer.removeFirst()
-                dialer.receive(link.peerID, first.1, now: now)
-                report.deliveries += 1
-                // What the server acknowledged must survive anything (peers' ACKs are theirs).
-                if link.acceptor == World.serverIndex,
-                   let vector = dialer.boards[board]?.hub.acknowledged[link.peerID] {
-                    acknowledged = acknowledged.merged(with: vector)
-                }
-            }
-            if acceptor.isFinished(link.acceptorID) || dialer.isFinished(link.peerID) {
-                cut(index)
+    private func restart(_ host: Host) {
+        guard host.endpoint == nil else { return }
+        host.restarts += 1
+        note("restart \(host.index)")
+        if host.index != plan.server {
+            do {
+                let index = host.index
+                let restarts = host.restarts
+                host.package = try BoardPackage.open(at: "/p/board.boardpkg", fileSystem: host.fs,
+                                                     newReplicaID: { ReplicaID(UInt64(index + 1) << 40 | restarts) })
+            } catch {
+                fail("restart", "\(host.name) could not reopen its package after a crash at \(now): \(error)")
+                return
             }
         }
-        links.removeAll { !$0.up }
+        start(host)
+        guard let replica = replica(host) else {
+            fail("restart", "\(host.name) could not reopen the board after a crash at \(now)")
+            return
+        }
+        // Checked at once: peers would resend what was lost, hiding the loss by the end.
+        if !replica.versionVector.dominates(host.acknowledged) {
+            fail("acknowledged loss", "\(host.name) lost acknowledged operations in a crash at \(now): holds \(replica.versionVector), acknowledged \(host.acknowledged)")
+        }
+        if !replica.versionVector.dominates(host.saved) {
+            fail("saved loss", "\(host.name) lost operations it had saved before a crash at \(now)")
+        }
+        host.saved = replica.versionVector
+        // A restarted replica equals one that never crashed holding the same operations.
+        var fresh = Replica(id: ReplicaID(0xFEED_FACE))
+        fresh.assets = replica.assets
+        do {
+            try fresh.apply(replica.fullState())
+            let same = try fresh.snapshot().canonicalJSON() == replica.snapshot().canonicalJSON()
+            if fresh.versionVector != replica.versionVector || !same {
+                fail("restart differs", "\(host.name) reopened at \(now) with a board that differs from a replica that never crashed holding the same operations")
+            }
+        } catch {
+            fail("restart differs", "\(host.name)'s reopened operations do not apply to a fresh replica: \(error)")
+        }
     }
 
     private func heal() {
         note("heal")
-        server.fs.setCapacity(nil)
-        serverDiskFullUntil = 0
-        if !server.up { startServer() }
-        for index in peers.indices {
-            peers[index].offlineUntil = 0
-            if peers[index].up, linksUp(of: index).isEmpty { connect(index) }
+        say("HEAL")
+        healed = true
+        partitions = []
+        for host in hosts {
+            host.fs.setCapacity(nil)
+            host.diskFullUntil = 0
+            host.offlineUntil = 0
         }
+        restart(serverHost)
+        for host in hosts where host.endpoint == nil { restart(host) }
+        for index in activeLinks {
+            links[index].heldUntil = 0
+            for direction in 0..<2 where links[index].queueHeads[direction] < links[index].queues[direction].count {
+                scheduleDelivery(index, direction, at: now)
+            }
+        }
+        for peer in 0..<plan.peers {
+            for target in plan.dials[peer] {
+                backoff[key(peer, target)] = nil
+                scheduleDial(peer, target, after: 0)
+            }
+        }
+        queue.push(now + 0.25, .check)
     }
 
     // MARK: Oracles
 
-    private var serverReplica: Replica? { server.endpoint.boards[board]?.store.replica }
-
     private func converged() -> Bool {
-        guard let reference = serverReplica else { return false }
-        for peer in peers where peer.up {
-            guard let replica = peer.package?.replica, replica.versionVector == reference.versionVector,
+        guard let reference = replica(serverHost), reference.missingAssets.isEmpty else { return false }
+        for host in hosts {
+            guard let replica = replica(host), replica.versionVector == reference.versionVector,
                   replica.missingAssets.isEmpty else { return false }
         }
-        return reference.missingAssets.isEmpty
+        return true
     }
 
     private func check() {
         guard report.convergedAfter != nil else {
-            var state = ["server \(server.up ? "up" : "down") \(serverReplica.map { "\($0.versionVector) missing \($0.missingAssets.count) images" } ?? "without the board")"]
-            for peer in peers {
-                let replica = peer.package?.replica
-                state.append("\(peer.name) \(peer.up ? "up" : "down"), \(linksUp(of: peers.firstIndex { $0 === peer }!).count) links, \(replica.map { "\($0.versionVector) missing \($0.missingAssets.count) images" } ?? "-")")
-            }
-            if let reference = serverReplica {
-                for peer in peers {
-                    guard let replica = peer.package?.replica else { continue }
+            var state: [String] = []
+            let reference = replica(serverHost)
+            for host in hosts {
+                let replica = replica(host)
+                state.append("\(host.name) \(host.endpoint == nil ? "down" : "up"), \(linksTouching(host.index).count) links, \(replica.map { "\($0.versionVector) missing \($0.missingAssets.count) images" } ?? "without the board")")
+                if let reference, let replica {
                     for (author, seq) in reference.versionVector.entries where replica.versionVector[author] < seq {
                         let held = (replica.versionVector[author] + 1...seq).filter { replica.hasIntegrated(OpID(replica: author, seq: $0)) }
-                        state.append("\(peer.name) lacks \(author) \(replica.versionVector[author] + 1)...\(seq) (holds \(held.count) of them ahead of a gap)")
+                        state.append("\(host.name) lacks \(author) \(replica.versionVector[author] + 1)...\(seq) (holds \(held.count) of them ahead of a gap)")
                     }
                 }
             }
-            report.failures.append("no convergence within \(config.settleLimit) s after the heal: " + state.joined(separator: "; "))
+            fail("liveness", "no convergence within \(plan.settleLimit) s after the heal: " + state.joined(separator: "; "))
             return
         }
-        guard let reference = serverReplica else { return }
-        if !reference.versionVector.dominates(acknowledged) {
-            report.failures.append("the server lost acknowledged operations: holds \(reference.versionVector), acknowledged \(acknowledged)")
-        }
+        guard let reference = replica(serverHost) else { return }
         do {
             let expected = try reference.snapshot().canonicalJSON()
-            for peer in peers where peer.up {
-                guard let replica = peer.package?.replica else { continue }
-                if try replica.snapshot().canonicalJSON() != expected {
-                    report.failures.append("\(peer.name)'s board differs from the server's")
+            for host in hosts {
+                guard let replica = replica(host) else { continue }
+                if host !== serverHost, try replica.snapshot().canonicalJSON() != expected {
+                    fail("divergence", "\(host.name)'s board differs from the server's")
                 }
-                if !replica.versionVector.dominates(peer.saved) {
-                    report.failures.append("\(peer.name) lost operations it had saved")
+                if !replica.versionVector.dominates(host.acknowledged) {
+                    fail("acknowledged loss", "\(host.name) lost acknowledged operations: holds \(replica.versionVector), acknowledged \(host.acknowledged)")
+                }
+                if !replica.versionVector.dominates(host.saved) {
+                    fail("saved loss", "\(host.name) lost operations it had saved")
+                }
+                // Every image a live sticker or the background shows is present everywhere.
+                if let missing = replica.missingAssets.first {
+                    fail("missing image", "\(host.name) lacks image \(missing.hex.prefix(12)) that the board shows")
                 }
             }
             // The reference model of the conflict contract, applied to what the server holds.
             let model = try ContractModel.board(from: reference.fullState().operations).canonicalJSON()
             if try ContractModel.withoutImageBytes(reference.snapshot()).canonicalJSON() != model {
-                report.failures.append("the converged board differs from the reference model of the conflict contract")
+                fail("contract", "the converged board differs from the reference model of the conflict contract")
             }
         } catch {
-            report.failures.append("snapshot failed: \(error)")
+            fail("snapshot", "snapshot failed: \(error)")
         }
     }
 
-    /// Runs one seed (a setup failure is reported as a failed run).
-    public static func simulate(seed: UInt64, peers: Int = 3, mutation: Mutation = .none,
-                                log: (@Sendable (String) -> Void)? = nil) -> Report {
+    /// Each host's final board (for transcripts), server first.
+    public var finalBoards: [(host: String, board: BoardSnapshot?)] {
+        [(serverHost.name, replica(serverHost)?.snapshot())] + hosts.dropLast().map { ($0.name, replica($0)?.snapshot()) }
+    }
+
+    // MARK: Entry points
+
+    /// Runs a plan (a setup failure is reported as a failed run).
+    public static func simulate(_ plan: Plan, log: (@Sendable (String) -> Void)? = nil) -> Report {
         do {
-            var config = Config(seed: seed, peers: peers)
-            config.log = log
-            config.mutation = mutation
-            return try World(config).run()
+            return try World(plan, log: log).run()
         } catch {
-            var report = Report(seed: seed, faults: Faults())
+            var report = Report(seed: plan.seed)
             report.failures = ["could not set up: \(error)"]
+            report.failureKind = "setup"
             return report
         }
     }
 
+    /// Runs one seed's plan.
+    public static func simulate(seed: UInt64, peers: Int = 3, mutation: Mutation = .none,
+                                log: (@Sendable (String) -> Void)? = nil) -> Report {
+        var plan = Plan.draw(seed: seed, peers: peers)
+        plan.mutation = mutation
+        return simulate(plan, log: log)
+    }
+
     /// Runs many seeds on every core; reports come back in seed order.
-    public static func swarm(seeds: Range<UInt64>, peers: Int = 3, progress: @escaping @Sendable (Int) -> Void = { _ in }) -> [Report] {
+    public static func swarm(seeds: Range<UInt64>, peers: Int = 3, mutation: Mutation = .none,
+                             progress: @escaping @Sendable (Int) -> Void = { _ in }) -> [Report] {
         let results = Mutex<[Report]>([])
         DispatchQueue.concurrentPerform(iterations: seeds.count) { index in
-            let report = simulate(seed: seeds.lowerBound + UInt64(index), peers: peers)
+            let report = simulate(seed: seeds.lowerBound + UInt64(index), peers: peers, mutation: mutation)
             let done = results.withLock { reports in
                 reports.append(report)
                 return reports.count
@@ -547,9 +687,47 @@ public final class World {
         }
         return results.withLock { $0 }.sorted { $0.seed < $1.seed }
     }
+}
 
-    /// The command that replays this run.
-    public var replayCommand: String { "bin/board-sim --seed \(config.seed)" }
+/// A priority queue of timed happenings; equal times come out in the order they went in.
+struct EventQueue<Element> {
+    private var heap: [(time: Double, order: Int, element: Element)] = []
+    private var pushed = 0
+
+    var isEmpty: Bool { heap.isEmpty }
+
+    private func less(_ a: Int, _ b: Int) -> Bool {
+        (heap[a].time, heap[a].order) < (heap[b].time, heap[b].order)
+    }
+
+    mutating func push(_ time: Double, _ element: Element) {
+        pushed += 1
+        heap.append((time, pushed, element))
+        var child = heap.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard less(child, parent) else { break }
+            heap.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    mutating func pop() -> (Double, Element)? {
+        guard !heap.isEmpty else { return nil }
+        heap.swapAt(0, heap.count - 1)
+        let top = heap.removeLast()
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1, right = left + 1
+            var smallest = parent
+            if left < heap.count, less(left, smallest) { smallest = left }
+            if right < heap.count, less(right, smallest) { smallest = right }
+            guard smallest != parent else { break }
+            heap.swapAt(parent, smallest)
+            parent = smallest
+        }
+        return (top.time, top.element)
+    }
 }
 
 // MARK: Planted bugs (mutation testing of the oracles)
@@ -611,6 +789,39 @@ final class ImagelessStore: HostedStore {
     }
 
     func commitEdit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit { try package.commit(body) }
+    func saveView() throws { try package.save() }
+    func closeStore() { package.close() }
+}
+
+/// Merges with registers that break Lamport ties by arrival order (the package underneath logs
+/// durably as usual; the hub serves this store's replica).
+final class ArrivalOrderStore: HostedStore {
+    let package: BoardPackage
+    private(set) var replica: Replica
+
+    init(_ package: BoardPackage) {
+        self.package = package
+        replica = package.replica
+        replica.breaksTiesByArrival = true
+    }
+
+    func merge(_ batch: OperationBatch) throws -> Int {
+        try package.merge(batch)
+        return try replica.apply(batch)
+    }
+
+    func addReceivedAsset(_ data: Data, claimedHash: AssetHash?) throws -> AssetHash {
+        let hash = try package.addReceivedAsset(data, claimedHash: claimedHash)
+        replica.assets.insert(data)
+        return hash
+    }
+
+    func commitEdit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
+        let edit = try package.commit(body)
+        try replica.apply(OperationBatch(operations: edit.operations), from: .ownLog)
+        return edit
+    }
+
     func saveView() throws { try package.save() }
     func closeStore() { package.close() }
 }

@@ -3,18 +3,21 @@ import BoardSimulation
 import Dispatch
 import Foundation
 
-let usage = "board-sim --seed N [--peers P] [--verbose] [--json] | --seeds K [--from N] [--peers P] [--json] | run FILE..."
+let usage = "board-sim --seed N [--peers P] [--plant BUG] [--plan | --shrink [--out FILE]] [--verbose] [--json] | --seeds K [--from N] [--peers P] [--plant BUG] [--json] | run FILE..."
 let help = """
 OVERVIEW: Run BoardSync's real server and peer code over simulated links, time and disks, with
-seeded faults (link cuts, corrupted bytes, server and peer crashes, full disks, peers offline),
-then heal and check that every replica converges with nothing acknowledged or saved lost.
+seeded faults (link cuts and resets, corrupted bytes, partitions, clogged and slow links, server
+and peer crashes, torn writes, full disks, peers offline), then heal and check that every replica
+converges to the board the conflict contract gives, with nothing acknowledged or saved lost.
 
 USAGE: \(usage)
 
 SUBCOMMANDS:
-  run FILE...              Run conflict scenario files (docs/SIMULATION.md, Simulations/Scenarios):
-                           print each timeline and every replica's final board, check the
-                           expectations; exit 1 when one fails, 64 when a file is malformed.
+  run FILE...              Run scenario files (docs/SIMULATION.md, Simulations/Scenarios): conflict
+                           scenarios (peers, edits, expectations) and world scenarios (a seed's
+                           plan, as --plan or --shrink print it). Print each timeline and every
+                           replica's final board, check the expectations and oracles; exit 1 when
+                           one fails, 64 when a file is malformed.
 
 OPTIONS:
   --seed N                 Run one seed and print its report; the last line is `hash: <hex>`,
@@ -22,6 +25,13 @@ OPTIONS:
   --seeds K                Run K seeds (from --from, default 0) on every core and summarize.
   --from N                 First seed of --seeds.
   --peers P                Peers besides the server (default 3).
+  --plan                   With --seed: print the seed's plan (topology, edits, faults) as a
+                           world scenario instead of running it.
+  --shrink                 With --seed: when the seed fails, reduce it to a short plan that
+                           still fails the same way and print it as a world scenario.
+  --out FILE               With --shrink: also write the scenario to FILE.
+  --plant BUG              Plant a bug the oracles must catch (mutation testing):
+                           acknowledge-before-logging, images-never-served, tie-break-by-arrival.
   --json                   Print JSON for scripts.
   --verbose                With --seed: print every host's log and every fault, with the time.
   -h, --help               Show help information.
@@ -57,7 +67,7 @@ if arguments.first == "run" {
             for line in outcome.transcript { print("  " + line) }
             print("final boards:")
             for board in outcome.boards { print("  " + board.replacingOccurrences(of: "\n", with: "\n  ")) }
-            print(outcome.passed ? "PASSED \(file)" : "FAILED \(file): \(outcome.failures.count) expectation(s)")
+            print(outcome.passed ? "PASSED \(file)" : "FAILED \(file): \(outcome.failures.count) \(scenario.isWorld ? "oracle failure(s)" : "expectation(s)")")
             if !outcome.passed { failed += 1 }
         } catch {
             FileHandle.standardError.write(Data("Error: \(file): \(error)\n".utf8))
@@ -70,10 +80,30 @@ if arguments.first == "run" {
 var options: [String: UInt64] = [:]
 var json = false
 var verbose = false
+var printPlan = false
+var shrink = false
+var outFile: String?
+var mutation = World.Mutation.none
 while !arguments.isEmpty {
     let name = arguments.removeFirst()
     if name == "--json" { json = true; continue }
     if name == "--verbose" { verbose = true; continue }
+    if name == "--plan" { printPlan = true; continue }
+    if name == "--shrink" { shrink = true; continue }
+    if name == "--out" {
+        guard let file = arguments.first else { fail("--out needs a file") }
+        outFile = arguments.removeFirst()
+        _ = file
+        continue
+    }
+    if name == "--plant" {
+        guard let text = arguments.first, let bug = World.Mutation(rawValue: text), bug != .none else {
+            fail("--plant needs one of \(World.Mutation.allCases.filter { $0 != .none }.map(\.rawValue).joined(separator: ", "))")
+        }
+        arguments.removeFirst()
+        mutation = bug
+        continue
+    }
     guard ["--seed", "--seeds", "--from", "--peers"].contains(name) else { fail("unknown option \(name)") }
     guard let text = arguments.first, let value = UInt64(text) else { fail("\(name) needs a whole number") }
     arguments.removeFirst()
@@ -83,9 +113,13 @@ let peers = Int(options["peers"] ?? 3)
 guard (1...16).contains(peers) else { fail("--peers must be 1 to 16") }
 
 let printLine: @Sendable (String) -> Void = { print($0) }
-func simulate(_ seed: UInt64, verbose: Bool) -> World.Report {
-    World.simulate(seed: seed, peers: peers, log: verbose ? printLine : nil)
+let planted = mutation
+func plan(_ seed: UInt64) -> Plan {
+    var plan = Plan.draw(seed: seed, peers: peers)
+    plan.mutation = planted
+    return plan
 }
+if options["seed"] == nil, printPlan || shrink || outFile != nil { fail("--plan, --shrink and --out go with --seed") }
 
 func hex(_ value: UInt64) -> String {
     let text = String(value, radix: 16)
@@ -93,12 +127,17 @@ func hex(_ value: UInt64) -> String {
 }
 
 if let seed = options["seed"] {
+    if printPlan {
+        print(plan(seed).text, terminator: "")
+        exit(0)
+    }
     let start = Date()
-    let report = simulate(seed, verbose: verbose)
+    let report = World.simulate(plan(seed), log: verbose ? printLine : nil)
     if json {
         let object: [String: Any] = [
             "seed": seed, "passed": report.passed, "topology": report.topology, "failures": report.failures, "faults": report.faultsHit,
-            "operations": report.operationsMade, "deliveries": report.deliveries,
+            "operations": report.operationsMade, "deliveries": report.deliveries, "operationsDelivered": report.operationsDelivered,
+            "failureKind": report.failureKind ?? NSNull(), "events": report.events,
             "simulatedSeconds": report.simulatedSeconds, "convergedAfter": report.convergedAfter ?? NSNull(),
             "hash": hex(report.decisionHash),
         ]
@@ -108,10 +147,36 @@ if let seed = options["seed"] {
         print("seed \(seed): \(report.faults)")
         print("topology \(report.topology)")
         print("faults hit: \(report.faultsHit.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))")
-        print("operations \(report.operationsMade), deliveries \(report.deliveries), simulated \(String(format: "%.1f", report.simulatedSeconds)) s, wall \(String(format: "%.2f", Date().timeIntervalSince(start))) s")
+        print("operations \(report.operationsMade), deliveries \(report.deliveries) (\(report.operationsDelivered) operations), simulated \(String(format: "%.1f", report.simulatedSeconds)) s, wall \(String(format: "%.2f", Date().timeIntervalSince(start))) s")
         if let after = report.convergedAfter { print("converged \(String(format: "%.2f", after)) s after the heal") }
         for failure in report.failures { print("FAILED: \(failure)") }
+        if !report.passed {
+            print("replay: bin/board-sim --seed \(seed)\(peers == 3 ? "" : " --peers \(peers)")\(mutation == .none ? "" : " --plant \(mutation.rawValue)")\(shrink ? "" : " (add --shrink for a short scenario that fails the same way)")")
+        }
         print("hash: \(hex(report.decisionHash))")
+    }
+    if shrink, !report.passed {
+        let showProgress = isatty(2) != 0
+        guard let shrunk = World.shrink(plan(seed), progress: { runs, events in
+            if showProgress { FileHandle.standardError.write(Data("\rshrinking: run \(runs), \(events) events   ".utf8)) }
+        }) else {
+            print("the failure did not reproduce while shrinking")
+            exit(1)
+        }
+        if showProgress { FileHandle.standardError.write(Data("\n".utf8)) }
+        if let outFile {
+            do {
+                try Data(shrunk.scenario.utf8).write(to: URL(fileURLWithPath: outFile))
+            } catch {
+                FileHandle.standardError.write(Data("Error: cannot write \(outFile): \(error)\n".utf8))
+                exit(1)
+            }
+        }
+        if !json {
+            print("shrunk to \(shrunk.plan.events.count) of \(shrunk.originalEvents) events in \(shrunk.runs) runs; still fails (\(shrunk.report.failureKind ?? "?")):")
+            print(shrunk.scenario, terminator: "")
+            if let outFile { print("written to \(outFile); replay: bin/board-sim run \(outFile)") }
+        }
     }
     exit(report.passed ? 0 : 1)
 }
@@ -120,7 +185,7 @@ guard let count = options["seeds"] else { fail("give --seed N or --seeds K") }
 let from = options["from"] ?? 0
 let start = Date()
 let showProgress = !json && isatty(2) != 0
-let reports = World.swarm(seeds: from..<(from + count), peers: peers) { done in
+let reports = World.swarm(seeds: from..<(from + count), peers: peers, mutation: mutation) { done in
     if showProgress { FileHandle.standardError.write(Data("\r\(done)/\(count) seeds".utf8)) }
 }
 let wall = Date().timeIntervalSince(start)
@@ -128,21 +193,28 @@ let failed = reports.filter { !$0.passed }
 var faults: [String: Int] = [:]
 for report in reports { for (kind, _) in report.faultsHit { faults[kind, default: 0] += 1 } }
 let deliveries = reports.reduce(0) { $0 + $1.deliveries }
+let operationsDelivered = reports.reduce(0) { $0 + $1.operationsDelivered }
+var topologies: [String: Int] = [:]
+for report in reports { topologies[String(report.topology.prefix { $0 != ":" }), default: 0] += 1 }
+let cores = Double(ProcessInfo.processInfo.activeProcessorCount)
 let simulated = reports.reduce(0.0) { $0 + $1.simulatedSeconds }
 if json {
     let object: [String: Any] = [
         "seeds": reports.count, "failed": failed.map(\.seed), "seedsHittingFault": faults,
-        "deliveries": deliveries, "simulatedSeconds": simulated, "wallSeconds": wall,
+        "deliveries": deliveries, "operationsDelivered": operationsDelivered, "simulatedSeconds": simulated, "wallSeconds": wall,
+        "topologies": topologies, "cores": cores,
     ]
     let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])
     FileHandle.standardOutput.write(data + Data([10]))
 } else {
     if isatty(2) != 0 { FileHandle.standardError.write(Data("\n".utf8)) }
     print("seeds \(from)..<\(from + count): \(reports.count - failed.count) passed, \(failed.count) failed")
-    print("seeds hitting each fault: \(faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))")
-    print("simulated \(String(format: "%.0f", simulated)) s, \(deliveries) deliveries, wall \(String(format: "%.1f", wall)) s, \(String(format: "%.0f", Double(deliveries) / max(wall, 0.001))) deliveries/s")
+    print("seeds hitting each fault: \(faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value) (\(100 * $0.value / max(reports.count, 1))%)" }.joined(separator: ", "))")
+    print("topologies: \(topologies.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))")
+    print("simulated \(String(format: "%.0f", simulated)) s, \(deliveries) deliveries carrying \(operationsDelivered) operations, wall \(String(format: "%.1f", wall)) s on \(Int(cores)) cores")
+    print("per core: \(String(format: "%.0f", Double(deliveries) / max(wall * cores, 0.001))) deliveries/s, \(String(format: "%.0f", Double(operationsDelivered) / max(wall * cores, 0.001))) operation deliveries/s, \(String(format: "%.3f", wall * cores / Double(max(reports.count, 1)))) s per seed")
     for report in failed {
-        print("FAILED seed \(report.seed): \(report.failures.first ?? "?") — replay: bin/board-sim --seed \(report.seed)")
+        print("FAILED seed \(report.seed): \(report.failures.first ?? "?") — replay: bin/board-sim --seed \(report.seed)\(peers == 3 ? "" : " --peers \(peers)")\(mutation == .none ? "" : " --plant \(mutation.rawValue)") [--shrink]")
     }
 }
 exit(failed.isEmpty ? 0 : 1)

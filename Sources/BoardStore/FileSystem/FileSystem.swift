@@ -121,18 +121,31 @@ public enum Path {
         return result
     }
 
+    /// The bytes of `path` without trailing slashes (a lone "/" stays).
+    private static func trimmed(_ path: String) -> [UInt8] {
+        var bytes = Array(path.utf8)
+        while bytes.count > 1, bytes.last == UInt8(ascii: "/") { bytes.removeLast() }
+        return bytes
+    }
+
     public static func parent(of path: String) -> String {
-        var trimmed = Substring(path)
-        while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
-        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
-        if slash == trimmed.startIndex { return "/" }
-        return String(trimmed[..<slash])
+        let bytes = trimmed(path)
+        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return "." }
+        if slash == 0 { return "/" }
+        return String(decoding: bytes[..<slash], as: UTF8.self)
     }
 
     public static func name(of path: String) -> String {
-        var trimmed = Substring(path)
-        while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
-        guard let slash = trimmed.lastIndex(of: "/") else { return String(trimmed) }
-        return String(trimmed[trimmed.index(after: slash)...])
+        let bytes = trimmed(path)
+        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return String(decoding: bytes, as: UTF8.self) }
+        return String(decoding: bytes[(slash + 1)...], as: UTF8.self)
+    }
+
+    /// Whether `path` names an entry directly inside `directory`.
+    public static func isEntry(_ path: String, of directory: String) -> Bool {
+        let bytes = trimmed(path)
+        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return directory == "." }
+        if slash == 0 { return directory == "/" && bytes.count > 1 }
+        return bytes[..<slash].elementsEqual(directory.utf8)
     }
 }

@@ -229,8 +229,12 @@ public final class MemoryFileSystem: FileSystem {
     public func syncDirectory(_ path: String) throws {
         try mutate(.syncDirectory, path) { s in
             guard s.directories[path] != nil else { throw FileSystemError.notFound(path) }
-            for name in Set(s.names.keys).union(s.durableNames.keys) where Path.parent(of: name) == path {
-                s.durableNames[name] = s.names[name]
+            // Every name in the directory, as it is now, becomes durable (new, renamed or removed).
+            for name in s.durableNames.keys where s.names[name] == nil && Path.isEntry(name, of: path) {
+                s.durableNames[name] = nil
+            }
+            for (name, number) in s.names where s.durableNames[name] != number && Path.isEntry(name, of: path) {
+                s.durableNames[name] = number
             }
         }
     }
