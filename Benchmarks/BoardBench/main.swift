@@ -241,11 +241,20 @@ let simulationSeconds = measure {
     for seed in 0..<20 as Range<UInt64> {
         let report = World.simulate(seed: seed)
         simulated.deliveries += report.deliveries
-        simulated.operations += report.operationsMade
+        simulated.operations += report.operationsDelivered
     }
 }
 record("simulation_seed_wall_time", "s", simulationSeconds / 20)
 record("simulation_deliveries_per_s", "deliveries/s", Double(simulated.deliveries) / simulationSeconds)
+record("simulation_operation_deliveries_per_s", "ops/s", Double(simulated.operations) / simulationSeconds)
+// The issue's design target: a seed with 5 peers, a server and about 2,000 operations.
+progress("simulation: one seed, 5 peers, ~2,000 operations")
+var bigSeed = World.Report(seed: 0)
+let bigPlan = Plan.draw(seed: 4, peers: 5, editsPerSecond: 100)
+let bigSeedSeconds = measure { bigSeed = World.simulate(bigPlan) }
+if !bigSeed.passed { progress("the 5-peer seed FAILED: \(bigSeed.failures.first ?? "")") }
+record("simulation_5_peers_seed_operations", "count", Double(bigSeed.operationsMade))
+record("simulation_5_peers_seed_wall_time", "s", bigSeedSeconds)
 
 if json {
     let object = Dictionary(uniqueKeysWithValues: figures.map { ($0.0, $0.2) })

@@ -20,7 +20,8 @@ public final class SyncHost {
             var generator = SystemRandomNumberGenerator()
             return ReplicaID(UInt64.random(in: 1...UInt64.max, using: &generator))
         }
-        /// Reconnect backoff for dialed peers: first delay and cap, in seconds.
+        /// Reconnect backoff for dialed peers: first delay and cap, in seconds (each delay is
+        /// spread by a random factor of 0.5 to 1.5).
         public var reconnectDelay: (first: Double, max: Double) = (0.2, 5)
         public var reconnect = true
         /// Server: boards open at once (each holds its package and a lock descriptor).
@@ -36,6 +37,11 @@ public final class SyncHost {
             options.timing = timing
             options.maxOpenBoards = maxOpenBoards
             options.idleBoardTimeout = idleBoardTimeout
+            options.reconnectDelay = reconnectDelay
+            options.jitter = { delay in
+                var generator = SystemRandomNumberGenerator()
+                return delay * Double.random(in: 0.5...1.5, using: &generator)
+            }
             options.log = log
             return options
         }
@@ -43,18 +49,12 @@ public final class SyncHost {
 
     public typealias HostedBoard = SyncEndpoint.Board
 
-    private struct DialTarget {
-        var address: SocketAddress
-        var delay: Double
-        var link: SessionID?
-    }
-
     public let loop: EventLoop
     public private(set) var options: Options
     public let endpoint: SyncEndpoint
     private var connections: [SessionID: TCPConnection] = [:]
-    private var dialOf: [SessionID: Int] = [:]
-    private var dialTargets: [DialTarget] = []
+    /// Addresses of the endpoint's dial targets, by index.
+    private var dialAddresses: [SocketAddress] = []
     private var nextID: SessionID = 0
     private var listener: TCPListener?
     private var timer: (id: Int, at: Double)?
@@ -106,6 +106,7 @@ public final class SyncHost {
 
     private func wire() {
         endpoint.transportQueued = { [weak self] id in self?.connections[id]?.queuedBytes ?? 0 }
+        if !options.reconnect { endpoint.setReconnecting(false, now: EventLoop.now()) }
         armTimer()
     }
 
@@ -141,47 +142,49 @@ public final class SyncHost {
         guard !stopped else { return }
         endpoint.handleTimers(now: EventLoop.now())
         flushAll()
+        dialDue()
         armTimer()
         onProgress?()
     }
 
     // MARK: Dialing
 
-    /// Dials `address` for this host's board, reconnecting with backoff when the link drops.
+    /// Dials `address` for this host's board; the endpoint schedules reconnects with backoff
+    /// when the link drops.
     public func connect(to address: SocketAddress) {
-        dialTargets.append(DialTarget(address: address, delay: options.reconnectDelay.first, link: nil))
-        dial(dialTargets.count - 1)
+        guard !endpoint.isServer else { return }
+        let index = endpoint.addDialTarget(now: EventLoop.now())
+        precondition(index == dialAddresses.count)
+        dialAddresses.append(address)
+        dialDue()
+        armTimer()
+    }
+
+    /// Starts connecting every dial target the endpoint says is due.
+    private func dialDue() {
+        guard !stopped else { return }
+        for index in endpoint.dueDials(now: EventLoop.now()) { dial(index) }
     }
 
     private func dial(_ index: Int) {
-        guard !stopped, !endpoint.isServer else { return }
-        let target = dialTargets[index]
+        let address = dialAddresses[index]
         let connection: TCPConnection
         do {
-            connection = try TCPConnection.connect(to: target.address, on: loop)
+            connection = try TCPConnection.connect(to: address, on: loop)
         } catch {
-            options.log("cannot connect to \(target.address): \(error)")
-            scheduleRedial(index)
+            options.log("cannot connect to \(address): \(error)")
+            endpoint.dialFailed(index, now: EventLoop.now())
             return
         }
         let id = newLink(connection)
-        dialOf[id] = index
-        dialTargets[index].link = id
+        endpoint.dialing(index, as: id)
         connection.onConnect = { [weak self] in
             guard let self else { return }
-            self.options.log("connected to \(target.address)")
-            self.dialTargets[index].delay = self.options.reconnectDelay.first
+            self.options.log("connected to \(address)")
             self.endpoint.dialed(id, now: EventLoop.now())
             self.flush(id)
             self.armTimer()
         }
-    }
-
-    private func scheduleRedial(_ index: Int) {
-        guard options.reconnect, !stopped else { return }
-        let delay = dialTargets[index].delay
-        dialTargets[index].delay = min(delay * 2, options.reconnectDelay.max)
-        loop.schedule(after: delay) { [weak self] in self?.dial(index) }
     }
 
     // MARK: Connections
@@ -228,10 +231,6 @@ public final class SyncHost {
         endpoint.closed(id, now: EventLoop.now())
         if let board { for other in endpoint.sessions(of: board) { flush(other) } }
         options.log("connection \(connection.remote) closed\(error.map { ": \($0)" } ?? reason.map { ": \($0)" } ?? "")")
-        if let index = dialOf.removeValue(forKey: id) {
-            dialTargets[index].link = nil
-            scheduleRedial(index)
-        }
         armTimer()
         onProgress?()
     }
@@ -323,13 +322,13 @@ public final class SyncHost {
 
     /// Takes this host off the network (closing links, no redialing) or back on (dialing again).
     public func setOffline(_ offline: Bool) {
+        endpoint.setReconnecting(!offline, now: EventLoop.now())
         if offline {
-            options.reconnect = false
             for connection in connections.values { connection.close(immediately: true) }
         } else {
-            options.reconnect = true
-            for index in dialTargets.indices where dialTargets[index].link == nil { dial(index) }
+            dialDue()
         }
+        armTimer()
     }
 
     /// Bytes sent and received by every session this host has had.

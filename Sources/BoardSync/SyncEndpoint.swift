@@ -70,6 +70,13 @@ public final class SyncEndpoint {
         /// When views are saved while edits stream in.
         public var saveQuietPeriod: Double = 0.25
         public var saveMaxDelay: Double = 1.0
+        /// Peers: reconnect backoff for dial targets, in seconds: the first delay after a link
+        /// drops or a dial fails, doubling up to the cap; reset once a dial connects.
+        public var reconnectDelay: (first: Double, max: Double) = (0.2, 5)
+        /// Spreads each reconnect delay (so peers of a restarted server do not all dial it at
+        /// once). The endpoint draws no randomness itself: hosts inject it (`SyncHost` a system
+        /// random factor, the simulator its seeded generator).
+        public var jitter: (Double) -> Double = { $0 }
         /// Operator log lines (boards, refusals, errors).
         public var log: (String) -> Void = { _ in }
 
@@ -110,6 +117,18 @@ public final class SyncEndpoint {
     public var transportQueued: (SessionID) -> Int = { _ in 0 }
     /// Why the most recent session closed, as the session knew it.
     public private(set) var lastCloseReason: SessionError?
+    /// Peers to dial (the transport knows each one's address by its index).
+    private var dialTargets: [DialTarget] = []
+    private var dialOf: [SessionID: Int] = [:]
+    /// Whether dropped links are dialed again (false: a host taken offline, a one-shot client).
+    public private(set) var reconnects = true
+
+    private struct DialTarget {
+        var link: SessionID?
+        var delay: Double
+        /// When to dial next (nil: connected, being dialed, or not reconnecting).
+        var due: Double?
+    }
 
     /// A server endpoint: boards come from `opener` when a HELLO first names them.
     public init(opener: @escaping (String) throws -> any HostedStore, options: Options = Options(), now: Double) {
@@ -169,6 +188,7 @@ public final class SyncEndpoint {
     /// An outbound connection is up (single-board endpoints dial peers): start the handshake.
     public func dialed(_ id: SessionID, now: Double) {
         self.now = now
+        if let target = dialOf[id] { dialTargets[target].delay = options.reconnectDelay.first }
         guard let board = boards.values.first else { return }
         route[id] = board.name
         board.hub.addDialer(id, makeSession(.dialer, board.store.replica.id), now: now)
@@ -242,6 +262,10 @@ public final class SyncEndpoint {
     /// The transport closed a connection.
     public func closed(_ id: SessionID, now: Double) {
         self.now = now
+        if let target = dialOf.removeValue(forKey: id) {
+            dialTargets[target].link = nil
+            scheduleRedial(target)
+        }
         if let session = pending.removeValue(forKey: id) {
             if let reason = session.closeReason { lastCloseReason = reason }
             return
@@ -333,6 +357,7 @@ public final class SyncEndpoint {
             if isServer, board.hub.sessions.isEmpty { deadlines.append(board.lastActive + options.idleBoardTimeout) }
         }
         deadlines += pending.values.compactMap(\.nextDeadline)
+        deadlines += dialTargets.compactMap(\.due)
         return deadlines.min()
     }
 
@@ -358,6 +383,61 @@ public final class SyncEndpoint {
         }
     }
 
+    // MARK: Dialing (single-board endpoints)
+
+    /// Adds a peer to dial and keep dialing: returns its index (the transport keeps the
+    /// address). It is due at once; see `dueDials`.
+    public func addDialTarget(now: Double) -> Int {
+        self.now = now
+        dialTargets.append(DialTarget(link: nil, delay: options.reconnectDelay.first, due: now))
+        return dialTargets.count - 1
+    }
+
+    /// Dial targets whose time has come (no link, backoff over). The transport starts
+    /// connecting each one and reports it with `dialing(_:as:)`, or `dialFailed` when it could
+    /// not even start; `dialed` once connected, `closed` when the connection ends or fails.
+    public func dueDials(now: Double) -> [Int] {
+        self.now = now
+        var due: [Int] = []
+        for index in dialTargets.indices where dialTargets[index].link == nil {
+            if let at = dialTargets[index].due, at <= now {
+                dialTargets[index].due = nil
+                due.append(index)
+            }
+        }
+        return due
+    }
+
+    /// The transport is connecting dial target `target` as connection `id`.
+    public func dialing(_ target: Int, as id: SessionID) {
+        dialTargets[target].link = id
+        dialOf[id] = target
+    }
+
+    /// A dial could not start (no route, no descriptor): try again after the backoff.
+    public func dialFailed(_ target: Int, now: Double) {
+        self.now = now
+        scheduleRedial(target)
+    }
+
+    /// Stops redialing (a host going offline) or resumes it, dialing every target without a
+    /// link at once with the backoff reset.
+    public func setReconnecting(_ on: Bool, now: Double) {
+        self.now = now
+        reconnects = on
+        for index in dialTargets.indices {
+            dialTargets[index].delay = options.reconnectDelay.first
+            dialTargets[index].due = on && dialTargets[index].link == nil ? now : nil
+        }
+    }
+
+    private func scheduleRedial(_ target: Int) {
+        guard reconnects else { return }
+        let delay = dialTargets[target].delay
+        dialTargets[target].delay = min(delay * 2, options.reconnectDelay.max)
+        dialTargets[target].due = now + options.jitter(delay)
+    }
+
     // MARK: Local edits and shutdown
 
     /// A local edit on a hosted board: made durable by its store, then streamed to peers.
@@ -374,6 +454,7 @@ public final class SyncEndpoint {
     /// Says goodbye on every session and saves every board (unless `save` is false).
     public func shutdown(save saving: Bool, now: Double) {
         self.now = now
+        setReconnecting(false, now: now)
         for board in boards.values {
             board.hub.closeAll(nil)
             if saving { save(board) }

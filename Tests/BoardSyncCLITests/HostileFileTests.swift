@@ -244,5 +244,32 @@ import Testing
         #expect(wrong.status == 1)
         #expect(wrong.stdout.contains("FAILED"), "\(wrong.stdout)")
         #expect(try sim(["run", "missing.board"], in: workspace.path).status == 1)
+        #expect(try sim(["--plan"], in: workspace.path).status == 64, "--plan needs --seed")
+        #expect(try sim(["--seed", "1", "--plant", "nonsense"], in: workspace.path).status == 64)
+    }
+
+    /// A seed's plan prints as a world scenario that runs like the seed; a planted bug fails,
+    /// shrinks to a file, and that file fails when run.
+    @Test func boardSimPrintsPlansAndShrinksFailures() throws {
+        let workspace = try Workspace()
+        let plan = try sim(["--seed", "5", "--plan"], in: workspace.path)
+        #expect(plan.status == 0)
+        #expect(plan.stdout.hasPrefix("world seed 5 peers 3"), "\(plan.stdout.prefix(200))")
+        try Data(plan.stdout.utf8).write(to: URL(fileURLWithPath: workspace.path + "/five.board"))
+        let run = try sim(["run", "five.board"], in: workspace.path)
+        #expect(run.status == 0, "\(run.stdout.suffix(500))")
+        #expect(run.stdout.contains("PASSED five.board"))
+        #expect(run.stdout.contains("EVENT edit peer"), "the timeline is printed")
+
+        let failing = try sim(["--seed", "0", "--plant", "images-never-served", "--shrink", "--out", "shrunk.board"], in: workspace.path)
+        #expect(failing.status == 1)
+        #expect(failing.stdout.contains("replay: bin/board-sim --seed 0 --plant images-never-served"), "\(failing.stdout.suffix(800))")
+        #expect(failing.stdout.contains("shrunk to "), "\(failing.stdout.suffix(800))")
+        let shrunk = try String(contentsOfFile: workspace.path + "/shrunk.board", encoding: .utf8)
+        #expect(shrunk.contains("plant images-never-served"))
+        #expect(shrunk.split(separator: "\n").filter { $0.hasPrefix("at ") }.count <= 5, "\(shrunk)")
+        let replay = try sim(["run", "shrunk.board"], in: workspace.path)
+        #expect(replay.status == 1, "\(replay.stdout.suffix(500))")
+        #expect(replay.stdout.contains("no convergence"), "\(replay.stdout.suffix(800))")
     }
 }

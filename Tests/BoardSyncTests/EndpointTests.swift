@@ -201,62 +201,108 @@ final class VirtualNet {
     }
 }
 
-/// The network simulator (`World`, `bin/board-sim`): seeded faults over the real endpoint code;
-/// every seed must converge with nothing acknowledged or saved lost. A failing seed prints the
-/// command that replays it.
+/// The network simulator (`World`, `bin/board-sim`): seeded plans of edits and faults over the
+/// real endpoint code; every seed must converge to the contract's board with nothing
+/// acknowledged or saved lost. A failing seed prints the command that replays it.
 @Suite struct SimulationTests {
-    static let seedsPerSlice: UInt64 = 15
+    static let seedsPerSlice: UInt64 = 50
+    /// Every fault kind a seed can draw, plus the ones a draw implies.
+    static let faultKinds = Plan.Faults.kinds.map(\.name) + ["torn write", "slow link"]
 
-    @Test(arguments: 0..<4 as Range<UInt64>)
+    /// 500 seeds in ten slices of 50 (bounded by count; both cores take slices).
+    @Test(arguments: 0..<10 as Range<UInt64>)
     func seededFaultRunsConvergeWithNothingLost(slice: UInt64) {
         let start = 10_000 + slice * Self.seedsPerSlice
         var seedsHitting: [String: Int] = [:]
+        var topologies: Set<String> = []
         for seed in start..<(start + Self.seedsPerSlice) {
             let report = World.simulate(seed: seed)
-            #expect(report.passed, "seed \(seed): \(report.failures.joined(separator: "; ")) — replay: bin/board-sim --seed \(seed)")
+            #expect(report.passed, "seed \(seed): \(report.failures.joined(separator: "; ")) — replay: bin/board-sim --seed \(seed) --shrink")
             #expect(report.operationsMade > 100, "seed \(seed)")
             for kind in report.faultsHit.keys { seedsHitting[kind, default: 0] += 1 }
+            topologies.insert(String(report.topology.prefix { $0 != ":" }))
         }
-        // Swarm: each fault kind is hit in at least one seed in fifteen (over 5%).
-        for kind in ["cut", "corrupt", "server crash", "peer crash", "disk full", "offline"] {
-            #expect(seedsHitting[kind] ?? 0 >= 1, "slice \(slice): \(kind) hit in \(seedsHitting[kind] ?? 0) of \(Self.seedsPerSlice) seeds")
+        // Swarm: each fault kind is hit in at least 5% of the slice's seeds.
+        for kind in Self.faultKinds {
+            #expect(Double(seedsHitting[kind] ?? 0) >= 0.05 * Double(Self.seedsPerSlice),
+                    "slice \(slice): \(kind) hit in \(seedsHitting[kind] ?? 0) of \(Self.seedsPerSlice) seeds")
         }
+        #expect(topologies == ["star", "chain", "mixed", "mesh"], "slice \(slice): \(topologies)")
     }
 
-    /// Seeds that found bugs, kept: 1171 fails without the relay of a complete delta that only
-    /// raised the vector (peers behind a relay kept a gap that never closed). The stalled frame
-    /// the simulator found first has its own test (`aFrameWhoseLengthWasCorrupted...`).
-    @Test(arguments: [1171] as [UInt64])
-    func seedsThatFoundBugsStayFixed(seed: UInt64) {
-        let report = World.simulate(seed: seed)
-        #expect(report.passed, "seed \(seed): \(report.failures.joined(separator: "; "))")
-    }
-
-    @Test func oneSeedReplaysExactly() {
+    @Test func oneSeedReplaysExactly() throws {
         let first = World.simulate(seed: 77)
         let second = World.simulate(seed: 77)
         #expect(first.decisionHash == second.decisionHash)
         #expect(first.deliveries == second.deliveries)
         #expect(World.simulate(seed: 78).decisionHash != first.decisionHash)
+        // The plan's text reads back as the same plan, and runs the same.
+        let plan = Plan.draw(seed: 77)
+        let reread = try Plan(text: plan.text)
+        #expect(reread == plan)
+        #expect(World.simulate(reread).decisionHash == first.decisionHash)
     }
 
-
-    /// The oracles catch planted bugs (mutation testing): acknowledging before logging loses
-    /// acknowledged operations in a server crash; a peer that never serves images never
-    /// converges.
-    @Test func theOraclesCatchPlantedBugs() {
-        var caught: UInt64?
-        for seed in 0..<40 as Range<UInt64> {
-            let report = World.simulate(seed: seed, mutation: .acknowledgeBeforeLogging)
-            if report.failures.contains(where: { $0.contains("acknowledged") }) {
-                caught = seed
+    /// The oracles catch planted bugs (mutation testing), each as the failure it is: a tie broken
+    /// by arrival order (replicas diverge), an ACK sent before the log append (acknowledged
+    /// operations lost in a crash), and a WANT nobody answers (no convergence: images missing).
+    @Test(arguments: [
+        (World.Mutation.tieBreakByArrival, ["divergence", "contract"]),
+        (.acknowledgeBeforeLogging, ["acknowledged loss"]),
+        (.imagesNeverServed, ["liveness"]),
+    ])
+    func theOraclesCatchPlantedBugs(mutation: World.Mutation, kinds: [String]) {
+        var caught: World.Report?
+        for seed in 0..<60 as Range<UInt64> {
+            let report = World.simulate(seed: seed, mutation: mutation)
+            if let kind = report.failureKind {
+                #expect(kinds.contains(kind), "seed \(seed) with \(mutation): \(report.failures)")
+                caught = report
                 break
             }
         }
-        #expect(caught != nil, "no seed in 0..<40 caught an ACK sent before the log append")
-        let images = World.simulate(seed: 0, mutation: .imagesNeverServed)
-        #expect(images.failures.contains { $0.contains("no convergence") && $0.contains("missing") }, "\(images.failures)")
-        #expect(World.simulate(seed: caught ?? 0).passed, "the same seed passes without the bug")
+        #expect(caught != nil, "no seed in 0..<60 caught \(mutation)")
+        if let report = caught {
+            #expect(World.simulate(seed: report.seed).passed, "seed \(report.seed) passes without the bug")
+        }
+    }
+
+    /// A failing run shrinks to a few events, printed as a world scenario that still fails the
+    /// same way when run as a file, and passes without the planted bug.
+    @Test func aFailingRunShrinksToAScenarioThatStillFails() throws {
+        let seed = try #require((0..<60 as Range<UInt64>).first {
+            World.simulate(seed: $0, mutation: .acknowledgeBeforeLogging).failureKind == "acknowledged loss"
+        })
+        var plan = Plan.draw(seed: seed)
+        plan.mutation = .acknowledgeBeforeLogging
+        let shrunk = try #require(World.shrink(plan, budget: 200))
+        #expect(shrunk.report.failureKind == "acknowledged loss")
+        #expect(shrunk.plan.events.count <= 10, "\(shrunk.plan.events.count) events left of \(plan.events.count)")
+        #expect(shrunk.plan.events.contains { if case .crash = $0.action { true } else { false } }, "a crash is needed to lose anything")
+        let outcome = try Scenario(name: "shrunk", text: shrunk.scenario).run()
+        #expect(!outcome.passed, "\(shrunk.scenario)")
+        #expect(outcome.failures.first?.contains("acknowledged") == true, "\(outcome.failures)")
+        let healthy = try Scenario(name: "healthy", text: shrunk.scenario.replacingOccurrences(of: "plant acknowledge-before-logging\n", with: "")).run()
+        #expect(healthy.passed, "\(healthy.failures)")
+        #expect(World.shrink(Plan.draw(seed: seed)) == nil, "a passing plan has nothing to shrink")
+    }
+
+    @Test func aMalformedWorldScenarioNamesItsLine() {
+        for (text, words) in [
+            ("world seed 1 peers 2\n# comment\nat 1 edit peer7\n", ["line 3", "peer7"]),
+            ("world seed 1 peers 2\nat 30 edit peer0\n", ["line 2", "inside the phase"]),
+            ("world seed 1 peers 2\nat 2 edit peer0\nat 1 edit peer1\n", ["line 3", "time order"]),
+            ("world seed 1 peers 2\nat 1 crash server melt for 2\n", ["line 2", "crash HOST"]),
+            ("world seed 1 peers 2\nplant nothing\n", ["line 2", "plant BUG"]),
+            ("world seed 1 peers 99\n", ["line 1", "peers"]),
+        ] {
+            #expect(throws: (any Error).self, "\(text)") { _ = try Scenario(name: "bad", text: text).run() }
+            do {
+                _ = try Scenario(name: "bad", text: text).run()
+            } catch {
+                #expect(words.allSatisfy { "\(error)".contains($0) }, "\(error)")
+            }
+        }
     }
 }
 
@@ -268,12 +314,26 @@ final class VirtualNet {
 
     @Test func everyScenarioFilePasses() throws {
         let files = try FileManager.default.contentsOfDirectory(atPath: Self.directory).filter { $0.hasSuffix(".board") }.sorted()
-        #expect(files.count >= 15, "one scenario per contract row and fault kind")
+        #expect(files.count >= 22, "one scenario per contract row and fault kind")
+        var faultsInWorlds: Set<String> = []
         for file in files {
             let text = try String(contentsOfFile: Self.directory + "/" + file, encoding: .utf8)
-            let outcome = try Scenario(name: file, text: text).run()
+            let scenario = Scenario(name: file, text: text)
+            let outcome = try scenario.run()
             #expect(outcome.passed, "\(file): \(outcome.failures.joined(separator: "; "))")
-            #expect(outcome.transcript.contains { $0.contains("— ok") }, "\(file) checks something")
+            if scenario.isWorld {
+                let faults = outcome.transcript.first { $0.hasPrefix("faults hit: ") }?.dropFirst(12) ?? ""
+                #expect(!faults.isEmpty, "\(file) hits a fault")
+                for part in faults.split(separator: ",") {
+                    faultsInWorlds.insert(part.trimmingCharacters(in: .whitespaces).split(separator: " ").dropLast().joined(separator: " "))
+                }
+            } else {
+                #expect(outcome.transcript.contains { $0.contains("— ok") }, "\(file) checks something")
+            }
+        }
+        // Faults the conflict scenarios cannot express each have a world scenario.
+        for kind in ["reset", "partition", "one-way partition", "clog", "slow link", "torn write", "long offline", "disk full"] {
+            #expect(faultsInWorlds.contains(kind), "a world scenario hits \(kind): \(faultsInWorlds.sorted())")
         }
     }
 

@@ -148,18 +148,21 @@ public struct Plan: Sendable, Equatable {
             }
         }
         let slow = Double(Int.random(in: 1...200, using: &rng)) / 1000
-        var plan = Plan(seed: seed, peers: peers, dials: dials, topology: topology, latency: (slow / 4)...slow, faultyPhase: faultyPhase)
+        var plan = Plan(seed: seed, peers: peers, dials: dials, topology: topology,
+                        latency: (slow / 4 * 1000).rounded() / 1000...slow, faultyPhase: faultyPhase)
         if rng.chance(0.3) {
             for index in 0..<peers where rng.chance(0.5) {
                 plan.bandwidth[index] = Double(Int.random(in: 2...64, using: &rng) * 1024)
             }
         }
 
+        // Times in whole milliseconds, so the plan's text reads back exactly.
+        func milliseconds(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
         var events: [Event] = []
-        var time = 1 / editsPerSecond
-        while time < faultyPhase {
-            events.append(Event(time: time, action: .edit(peer: Int.random(in: 0..<peers, using: &rng))))
-            time += 1 / editsPerSecond
+        var edit = 1
+        while milliseconds(Double(edit) / editsPerSecond) < faultyPhase {
+            events.append(Event(time: milliseconds(Double(edit) / editsPerSecond), action: .edit(peer: Int.random(in: 0..<peers, using: &rng))))
+            edit += 1
         }
         func someHosts() -> Set<Int> {
             switch Int.random(in: 0..<3, using: &rng) {
@@ -196,7 +199,7 @@ public struct Plan: Sendable, Equatable {
                     action = .partition(rng.chance(0.5) ? .outOf(hosts) : .into(hosts), seconds: Double(Int.random(in: 1...25, using: &rng)))
                 default: action = .clog(peer: peer, seconds: Double(Int.random(in: 1...8, using: &rng)) / 2)
                 }
-                events.append(Event(time: (at * 1000).rounded() / 1000, action: action))
+                events.append(Event(time: milliseconds(at), action: action))
             }
         }
         // In time order; equal times keep the order they were drawn in.
@@ -208,7 +211,7 @@ public struct Plan: Sendable, Equatable {
 
     /// The plan as a world scenario (docs/SIMULATION.md); `Plan(text:)` reads it back.
     public var text: String {
-        var lines = ["world seed \(seed) peers \(peers) phase \(format(faultyPhase))"]
+        var lines = ["world seed \(seed) peers \(peers) phase \(format(faultyPhase)) topology \(topology)"]
         lines.append("dials " + dials.enumerated().map { "\(name($0.offset))>" + $0.element.map(name).joined(separator: ",") }.joined(separator: " "))
         lines.append("latency \(format(latency.lowerBound))-\(format(latency.upperBound))")
         for (peer, speed) in bandwidth.sorted(by: { $0.key < $1.key }) { lines.append("slow \(name(peer)) \(Int(speed))") }
@@ -257,7 +260,7 @@ public struct Plan: Sendable, Equatable {
             let head = words.removeFirst()
             if head == "world" {
                 guard plan == nil else { throw fail("`world` comes once, first") }
-                var seed: UInt64 = 0, peers = 3, phase = 20.0
+                var seed: UInt64 = 0, peers = 3, phase = 20.0, topology = "star"
                 var rest = words[...]
                 while let key = rest.popFirst() {
                     guard let value = rest.popFirst() else { throw fail("`\(key)` needs a value") }
@@ -267,10 +270,11 @@ public struct Plan: Sendable, Equatable {
                         guard let number = Int(value), (1...16).contains(number) else { throw fail("peers must be 1 to 16") }
                         peers = number
                     case "phase": guard let number = Double(value), number > 0, number <= 3600 else { throw fail("phase must be 0 to 3600 seconds") }; phase = number
-                    default: throw fail("unknown world setting `\(key)` (seed, peers, phase)")
+                    case "topology": topology = value
+                    default: throw fail("unknown world setting `\(key)` (seed, peers, phase, topology)")
                     }
                 }
-                plan = Plan(seed: seed, peers: peers, faultyPhase: phase)
+                plan = Plan(seed: seed, peers: peers, topology: topology, faultyPhase: phase)
                 continue
             }
             guard var current = plan else { throw fail("a world scenario starts with `world seed N peers P`") }

@@ -77,6 +77,8 @@ public final class World {
         var timerAt: Double?
         var timerGeneration = 0
         var restarts: UInt64 = 0
+        /// Peers: the host each of the endpoint's dial targets stands for.
+        var dialTargets: [Int] = []
 
         init(index: Int, name: String) {
             self.index = index
@@ -114,7 +116,6 @@ public final class World {
         case plan(Int)
         case deliver(link: Int, direction: Int, generation: Int)
         case timer(host: Int, generation: Int)
-        case dial(peer: Int, target: Int)
         case restart(host: Int)
         case diskOK(host: Int)
         case online(peer: Int)
@@ -133,8 +134,6 @@ public final class World {
     private var nextSession: SessionID = 0
     private var queue = EventQueue<Happening>()
     private var partitions: [(cut: Plan.Cut, until: Double)] = []
-    private var backoff: [Int: Double] = [:]
-    private var dialPending: Set<Int> = []
     private var healed = false
     private var hash: UInt64 = 0xCBF2_9CE4_8422_2325
     private let board = "sim"
@@ -160,7 +159,8 @@ public final class World {
         let server = Host(index: plan.server, name: "server")
         try server.fs.createDirectory("/data")
         hosts.append(server)
-        for host in hosts { start(host) }
+        // The server first, so peers find it up when they first dial.
+        for host in [server] + hosts.dropLast() { start(host) }
         if !plan.bandwidth.isEmpty { hit("slow link") }
     }
 
@@ -196,6 +196,8 @@ public final class World {
 
     private func endpointOptions(_ host: String) -> SyncEndpoint.Options {
         var options = SyncEndpoint.Options()
+        // Reconnect backoff is the endpoint's; its jitter comes from the world's generator.
+        options.jitter = { [unowned self] delay in delay * Double.random(in: 0.5...1.5, using: &self.rng) }
         if log != nil {
             options.log = { [unowned self] line in self.say("\(host): \(line)") }
         }
@@ -234,10 +236,13 @@ public final class World {
             host.endpoint?.preload(board: board)
         } else {
             guard let package = host.package else { return }
-            host.endpoint = SyncEndpoint(board: board, store: wrap(package, server: false), options: endpointOptions(host.name), now: now)
-            for target in plan.dials[host.index] { scheduleDial(host.index, target, after: 0) }
+            let endpoint = SyncEndpoint(board: board, store: wrap(package, server: false), options: endpointOptions(host.name), now: now)
+            host.endpoint = endpoint
+            host.dialTargets = plan.dials[host.index]
+            for _ in host.dialTargets { _ = endpoint.addDialTarget(now: now) }
+            if now < host.offlineUntil { endpoint.setReconnecting(false, now: now) }
         }
-        rescheduleTimer(host)
+        flush(host)
     }
 
     private func isReachable(_ host: Int) -> Bool {
@@ -250,45 +255,32 @@ public final class World {
 
     // MARK: Links
 
-    private func key(_ peer: Int, _ target: Int) -> Int { peer << 8 | target }
-
-    private func scheduleDial(_ peer: Int, _ target: Int, after delay: Double? = nil) {
-        let key = key(peer, target)
-        guard !dialPending.contains(key) else { return }
-        dialPending.insert(key)
-        let wait: Double
-        if let delay {
-            wait = delay
-        } else {
-            // A real peer backs off: 0.25 s doubling to 4 s, with jitter.
-            let current = backoff[key] ?? 0.25
-            backoff[key] = min(current * 2, 4)
-            wait = current * Double.random(in: 0.5...1.5, using: &rng)
-        }
-        queue.push(now + wait, .dial(peer: peer, target: target))
+    /// Dials the targets the host's endpoint says are due (its own backoff decides when).
+    private func dialDue(_ host: Host) {
+        guard let endpoint = host.endpoint else { return }
+        for target in endpoint.dueDials(now: now) { dial(host, target) }
     }
 
-    private func dial(_ peer: Int, _ target: Int) {
-        dialPending.remove(key(peer, target))
-        guard hosts[peer].endpoint != nil else { return }
-        guard !activeLinks.contains(where: { links[$0].dialer == peer && links[$0].acceptor == target }) else { return }
-        guard isReachable(peer), isReachable(target),
-              blockedUntil(from: peer, to: target) == nil, blockedUntil(from: target, to: peer) == nil else {
-            scheduleDial(peer, target)
+    private func dial(_ host: Host, _ target: Int) {
+        guard let endpoint = host.endpoint else { return }
+        let peer = host.index, acceptor = host.dialTargets[target]
+        guard isReachable(peer), isReachable(acceptor),
+              blockedUntil(from: peer, to: acceptor) == nil, blockedUntil(from: acceptor, to: peer) == nil else {
+            endpoint.dialFailed(target, now: now)
             return
         }
-        backoff[key(peer, target)] = nil
         nextSession += 2
         let latency = Double.random(in: plan.latency, using: &rng)
-        let link = Link(dialer: peer, acceptor: target, sessions: (nextSession - 1, nextSession), latency: latency,
+        let link = Link(dialer: peer, acceptor: acceptor, sessions: (nextSession - 1, nextSession), latency: latency,
                         bandwidth: plan.bandwidth[peer])
         links.append(link)
         activeLinks.append(links.count - 1)
-        hosts[target].endpoint!.accept(link.sessions.1, now: now)
-        hosts[peer].endpoint!.dialed(link.sessions.0, now: now)
-        note("connect \(peer) \(target) \(latency)")
-        flush(hosts[peer])
-        flush(hosts[target])
+        endpoint.dialing(target, as: link.sessions.0)
+        hosts[acceptor].endpoint!.accept(link.sessions.1, now: now)
+        endpoint.dialed(link.sessions.0, now: now)
+        note("connect \(peer) \(acceptor) \(latency)")
+        flush(host)
+        flush(hosts[acceptor])
     }
 
     /// Both ends see the connection close; the dialer redials with backoff.
@@ -302,7 +294,6 @@ public final class World {
             rescheduleTimer(hosts[host])
         }
         note("cut \(index)")
-        if hosts[link.dialer].endpoint != nil { scheduleDial(link.dialer, link.acceptor) }
     }
 
     private func linksTouching(_ host: Int) -> [Int] {
@@ -332,6 +323,7 @@ public final class World {
             }
             if endpoint.isFinished(session) { cut(index) }
         }
+        dialDue(host)
         rescheduleTimer(host)
     }
 
@@ -419,12 +411,15 @@ public final class World {
                 host.timerAt = nil
                 endpoint.handleTimers(now: now)
                 flush(host)
-            case .dial(let peer, let target): dial(peer, target)
             case .restart(let index): restart(hosts[index])
             case .diskOK(let index):
                 if hosts[index].diskFullUntil <= now { hosts[index].fs.setCapacity(nil) }
             case .online(let index):
-                if hosts[index].offlineUntil <= now { for target in plan.dials[index] { scheduleDial(index, target, after: 0) } }
+                let host = hosts[index]
+                if host.offlineUntil <= now, let endpoint = host.endpoint {
+                    endpoint.setReconnecting(true, now: now)
+                    flush(host)
+                }
             case .heal: heal()
             case .check:
                 if converged() {
@@ -482,6 +477,7 @@ public final class World {
         case .offline(let peer, let seconds):
             hit(seconds >= 30 ? "long offline" : "offline")
             hosts[peer].offlineUntil = max(hosts[peer].offlineUntil, now + seconds)
+            hosts[peer].endpoint?.setReconnecting(false, now: now)
             for link in linksTouching(peer) { cut(link) }
             queue.push(now + seconds, .online(peer: peer))
         case .partition(let cut, let seconds):
@@ -580,11 +576,9 @@ public final class World {
                 scheduleDelivery(index, direction, at: now)
             }
         }
-        for peer in 0..<plan.peers {
-            for target in plan.dials[peer] {
-                backoff[key(peer, target)] = nil
-                scheduleDial(peer, target, after: 0)
-            }
+        for host in hosts.dropLast() {
+            host.endpoint?.setReconnecting(true, now: now)
+            flush(host)
         }
         queue.push(now + 0.25, .check)
     }
