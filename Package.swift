@@ -14,10 +14,13 @@ let package = Package(
         .library(name: "BoardSync", targets: ["BoardSync"]),
         .library(name: "BoardNet", targets: ["BoardNet"]),
         .library(name: "BoardSimulation", targets: ["BoardSimulation"]),
+        .library(name: "BoardRender", targets: ["BoardRender"]),
     ],
     targets: [
         // Values, canonical encoding, content hashes. Pure: no OS access.
         .target(name: "BoardModel"),
+        // Exports a person can look at (SVG so far), from a snapshot alone. Pure: no OS access.
+        .target(name: "BoardRender", dependencies: ["BoardModel"]),
         // Replica, operations, merge, undo, binary codec. Pure and deterministic (sans-IO).
         .target(name: "BoardCRDT", dependencies: ["BoardModel"]),
         // Board packages on disk: the incremental writer, the durable op log, the file-system seam.
@@ -34,13 +37,13 @@ let package = Package(
         // Seeded randomness and history generation that drives the real replica code.
         .target(
             name: "BoardSimulation",
-            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync"],
+            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardRender"],
             path: "Simulations/Sources/BoardSimulation"
         ),
         // The network simulator's command line (bin/board-sim).
         .executableTarget(
             name: "board-sim",
-            dependencies: ["BoardSimulation"],
+            dependencies: ["BoardSimulation", "BoardRender"],
             path: "Simulations/Sources/board-sim"
         ),
         // Benchmarks: run through bin/bench in release builds; never timed assertions in tests.
@@ -50,6 +53,7 @@ let package = Package(
             path: "Benchmarks/BoardBench"
         ),
         .testTarget(name: "BoardModelTests", dependencies: ["BoardModel"]),
+        .testTarget(name: "BoardRenderTests", dependencies: ["BoardModel", "BoardRender"]),
         .testTarget(name: "BoardCRDTTests", dependencies: ["BoardModel", "BoardCRDT", "BoardSimulation"]),
         .testTarget(name: "BoardSyncTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardSimulation"]),
         .testTarget(name: "BoardNetTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet"]),

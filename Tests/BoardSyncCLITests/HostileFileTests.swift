@@ -256,10 +256,15 @@ import Testing
         #expect(plan.status == 0)
         #expect(plan.stdout.hasPrefix("world seed 5 peers 3"), "\(plan.stdout.prefix(200))")
         try Data(plan.stdout.utf8).write(to: URL(fileURLWithPath: workspace.path + "/five.board"))
-        let run = try sim(["run", "five.board"], in: workspace.path)
+        let run = try sim(["run", "five.board", "--svg", "pictures"], in: workspace.path)
         #expect(run.status == 0, "\(run.stdout.suffix(500))")
         #expect(run.stdout.contains("PASSED five.board"))
         #expect(run.stdout.contains("EVENT edit peer"), "the timeline is printed")
+        for host in ["server", "peer0", "peer1", "peer2"] {
+            let picture = try String(contentsOfFile: workspace.path + "/pictures/five-\(host).svg", encoding: .utf8)
+            #expect(picture.hasPrefix("<?xml") && picture.contains("<svg") && picture.contains("id=\"item-"), "\(host)")
+        }
+        #expect(try sim(["run", "five.board", "--svg"], in: workspace.path).status == 64)
 
         let failing = try sim(["--seed", "0", "--plant", "images-never-served", "--shrink", "--out", "shrunk.board"], in: workspace.path)
         #expect(failing.status == 1)

@@ -69,9 +69,12 @@ public struct HistoryGenerator: Sendable {
 /// Picks one random local edit that the replica's current state allows and makes it.
 public struct RandomEditor: Sendable {
     public var rng: SeededRandom
+    /// The images stickers and backgrounds are drawn from (the replica's store must hold them).
+    public var images: [AssetHash]
 
-    public init(rng: SeededRandom) {
+    public init(rng: SeededRandom, images: [Data] = HistoryGenerator.assetPool) {
         self.rng = rng
+        self.images = images.map { AssetHash.of($0) }
     }
 
     /// Makes one random edit (or a short group of them) and returns the operations made.
@@ -90,7 +93,7 @@ public struct RandomEditor: Sendable {
                 return try replica.beginStroke(color: color, width: Double(Int.random(in: 1...40, using: &rng)) / 4,
                                                points: points(Int.random(in: 0...3, using: &rng))).operations
             case 2, 3:
-                let asset = AssetHash.of(rng.pick(HistoryGenerator.assetPool))
+                let asset = rng.pick(images)
                 return try replica.addSticker(asset: asset, at: point(), scale: Double(Int.random(in: 1...8, using: &rng)) / 4,
                                               rotation: Double(Int.random(in: -6...6, using: &rng)) / 2).operations
             case 4 where !strokes.isEmpty:
@@ -112,7 +115,7 @@ public struct RandomEditor: Sendable {
             case 8 where !stickers.isEmpty:
                 return try replica.setRotation(rng.pick(stickers), to: Double(Int.random(in: -8...8, using: &rng)) / 3).operations
             case 9 where !stickers.isEmpty:
-                let asset = AssetHash.of(rng.pick(HistoryGenerator.assetPool))
+                let asset = rng.pick(images)
                 return try replica.replaceImage(rng.pick(stickers), with: asset).operations
             case 10 where !items.isEmpty:
                 return try replica.delete(rng.pick(items)).operations
@@ -127,7 +130,7 @@ public struct RandomEditor: Sendable {
                 return try replica.put(three[0], between: three[1], and: three[2]).operations
             case 15:
                 if rng.chance(0.2) { return try replica.setBackground(asset: nil).operations }
-                return try replica.setBackground(asset: AssetHash.of(rng.pick(HistoryGenerator.assetPool))).operations
+                return try replica.setBackground(asset: rng.pick(images)).operations
             case 16:
                 let size = CodableSize(width: Double(Int.random(in: 100...4000, using: &rng)),
                                        height: Double(Int.random(in: 100...4000, using: &rng)) / 2)

@@ -34,6 +34,8 @@ public struct Scenario: Sendable {
         public var transcript: [String] = []
         /// Each replica's final board, as text.
         public var boards: [String] = []
+        /// Each replica's final board (server first in world scenarios), for pictures.
+        public var snapshots: [(host: String, board: BoardSnapshot)] = []
         public var failures: [String] = []
         public var passed: Bool { failures.isEmpty }
     }
@@ -77,6 +79,7 @@ public struct Scenario: Sendable {
         outcome.transcript.append(report.convergedAfter.map { String(format: "converged %.2f s after the heal", $0) } ?? "did not converge")
         for (host, board) in world.finalBoards {
             outcome.boards.append("\(host):\n" + (board.map { Runner.describe($0, labels: [:]) } ?? "  (down)"))
+            if let board { outcome.snapshots.append((host, board)) }
         }
         outcome.failures = report.failures
         return outcome
@@ -146,10 +149,14 @@ private struct Runner {
             }
         }
         for peer in peers {
-            outcome.boards.append("\(peer.name):\n" + Runner.describe(peer.package.replica.snapshot(), labels: items))
+            let board = peer.package.replica.snapshot()
+            outcome.boards.append("\(peer.name):\n" + Runner.describe(board, labels: items))
+            outcome.snapshots.append((peer.name, board))
         }
         if let replica = server.boards["scenario"]?.store.replica {
-            outcome.boards.append("server:\n" + Runner.describe(replica.snapshot(), labels: items))
+            let board = replica.snapshot()
+            outcome.boards.append("server:\n" + Runner.describe(board, labels: items))
+            outcome.snapshots.append(("server", board))
         }
         return outcome
     }

@@ -123,6 +123,12 @@ public final class World {
         case check
     }
 
+    /// The images peers put on stickers and backgrounds: small real PNGs in five colours, so
+    /// pictures of simulated boards (`board-sim run --svg`) show them.
+    public static let images: [Data] = [(230, 60, 50), (40, 160, 80), (50, 90, 220), (240, 190, 40), (140, 70, 170)].map {
+        Data(PNGEncoder.solid(width: 24, height: 16, red: $0.0, green: $0.1, blue: $0.2))
+    }
+
     public let plan: Plan
     public private(set) var report: Report
     /// The world's reactions (backoff, where corruption lands): not the plan's decisions.
@@ -152,7 +158,7 @@ public final class World {
             try peer.fs.createDirectory("/p")
             let package = try BoardPackage.create(at: "/p/board.boardpkg", fileSystem: peer.fs,
                                                   replicaID: ReplicaID(UInt64(index + 1) << 32 | (plan.seed & 0xFFFF_FFFF)))
-            for data in HistoryGenerator.assetPool { try package.addAsset(data) }
+            for data in World.images { try package.addAsset(data) }
             peer.package = package
             hosts.append(peer)
         }
@@ -496,7 +502,8 @@ public final class World {
         do {
             // Each edit draws from its own generator (the plan's seed, the peer, the time), so
             // removing one edit while shrinking leaves the others as they were.
-            var editor = RandomEditor(rng: SeededRandom(seed: plan.seed &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(host.index) << 56 ^ now.bitPattern))
+            var editor = RandomEditor(rng: SeededRandom(seed: plan.seed &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(host.index) << 56 ^ now.bitPattern),
+                                      images: World.images)
             let edit = try endpoint.edit(board, now: now) { replica in
                 LocalEdit(operations: editor.edit(&replica))
             }

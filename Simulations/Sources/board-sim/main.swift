@@ -1,9 +1,10 @@
 // board-sim: deterministic network simulations of BoardSync (docs/SIMULATION.md).
+import BoardRender
 import BoardSimulation
 import Dispatch
 import Foundation
 
-let usage = "board-sim --seed N [--peers P] [--plant BUG] [--plan | --shrink [--out FILE]] [--verbose] [--json] | --seeds K [--from N] [--peers P] [--plant BUG] [--json] | run FILE..."
+let usage = "board-sim run FILE... [--svg DIR] | --seed N [--peers P] [--plant BUG] [--plan | --shrink [--out FILE]] [--verbose] [--json] | --seeds K [--from N] [--peers P] [--plant BUG] [--json]"
 let help = """
 OVERVIEW: Run BoardSync's real server and peer code over simulated links, time and disks, with
 seeded faults (link cuts and resets, corrupted bytes, partitions, clogged and slow links, server
@@ -13,11 +14,12 @@ converges to the board the conflict contract gives, with nothing acknowledged or
 USAGE: \(usage)
 
 SUBCOMMANDS:
-  run FILE...              Run scenario files (docs/SIMULATION.md, Simulations/Scenarios): conflict
+  run FILE... [--svg DIR]  Run scenario files (docs/SIMULATION.md, Simulations/Scenarios): conflict
                            scenarios (peers, edits, expectations) and world scenarios (a seed's
                            plan, as --plan or --shrink print it). Print each timeline and every
                            replica's final board, check the expectations and oracles; exit 1 when
-                           one fails, 64 when a file is malformed.
+                           one fails, 64 when a file is malformed. --svg DIR draws every
+                           replica's final board as DIR/<scenario>-<host>.svg.
 
 OPTIONS:
   --seed N                 Run one seed and print its report; the last line is `hash: <hex>`,
@@ -50,10 +52,31 @@ if arguments.isEmpty || arguments.contains("-h") || arguments.contains("--help")
     exit(0)
 }
 
-// board-sim run FILE...: conflict scenarios.
+// board-sim run FILE... [--svg DIR]: scenarios.
 if arguments.first == "run" {
-    let files = Array(arguments.dropFirst())
+    var files: [String] = []
+    var svgDirectory: String?
+    var rest = Array(arguments.dropFirst())
+    while !rest.isEmpty {
+        let word = rest.removeFirst()
+        if word == "--svg" {
+            guard let directory = rest.first, !directory.hasPrefix("-") else { fail("--svg needs a directory") }
+            svgDirectory = rest.removeFirst()
+        } else if word.hasPrefix("-") {
+            fail("unknown option \(word) for run")
+        } else {
+            files.append(word)
+        }
+    }
     guard !files.isEmpty else { fail("`run` needs one or more scenario files") }
+    if let svgDirectory {
+        do {
+            try FileManager.default.createDirectory(atPath: svgDirectory, withIntermediateDirectories: true)
+        } catch {
+            FileHandle.standardError.write(Data("Error: cannot create \(svgDirectory): \(error)\n".utf8))
+            exit(1)
+        }
+    }
     var failed = 0
     for file in files {
         guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
@@ -67,11 +90,25 @@ if arguments.first == "run" {
             for line in outcome.transcript { print("  " + line) }
             print("final boards:")
             for board in outcome.boards { print("  " + board.replacingOccurrences(of: "\n", with: "\n  ")) }
+            if let svgDirectory {
+                let stem = URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent
+                var written: [String] = []
+                for (host, board) in outcome.snapshots {
+                    let path = svgDirectory + "/\(stem)-\(host).svg"
+                    let rendering = try SVGRenderer.render(board)
+                    try Data(rendering.bytes).write(to: URL(fileURLWithPath: path))
+                    written.append(path)
+                }
+                print("pictures: \(written.joined(separator: " "))")
+            }
             print(outcome.passed ? "PASSED \(file)" : "FAILED \(file): \(outcome.failures.count) \(scenario.isWorld ? "oracle failure(s)" : "expectation(s)")")
             if !outcome.passed { failed += 1 }
-        } catch {
+        } catch let error as Scenario.ScenarioError {
             FileHandle.standardError.write(Data("Error: \(file): \(error)\n".utf8))
             exit(64)
+        } catch {
+            FileHandle.standardError.write(Data("Error: \(file): \(error)\n".utf8))
+            exit(1)
         }
     }
     if files.count > 1 { print("\(files.count - failed) passed, \(failed) failed") }

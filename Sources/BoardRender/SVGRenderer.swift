@@ -1,0 +1,131 @@
+import BoardModel
+import Foundation
+
+/// What an export draws beyond the board itself (docs/ARCHITECTURE.md, "Exports").
+public struct ExportPolicy: Sendable, Equatable {
+    /// Output pixels per board point (the SVG's width and height; its view box stays in points).
+    public var scale: Double = 1
+    /// A transparent background instead of white where the board has no background image.
+    public var transparent = false
+    /// Exports larger than this many pixels on a side are refused before anything is built.
+    public static let maxPixelsPerSide = 32_768.0
+
+    public init(scale: Double = 1, transparent: Bool = false) {
+        self.scale = scale
+        self.transparent = transparent
+    }
+}
+
+public struct ExportError: Error, Equatable, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+}
+
+/// An export's bytes and what it had to draw as a placeholder.
+public struct Rendering: Sendable {
+    public var bytes: [UInt8]
+    /// One line per sticker or background drawn as a placeholder (pending or damaged image).
+    public var warnings: [String]
+}
+
+/// Renders a board snapshot as SVG: the background scaled to the canvas, then every item in
+/// paint order, strokes as vector polylines with round caps and joins, stickers as embedded PNG
+/// images centred on their position with their scale and rotation. One element per visible
+/// item, with the id `item-<UUID>`. Deterministic: the same snapshot gives the same bytes.
+public enum SVGRenderer {
+    public static func render(_ board: BoardSnapshot, policy: ExportPolicy = ExportPolicy()) throws -> Rendering {
+        let size = board.canvasSize
+        guard size.width.isFinite, size.height.isFinite, size.width > 0, size.height > 0 else {
+            throw ExportError(message: "the canvas \(size.width)x\(size.height) cannot be exported")
+        }
+        guard policy.scale.isFinite, policy.scale > 0 else {
+            throw ExportError(message: "the scale \(policy.scale) must be a positive number")
+        }
+        let pixels = (size.width * policy.scale, size.height * policy.scale)
+        guard pixels.0 <= ExportPolicy.maxPixelsPerSide, pixels.1 <= ExportPolicy.maxPixelsPerSide else {
+            throw ExportError(message: "a \(Int(pixels.0))x\(Int(pixels.1)) pixel export is larger than \(Int(ExportPolicy.maxPixelsPerSide)) pixels on a side; lower --scale")
+        }
+        var out = #"<?xml version="1.0" encoding="UTF-8"?>"# + "\n"
+        out += #"<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="\#(number(pixels.0))" height="\#(number(pixels.1))" viewBox="0 0 \#(number(size.width)) \#(number(size.height))">"# + "\n"
+        var warnings: [String] = []
+        if !policy.transparent {
+            out += #"<rect id="paper" width="\#(number(size.width))" height="\#(number(size.height))" fill="white"/>"# + "\n"
+        }
+        if let png = board.backgroundPNG, !png.isEmpty {
+            if (try? PNGHeader(validating: png)) != nil {
+                out += #"<image id="background" width="\#(number(size.width))" height="\#(number(size.height))" preserveAspectRatio="none" xlink:href="data:image/png;base64,\#(png.base64EncodedString())"/>"# + "\n"
+            } else {
+                warnings.append("the background image is damaged; drawn as a placeholder")
+                out += placeholder(id: "background", width: size.width, height: size.height)
+            }
+        } else if let hash = board.backgroundSHA256 {
+            warnings.append("the background image \(hash.prefix(12)) has not arrived yet; drawn as a placeholder")
+            out += placeholder(id: "background", width: size.width, height: size.height)
+        }
+        let strokes = Dictionary(board.strokes.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        let stickers = Dictionary(board.stickers.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        let order = board.paintOrder ?? (board.strokes.map(\.id) + board.stickers.map(\.id))
+        for id in order {
+            if let stroke = strokes[id] {
+                out += element(for: stroke)
+            } else if let sticker = stickers[id] {
+                let (text, warning) = element(for: sticker)
+                out += text
+                if let warning { warnings.append(warning) }
+            }
+        }
+        out += "</svg>\n"
+        return Rendering(bytes: Array(out.utf8), warnings: warnings)
+    }
+
+    static func element(for stroke: InkStroke) -> String {
+        let color = stroke.color
+        let paint = "rgb(\(channel(color.red)),\(channel(color.green)),\(channel(color.blue)))"
+        let opacity = color.alpha >= 1 ? "" : #" opacity="\#(number(max(0, color.alpha)))""#
+        let id = "item-\(stroke.id.uuidString)"
+        guard stroke.points.count > 1 else {
+            let point = stroke.points.first ?? CodablePoint(x: 0, y: 0)
+            if stroke.points.isEmpty { return #"<g id="\#(id)"/>"# + "\n" }
+            return #"<circle id="\#(id)" cx="\#(number(point.x))" cy="\#(number(point.y))" r="\#(number(stroke.width / 2))" fill="\#(paint)"\#(opacity)/>"# + "\n"
+        }
+        let points = stroke.points.map { "\(number($0.x)),\(number($0.y))" }.joined(separator: " ")
+        return #"<polyline id="\#(id)" points="\#(points)" fill="none" stroke="\#(paint)" stroke-width="\#(number(stroke.width))" stroke-linecap="round" stroke-linejoin="round"\#(opacity)/>"# + "\n"
+    }
+
+    static func element(for sticker: PlacedSticker) -> (String, String?) {
+        let id = "item-\(sticker.id.uuidString)"
+        let transform = #"transform="translate(\#(number(sticker.position.x)) \#(number(sticker.position.y))) rotate(\#(number(sticker.rotationRadians * 180 / .pi))) scale(\#(number(sticker.scale)))""#
+        if sticker.isPending || sticker.imagePNG.isEmpty {
+            return (#"<g id="\#(id)" \#(transform)>"# + placeholder(id: nil, width: 64, height: 64, centred: true) + "</g>\n",
+                    "sticker \(sticker.id.uuidString) shows an image that has not arrived yet; drawn as a placeholder")
+        }
+        guard let header = try? PNGHeader(validating: sticker.imagePNG) else {
+            return (#"<g id="\#(id)" \#(transform)>"# + placeholder(id: nil, width: 64, height: 64, centred: true) + "</g>\n",
+                    "sticker \(sticker.id.uuidString) has a damaged image; drawn as a placeholder")
+        }
+        let width = Double(header.width), height = Double(header.height)
+        let image = #"<image x="\#(number(-width / 2))" y="\#(number(-height / 2))" width="\#(number(width))" height="\#(number(height))" xlink:href="data:image/png;base64,\#(sticker.imagePNG.base64EncodedString())"/>"#
+        return (#"<g id="\#(id)" \#(transform)>"# + image + "</g>\n", nil)
+    }
+
+    /// A grey box with a cross: an image that is missing or damaged.
+    static func placeholder(id: String?, width: Double, height: Double, centred: Bool = false) -> String {
+        let x = centred ? -width / 2 : 0, y = centred ? -height / 2 : 0
+        let idAttribute = id.map { #" id="\#($0)""# } ?? ""
+        return #"<g\#(idAttribute) class="placeholder"><rect x="\#(number(x))" y="\#(number(y))" width="\#(number(width))" height="\#(number(height))" fill="lightgray" stroke="gray" stroke-dasharray="4 4"/><path d="M\#(number(x)) \#(number(y))L\#(number(x + width)) \#(number(y + height))M\#(number(x + width)) \#(number(y))L\#(number(x)) \#(number(y + height))" stroke="gray"/></g>"# + (centred ? "" : "\n")
+    }
+
+    static func channel(_ value: Double) -> Int {
+        Int((min(1, max(0, value.isFinite ? value : 0)) * 255).rounded())
+    }
+
+    /// Shortest fixed notation with at most three decimals ("12", "0.5", "-3.125").
+    static func number(_ value: Double) -> String {
+        guard value.isFinite else { return "0" }
+        let rounded = (value * 1000).rounded() / 1000
+        if rounded == rounded.rounded(), abs(rounded) < 1e15 { return String(Int64(rounded)) }
+        var text = String(format: "%.3f", rounded)
+        while text.hasSuffix("0") { text.removeLast() }
+        return text
+    }
+}
