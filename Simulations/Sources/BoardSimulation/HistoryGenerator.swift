@@ -72,9 +72,9 @@ public struct RandomEditor: Sendable {
     /// The images stickers and backgrounds are drawn from (the replica's store must hold them).
     public var images: [AssetHash]
 
-    public init(rng: SeededRandom, images: [Data] = HistoryGenerator.assetPool) {
+    public init(rng: SeededRandom, images: [AssetHash] = HistoryGenerator.assetPool.map { AssetHash.of($0) }) {
         self.rng = rng
-        self.images = images.map { AssetHash.of($0) }
+        self.images = images
     }
 
     /// Makes one random edit (or a short group of them) and returns the operations made.

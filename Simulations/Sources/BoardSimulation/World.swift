@@ -128,6 +128,7 @@ public final class World {
     public static let images: [Data] = [(230, 60, 50), (40, 160, 80), (50, 90, 220), (240, 190, 40), (140, 70, 170)].map {
         Data(PNGEncoder.solid(width: 24, height: 16, red: $0.0, green: $0.1, blue: $0.2))
     }
+    static let imageHashes = images.map { AssetHash.of($0) }
 
     public let plan: Plan
     public private(set) var report: Report
@@ -503,7 +504,7 @@ public final class World {
             // Each edit draws from its own generator (the plan's seed, the peer, the time), so
             // removing one edit while shrinking leaves the others as they were.
             var editor = RandomEditor(rng: SeededRandom(seed: plan.seed &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(host.index) << 56 ^ now.bitPattern),
-                                      images: World.images)
+                                      images: World.imageHashes)
             let edit = try endpoint.edit(board, now: now) { replica in
                 LocalEdit(operations: editor.edit(&replica))
             }
