@@ -317,8 +317,7 @@ public final class BoardHub {
     }
 
     private func mergeFromPeer(_ id: SessionID, _ batch: OperationBatch) {
-        let before = store.replica
-        let fresh = batch.operations.filter { !before.hasIntegrated($0.id) }
+        let (fresh, vectorBefore) = newOperations(in: batch)
         do {
             try store.merge(batch)
         } catch let error as OperationError {
@@ -340,7 +339,7 @@ public final class BoardHub {
         // A complete delta may raise the vector over operations its sender compacted away
         // without carrying a single new operation: the others must hear of that too, or the
         // next loose operation leaves them a gap that never closes (found by the simulator).
-        let rose = !before.versionVector.dominates(store.replica.versionVector)
+        let rose = !vectorBefore.dominates(store.replica.versionVector)
         guard !fresh.isEmpty || rose else { return }
         if batch.covers != nil {
             // A complete delta may skip operations its sender had compacted away; relayed as
@@ -355,6 +354,14 @@ public final class BoardHub {
             broadcast(fresh, except: id)
         }
         onChange?()
+    }
+
+    /// The batch's operations this board lacks, and its version vector now. A function of its
+    /// own so the copy of the replica is gone before the merge: held across it, the merge
+    /// would copy the whole board (copy-on-write) for every frame.
+    private func newOperations(in batch: OperationBatch) -> ([Op], VersionVector) {
+        let replica = store.replica
+        return (batch.operations.filter { !replica.hasIntegrated($0.id) }, replica.versionVector)
     }
 
     /// Asks for every referenced asset that is missing and not already on its way.

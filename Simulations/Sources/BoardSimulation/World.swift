@@ -315,17 +315,16 @@ public final class World {
             let direction = links[index].dialer == host.index ? 0 : 1
             let bytes = endpoint.output(for: session, now: now)
             if !bytes.isEmpty {
-                var link = links[index]
+                // In place: a copy of the link would copy its queues on every write.
                 var sent = now
-                if let bandwidth = link.bandwidth {
-                    sent = max(now, link.wireFree[direction]) + Double(bytes.count) / bandwidth
-                    link.wireFree[direction] = sent
+                if let bandwidth = links[index].bandwidth {
+                    sent = max(now, links[index].wireFree[direction]) + Double(bytes.count) / bandwidth
+                    links[index].wireFree[direction] = sent
                 }
-                let arrival = max(sent + link.latency, link.lastArrival[direction])
-                link.lastArrival[direction] = arrival
-                let idle = link.queueHeads[direction] == link.queues[direction].count
-                link.queues[direction].append((arrival, bytes))
-                links[index] = link
+                let arrival = max(sent + links[index].latency, links[index].lastArrival[direction])
+                links[index].lastArrival[direction] = arrival
+                let idle = links[index].queueHeads[direction] == links[index].queues[direction].count
+                links[index].queues[direction].append((arrival, bytes))
                 if idle { scheduleDelivery(index, direction, at: arrival) }
             }
             if endpoint.isFinished(session) { cut(index) }
@@ -340,32 +339,33 @@ public final class World {
     }
 
     private func deliver(_ index: Int, _ direction: Int) {
-        var link = links[index]
-        guard link.up, link.queueHeads[direction] < link.queues[direction].count else { return }
-        let (arrival, chunk) = link.queues[direction][link.queueHeads[direction]]
+        guard links[index].up, links[index].queueHeads[direction] < links[index].queues[direction].count else { return }
+        let head = links[index].queueHeads[direction]
+        let arrival = links[index].queues[direction][head].0
         if arrival > now { return scheduleDelivery(index, direction, at: arrival) }
-        let from = link.sender(direction), to = link.receiver(direction)
-        if link.heldUntil > now { return scheduleDelivery(index, direction, at: link.heldUntil) }
+        let from = links[index].sender(direction), to = links[index].receiver(direction)
+        if links[index].heldUntil > now { return scheduleDelivery(index, direction, at: links[index].heldUntil) }
         if let until = blockedUntil(from: from, to: to) { return scheduleDelivery(index, direction, at: until) }
-        link.queues[direction][link.queueHeads[direction]] = (0, [])
-        link.queueHeads[direction] += 1
-        if link.queueHeads[direction] == link.queues[direction].count {
-            link.queues[direction] = []
-            link.queueHeads[direction] = 0
+        // Taken out in place (a copy of the link would copy every chunk queued behind it).
+        var bytes = links[index].queues[direction][head].1
+        links[index].queues[direction][head].1 = []
+        links[index].queueHeads[direction] += 1
+        if links[index].queueHeads[direction] == links[index].queues[direction].count {
+            links[index].queues[direction].removeAll(keepingCapacity: true)
+            links[index].queueHeads[direction] = 0
         }
-        var bytes = chunk
-        if link.corruptNext {
-            link.corruptNext = false
+        if links[index].corruptNext {
+            links[index].corruptNext = false
             bytes[Int.random(in: 0..<bytes.count, using: &rng)] ^= 0x5A
             note("corrupted \(index)")
         }
         var reset = false
-        if link.resetNext, bytes.count >= 2 {
-            link.resetNext = false
+        if links[index].resetNext, bytes.count >= 2 {
+            links[index].resetNext = false
             bytes = Array(bytes[..<Int.random(in: 1..<bytes.count, using: &rng)])
             reset = true
         }
-        links[index] = link
+        let link = links[index]
         guard let receiver = hosts[to].endpoint else { return }
         let session = link.session(of: to)
         for event in receiver.receive(session, bytes, now: now) {
@@ -499,7 +499,9 @@ public final class World {
     }
 
     private func edit(_ host: Host) {
-        guard let endpoint = host.endpoint, let before = replica(host) else { return }
+        // Only the vector: a copy of the replica held across the edit would make the edit copy
+        // the whole board (copy-on-write).
+        guard let endpoint = host.endpoint, let before = replica(host)?.versionVector else { return }
         do {
             // Each edit draws from its own generator (the plan's seed, the peer, the time), so
             // removing one edit while shrinking leaves the others as they were.
@@ -514,7 +516,7 @@ public final class World {
         } catch {
             // A full disk refuses the edit, and the edit must change nothing.
             if host.diskFullUntil > now {
-                if replica(host)?.versionVector != before.versionVector {
+                if replica(host)?.versionVector != before {
                     fail("failed edit", "\(host.name): an edit refused on a full disk at \(now) changed the replica")
                 }
             } else {
@@ -676,11 +678,13 @@ public final class World {
     }
 
     /// Runs many seeds on every core; reports come back in seed order.
-    public static func swarm(seeds: Range<UInt64>, peers: Int = 3, mutation: Mutation = .none,
+    public static func swarm(seeds: Range<UInt64>, peers: Int = 3, editsPerSecond: Double = 20, mutation: Mutation = .none,
                              progress: @escaping @Sendable (Int) -> Void = { _ in }) -> [Report] {
         let results = Mutex<[Report]>([])
         DispatchQueue.concurrentPerform(iterations: seeds.count) { index in
-            let report = simulate(seed: seeds.lowerBound + UInt64(index), peers: peers, mutation: mutation)
+            var plan = Plan.draw(seed: seeds.lowerBound + UInt64(index), peers: peers, editsPerSecond: editsPerSecond)
+            plan.mutation = mutation
+            let report = simulate(plan)
             let done = results.withLock { reports in
                 reports.append(report)
                 return reports.count

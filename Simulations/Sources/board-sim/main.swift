@@ -4,7 +4,7 @@ import BoardSimulation
 import Dispatch
 import Foundation
 
-let usage = "board-sim run FILE... [--svg DIR] | --seed N [--peers P] [--plant BUG] [--plan | --shrink [--out FILE]] [--verbose] [--json] | --seeds K [--from N] [--peers P] [--plant BUG] [--json]"
+let usage = "board-sim run FILE... [--svg DIR] | --seed N [--peers P] [--edits R] [--plant BUG] [--plan | --shrink [--out FILE]] [--verbose] [--json] | --seeds K [--from N] [--peers P] [--edits R] [--plant BUG] [--json]"
 let help = """
 OVERVIEW: Run BoardSync's real server and peer code over simulated links, time and disks, with
 seeded faults (link cuts and resets, corrupted bytes, partitions, clogged and slow links, server
@@ -27,6 +27,7 @@ OPTIONS:
   --seeds K                Run K seeds (from --from, default 0) on every core and summarize.
   --from N                 First seed of --seeds.
   --peers P                Peers besides the server (default 3).
+  --edits R                Edits per second across the peers during the faulty phase (default 20).
   --plan                   With --seed: print the seed's plan (topology, edits, faults) as a
                            world scenario instead of running it.
   --shrink                 With --seed: when the seed fails, reduce it to a short plan that
@@ -141,7 +142,7 @@ while !arguments.isEmpty {
         mutation = bug
         continue
     }
-    guard ["--seed", "--seeds", "--from", "--peers"].contains(name) else { fail("unknown option \(name)") }
+    guard ["--seed", "--seeds", "--from", "--peers", "--edits"].contains(name) else { fail("unknown option \(name)") }
     guard let text = arguments.first, let value = UInt64(text) else { fail("\(name) needs a whole number") }
     arguments.removeFirst()
     options[String(name.dropFirst(2))] = value
@@ -151,8 +152,10 @@ guard (1...16).contains(peers) else { fail("--peers must be 1 to 16") }
 
 let printLine: @Sendable (String) -> Void = { print($0) }
 let planted = mutation
+let editsPerSecond = Double(options["edits"] ?? 20)
+guard (1...1000).contains(editsPerSecond) else { fail("--edits must be 1 to 1000 edits per second") }
 func plan(_ seed: UInt64) -> Plan {
-    var plan = Plan.draw(seed: seed, peers: peers)
+    var plan = Plan.draw(seed: seed, peers: peers, editsPerSecond: editsPerSecond)
     plan.mutation = planted
     return plan
 }
@@ -188,7 +191,7 @@ if let seed = options["seed"] {
         if let after = report.convergedAfter { print("converged \(String(format: "%.2f", after)) s after the heal") }
         for failure in report.failures { print("FAILED: \(failure)") }
         if !report.passed {
-            print("replay: bin/board-sim --seed \(seed)\(peers == 3 ? "" : " --peers \(peers)")\(mutation == .none ? "" : " --plant \(mutation.rawValue)")\(shrink ? "" : " (add --shrink for a short scenario that fails the same way)")")
+            print("replay: bin/board-sim --seed \(seed)\(peers == 3 ? "" : " --peers \(peers)")\(editsPerSecond == 20 ? "" : " --edits \(Int(editsPerSecond))")\(mutation == .none ? "" : " --plant \(mutation.rawValue)")\(shrink ? "" : " (add --shrink for a short scenario that fails the same way)")")
         }
         print("hash: \(hex(report.decisionHash))")
     }
@@ -222,7 +225,7 @@ guard let count = options["seeds"] else { fail("give --seed N or --seeds K") }
 let from = options["from"] ?? 0
 let start = Date()
 let showProgress = !json && isatty(2) != 0
-let reports = World.swarm(seeds: from..<(from + count), peers: peers, mutation: mutation) { done in
+let reports = World.swarm(seeds: from..<(from + count), peers: peers, editsPerSecond: editsPerSecond, mutation: mutation) { done in
     if showProgress { FileHandle.standardError.write(Data("\r\(done)/\(count) seeds".utf8)) }
 }
 let wall = Date().timeIntervalSince(start)
@@ -251,7 +254,7 @@ if json {
     print("simulated \(String(format: "%.0f", simulated)) s, \(deliveries) deliveries carrying \(operationsDelivered) operations, wall \(String(format: "%.1f", wall)) s on \(Int(cores)) cores")
     print("per core: \(String(format: "%.0f", Double(deliveries) / max(wall * cores, 0.001))) deliveries/s, \(String(format: "%.0f", Double(operationsDelivered) / max(wall * cores, 0.001))) operation deliveries/s, \(String(format: "%.3f", wall * cores / Double(max(reports.count, 1)))) s per seed")
     for report in failed {
-        print("FAILED seed \(report.seed): \(report.failures.first ?? "?") — replay: bin/board-sim --seed \(report.seed)\(peers == 3 ? "" : " --peers \(peers)")\(mutation == .none ? "" : " --plant \(mutation.rawValue)") [--shrink]")
+        print("FAILED seed \(report.seed): \(report.failures.first ?? "?") — replay: bin/board-sim --seed \(report.seed)\(peers == 3 ? "" : " --peers \(peers)")\(editsPerSecond == 20 ? "" : " --edits \(Int(editsPerSecond))")\(mutation == .none ? "" : " --plant \(mutation.rawValue)") [--shrink]")
     }
 }
 exit(failed.isEmpty ? 0 : 1)
