@@ -360,9 +360,15 @@ public final class BoardPackage {
             guard let bytes = try? fileSystem.readFile(file) else { continue }
             let hash = AssetHash.of(bytes)
             if missing.contains(hash), !replica.assets.contains(hash) {
-                try storeAsset(hash, Data(bytes))
+                // A full disk must not keep the board closed: the bytes serve from memory, and
+                // the view file still holds them for the next open to store.
+                do {
+                    try storeAsset(hash, Data(bytes))
+                    notices.append("recovered asset \(hash.hex.prefix(12)) from \(Path.name(of: file))")
+                } catch {
+                    notices.append("recovered asset \(hash.hex.prefix(12)) from \(Path.name(of: file)) in memory only; it could not be stored in \(PackageLayout.assets) (\(error)), the view still holds it")
+                }
                 replica.assets.insert(Data(bytes))
-                notices.append("recovered asset \(hash.hex.prefix(12)) from \(Path.name(of: file))")
             }
         }
     }

@@ -177,3 +177,33 @@ import Testing
         for op in after.operations { #expect(!used.contains(op.id)) }
     }
 }
+
+/// Found by the network simulator (seeds 4443 and 5845 of 10,000): a server that lost power
+/// before an image reached `sync/assets` restarted on a full disk, and copying the image back
+/// from the view failed the whole open, so the board stayed closed to every peer.
+@Suite struct FullDiskOpenTests {
+    @Test func anImageRecoveredFromTheViewOnAFullDiskStillOpensTheBoard() throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/b")
+        let package = try BoardPackage.create(at: "/b/B.boardpkg", fileSystem: fs, replicaID: ReplicaID(0xA1))
+        let edit = try package.commit { try $0.addSticker(imagePNG: pngRed, at: CodablePoint(x: 1, y: 1)) }
+        try package.save()
+        package.close()
+        // The image's file in sync/assets is gone; only the view's sticker file holds it.
+        let hash = AssetHash.of(pngRed)
+        try fs.removeFile("/b/B.boardpkg/\(PackageLayout.assets)/\(hash.hex)")
+        fs.setCapacity(0)
+        let reopened = try BoardPackage.open(at: "/b/B.boardpkg", fileSystem: fs, newReplicaID: { ReplicaID(0xA2) })
+        #expect(reopened.replica.assets.data(for: hash) == pngRed, "the image serves from memory")
+        #expect(reopened.replica.missingAssets.isEmpty)
+        #expect(reopened.notices.contains { $0.contains("in memory only") && $0.contains(String(hash.hex.prefix(12))) }, "\(reopened.notices)")
+        #expect(reopened.replica.snapshot().stickers.first?.id == edit.item?.uuid)
+        reopened.close()
+        // With room again, the next open stores it.
+        fs.setCapacity(nil)
+        let later = try BoardPackage.open(at: "/b/B.boardpkg", fileSystem: fs, newReplicaID: { ReplicaID(0xA3) })
+        #expect(later.notices.contains { $0.hasPrefix("recovered asset \(hash.hex.prefix(12))") && !$0.contains("in memory") }, "\(later.notices)")
+        #expect(try fs.readFile("/b/B.boardpkg/\(PackageLayout.assets)/\(hash.hex)") == Array(pngRed))
+        later.close()
+    }
+}

@@ -230,6 +230,15 @@ final class VirtualNet {
         #expect(topologies == ["star", "chain", "mixed", "mesh"], "slice \(slice): \(topologies)")
     }
 
+    /// Seeds that found problems in the 10,000-seed run, kept: 548 (an edit on a disk whose
+    /// full spell ended that very instant), 4443 (a server restarting on a full disk could not
+    /// open its board; `FullDiskOpenTests` has the package side).
+    @Test(arguments: [548, 4443] as [UInt64])
+    func seedsThatFoundBugsStayFixed(seed: UInt64) {
+        let report = World.simulate(seed: seed)
+        #expect(report.passed, "seed \(seed): \(report.failures.joined(separator: "; "))")
+    }
+
     @Test func oneSeedReplaysExactly() throws {
         let first = World.simulate(seed: 77)
         let second = World.simulate(seed: 77)

@@ -74,6 +74,11 @@ public final class World {
         var acknowledged = VersionVector.empty
         var offlineUntil = 0.0
         var diskFullUntil = 0.0
+        /// Whether the disk is full right now (until the episode's end is handled).
+        var diskFull = false
+        /// The server restarted on a full disk and could not open the board yet: check what
+        /// it reopens with once it can.
+        var reopenPending = false
         var timerAt: Double?
         var timerGeneration = 0
         var restarts: UInt64 = 0
@@ -420,7 +425,12 @@ public final class World {
                 flush(host)
             case .restart(let index): restart(hosts[index])
             case .diskOK(let index):
-                if hosts[index].diskFullUntil <= now { hosts[index].fs.setCapacity(nil) }
+                let host = hosts[index]
+                if host.diskFullUntil <= now, host.diskFull {
+                    host.diskFull = false
+                    host.fs.setCapacity(nil)
+                    if host.reopenPending { restart(host) }
+                }
             case .online(let index):
                 let host = hosts[index]
                 if host.offlineUntil <= now, let endpoint = host.endpoint {
@@ -479,6 +489,7 @@ public final class World {
         case .diskFull(let index, let seconds):
             hit("disk full")
             hosts[index].diskFullUntil = max(hosts[index].diskFullUntil, now + seconds)
+            hosts[index].diskFull = true
             hosts[index].fs.setCapacity(0)
             queue.push(now + seconds, .diskOK(host: index))
         case .offline(let peer, let seconds):
@@ -515,7 +526,7 @@ public final class World {
             note("edit \(host.index) \(edit.operations.count)")
         } catch {
             // A full disk refuses the edit, and the edit must change nothing.
-            if host.diskFullUntil > now {
+            if host.diskFull {
                 if replica(host)?.versionVector != before {
                     fail("failed edit", "\(host.name): an edit refused on a full disk at \(now) changed the replica")
                 }
@@ -526,24 +537,41 @@ public final class World {
         flush(host)
     }
 
+    /// Brings a crashed host back from its disk and checks what it reopened with. On a full
+    /// disk opening may fail (a torn log's new identity, say, must be written first): the host
+    /// tries again once the disk has room, as a person or a supervisor would.
     private func restart(_ host: Host) {
-        guard host.endpoint == nil else { return }
-        host.restarts += 1
-        note("restart \(host.index)")
-        if host.index != plan.server {
-            do {
-                let index = host.index
-                let restarts = host.restarts
-                host.package = try BoardPackage.open(at: "/p/board.boardpkg", fileSystem: host.fs,
-                                                     newReplicaID: { ReplicaID(UInt64(index + 1) << 40 | restarts) })
-            } catch {
-                fail("restart", "\(host.name) could not reopen its package after a crash at \(now): \(error)")
-                return
+        guard host.endpoint == nil || host.reopenPending else { return }
+        if host.endpoint == nil {
+            host.restarts += 1
+            note("restart \(host.index)")
+            if host.index != plan.server {
+                do {
+                    let index = host.index
+                    let restarts = host.restarts
+                    host.package = try BoardPackage.open(at: "/p/board.boardpkg", fileSystem: host.fs,
+                                                         newReplicaID: { ReplicaID(UInt64(index + 1) << 40 | restarts) })
+                } catch {
+                    if host.diskFull {
+                        say("\(host.name) cannot reopen on a full disk (\(error)); retrying when it has room")
+                        queue.push(host.diskFullUntil, .restart(host: host.index))
+                    } else {
+                        fail("restart", "\(host.name) could not reopen its package after a crash at \(now): \(error)")
+                    }
+                    return
+                }
             }
+            start(host)
+        } else {
+            host.endpoint?.preload(board: board)
         }
-        start(host)
+        host.reopenPending = false
         guard let replica = replica(host) else {
-            fail("restart", "\(host.name) could not reopen the board after a crash at \(now)")
+            if host.diskFull {
+                host.reopenPending = true
+            } else {
+                fail("restart", "\(host.name) could not reopen the board after a crash at \(now)")
+            }
             return
         }
         // Checked at once: peers would resend what was lost, hiding the loss by the end.
@@ -576,10 +604,11 @@ public final class World {
         for host in hosts {
             host.fs.setCapacity(nil)
             host.diskFullUntil = 0
+            host.diskFull = false
             host.offlineUntil = 0
         }
         restart(serverHost)
-        for host in hosts where host.endpoint == nil { restart(host) }
+        for host in hosts where host.endpoint == nil || host.reopenPending { restart(host) }
         for index in activeLinks {
             links[index].heldUntil = 0
             for direction in 0..<2 where links[index].queueHeads[direction] < links[index].queues[direction].count {
