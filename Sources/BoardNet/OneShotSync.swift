@@ -30,10 +30,11 @@ public enum OneShotSync {
     }
 
     public static func run(package: BoardPackage, board: String, server: SocketAddress, timeout: Double = 60,
-                           log: @escaping (String) -> Void = { _ in }) throws -> Report {
+                           credentials: [UInt8] = [], log: @escaping (String) -> Void = { _ in }) throws -> Report {
         let loop = try EventLoop()
         var options = SyncHost.Options()
         options.reconnect = false
+        options.credentials = credentials
         options.log = log
         let host = try SyncHost(board: board, store: package, listen: nil, loop: loop, options: options)
         let start = EventLoop.now()

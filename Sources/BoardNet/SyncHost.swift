@@ -28,6 +28,10 @@ public final class SyncHost {
         public var maxOpenBoards = 1024
         /// Server: a board nobody has been connected to for this long is saved and closed.
         public var idleBoardTimeout: Double = 60
+        /// Server: tokens required in HELLO (nil: anyone may read and write every board).
+        public var access: SyncEndpoint.AccessControl?
+        /// Peers and clients: the token to present when dialing.
+        public var credentials: [UInt8] = []
 
         public init() {}
 
@@ -38,6 +42,8 @@ public final class SyncHost {
             options.maxOpenBoards = maxOpenBoards
             options.idleBoardTimeout = idleBoardTimeout
             options.reconnectDelay = reconnectDelay
+            options.access = access
+            options.credentials = credentials
             options.jitter = { delay in
                 var generator = SystemRandomNumberGenerator()
                 return delay * Double.random(in: 0.5...1.5, using: &generator)

@@ -101,9 +101,20 @@ public final class BoardHub {
     }
 
     /// An accepted session whose HELLO has arrived (the host looked up this hub by its board name).
-    public func attach(_ id: SessionID, _ session: SyncSession, hello: Hello) {
+    public func attach(_ id: SessionID, _ session: SyncSession, hello: Hello, readOnly: Bool = false) {
         sessions[id] = session
+        if readOnly { self.readOnly.insert(id) }
         acceptAndGreet(id, hello)
+    }
+
+    /// Sessions whose token allows reading only: they receive everything; operations or image
+    /// bytes they send are refused (the session closes with `readOnly`), never applied or
+    /// relayed, and no image is ever requested from them.
+    public private(set) var readOnly: Set<SessionID> = []
+
+    private func refuseWrite(_ id: SessionID, _ what: String) {
+        log?("session \(id): refused \(what) from a read-only session")
+        sessions[id]?.close(SessionError(.readOnly, "this connection's token may only read board '\(board)'; its \(what) were not applied"))
     }
 
     /// An accepted session that has not said hello yet (peers, which host one board).
@@ -115,6 +126,7 @@ public final class BoardHub {
 
     public func remove(_ id: SessionID) {
         sessions[id] = nil
+        readOnly.remove(id)
         acknowledged[id] = nil
         peerVersions[id] = nil
         syncedFrom.remove(id)
@@ -226,6 +238,7 @@ public final class BoardHub {
         case .assetsWanted(let requests):
             for request in requests { serve(request, to: id) }
         case .assetChunk(let chunk):
+            guard !readOnly.contains(id) else { return refuseWrite(id, "image bytes") }
             do {
                 if let bytes = try assembler.add(chunk) {
                     fetching[chunk.hash] = nil
@@ -317,6 +330,12 @@ public final class BoardHub {
     }
 
     private func mergeFromPeer(_ id: SessionID, _ batch: OperationBatch) {
+        // Every way operations arrive (handshake deltas, coalesced live batches) passes here.
+        if readOnly.contains(id) {
+            // An empty delta (a mirror with nothing of its own) is fine; anything else is not.
+            if !batch.operations.isEmpty { refuseWrite(id, "operations") }
+            return
+        }
         let (fresh, vectorBefore) = newOperations(in: batch)
         do {
             try store.merge(batch)
@@ -371,7 +390,9 @@ public final class BoardHub {
         var byPeer: [SessionID: [AssetRequest]] = [:]
         let open = sessions.filter { $0.value.isOpen }.keys.sorted()
         for hash in missing {
-            let candidates = ([preferred].compactMap { $0 } + open).filter { sessions[$0]?.isOpen == true && !(unavailable[$0]?.contains(hash) ?? false) }
+            let candidates = ([preferred].compactMap { $0 } + open).filter {
+                sessions[$0]?.isOpen == true && !readOnly.contains($0) && !(unavailable[$0]?.contains(hash) ?? false)
+            }
             guard let peer = candidates.first else {
                 // Nobody connected has it: whoever waits on this hub hears so now, not never.
                 for waiter in waiting.removeValue(forKey: hash) ?? [] { sessions[waiter]?.sendNoAsset(hash) }

@@ -20,6 +20,8 @@ public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible 
         case boardMismatch = 16
         /// The host is over a memory limit (queued output, open boards): retry later.
         case busy = 17
+        /// The connection's token allows reading only, and it sent operations or image bytes.
+        case readOnly = 18
 
         public var name: String {
             switch self {
@@ -40,6 +42,7 @@ public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible 
             case .assetTooLarge: return "asset too large"
             case .boardMismatch: return "board name mismatch"
             case .busy: return "busy, retry later"
+            case .readOnly: return "read-only access"
             }
         }
     }

@@ -59,6 +59,19 @@ extension MemoryReplicaStore: HostedStore {
 /// hub. A single-board endpoint (`init(board:store:)`, a peer) hosts one board and accepts any
 /// board name.
 public final class SyncEndpoint {
+    /// Tokens required in HELLO (docs/DEPLOYMENT.md). The wall clock is injected: the endpoint
+    /// reads no clock of its own.
+    public struct AccessControl {
+        public var authority: TokenAuthority
+        /// Seconds since 1970, for token expiry.
+        public var wallClock: () -> Double
+
+        public init(authority: TokenAuthority, wallClock: @escaping () -> Double) {
+            self.authority = authority
+            self.wallClock = wallClock
+        }
+    }
+
     public struct Options {
         public var limits = SessionLimits()
         public var timing = SessionTiming()
@@ -77,6 +90,11 @@ public final class SyncEndpoint {
         /// once). The endpoint draws no randomness itself: hosts inject it (`SyncHost` a system
         /// random factor, the simulator its seeded generator).
         public var jitter: (Double) -> Double = { $0 }
+        /// Server: who may do what. Nil: anyone who can connect reads and writes every board
+        /// (for loopback development).
+        public var access: AccessControl?
+        /// Peers: the token presented in HELLO when dialing (empty: none).
+        public var credentials: [UInt8] = []
         /// Operator log lines (boards, refusals, errors).
         public var log: (String) -> Void = { _ in }
 
@@ -117,6 +135,8 @@ public final class SyncEndpoint {
     public var transportQueued: (SessionID) -> Int = { _ in 0 }
     /// Why the most recent session closed, as the session knew it.
     public private(set) var lastCloseReason: SessionError?
+    /// Server with access control: the token subject of each attached session.
+    public private(set) var subjects: [SessionID: String] = [:]
     /// Peers to dial (the transport knows each one's address by its index).
     private var dialTargets: [DialTarget] = []
     private var dialOf: [SessionID: Int] = [:]
@@ -167,7 +187,9 @@ public final class SyncEndpoint {
     }
 
     private func makeSession(_ role: SyncSession.Role, _ replica: ReplicaID) -> SyncSession {
-        SyncSession(role: role, localReplica: replica, limits: options.limits, timing: options.timing)
+        var session = SyncSession(role: role, localReplica: replica, limits: options.limits, timing: options.timing)
+        if role == .dialer { session.credentials = options.credentials }
+        return session
     }
 
     // MARK: Connections
@@ -218,6 +240,22 @@ public final class SyncEndpoint {
     /// Server: route a handshake to its board, opening or creating the board.
     private func attach(_ id: SessionID, _ hello: Hello) {
         guard var session = pending[id] else { return }
+        // The token first: a refusal says nothing more (not whether the board exists), and no
+        // board is opened or created for someone without access.
+        var readOnly = false
+        if let access = options.access {
+            switch access.authority.verify(hello.credentials, board: hello.board, now: access.wallClock()) {
+            case .success(let grant):
+                readOnly = grant.role == .read
+                subjects[id] = grant.subject
+            case .failure(let refusal):
+                let name = Hello.isValidBoardName(hello.board) ? "'\(hello.board)'" : "(an invalid name)"
+                options.log("connection \(id): access denied to board \(name): \(refusal)")
+                session.close(SessionError(.unauthorized, "access denied"))
+                pending[id] = session
+                return
+            }
+        }
         guard let board = openBoard(hello.board) else {
             let why = openFailures[hello.board].map { ": \($0)" } ?? ""
             session.close(SessionError(.badBoardName, "board '\(hello.board)' cannot be opened here\(why)"))
@@ -228,7 +266,7 @@ public final class SyncEndpoint {
         session.rebind(localReplica: board.store.replica.id)
         route[id] = board.name
         board.lastActive = now
-        board.hub.attach(id, session, hello: hello)
+        board.hub.attach(id, session, hello: hello, readOnly: readOnly)
     }
 
     /// Server: opens a board now instead of on the first HELLO naming it.
@@ -270,6 +308,7 @@ public final class SyncEndpoint {
             if let reason = session.closeReason { lastCloseReason = reason }
             return
         }
+        subjects[id] = nil
         guard let name = route.removeValue(forKey: id), let board = boards[name] else { return }
         if let session = board.hub.sessions[id] {
             if let reason = session.closeReason { lastCloseReason = reason }

@@ -75,23 +75,35 @@ let netHelps: [String: CommandHelp] = [
                                   ("--steps N", "Editing rounds per peer (default 40)."),
                                   ("--json", "Print the summary as JSON.")]),
     "serve": CommandHelp(name: "serve", overview: "Run a sync server hosting every board in a data directory.",
-                         usage: "serve --data DIR [--listen HOST:PORT]",
+                         usage: "serve --data DIR [--listen HOST:PORT] [--secret-file FILE]",
                          options: [("--data DIR", "Where boards live, one DIR/<name>.boardpkg each (created if missing)."),
-                                   ("--listen HOST:PORT", "Address to listen on (default 127.0.0.1:7420; port 0 picks one).")]),
+                                   ("--listen HOST:PORT", "Address to listen on (default 127.0.0.1:7420; port 0 picks one)."),
+                                   ("--secret-file FILE", "Require a token (see `token`) for every connection; FILE holds the signing secret and is created (mode 0600) when missing. Without it anyone who can connect reads and writes every board.")]),
     "sync": CommandHelp(name: "sync", overview: "Sync a package with a server once, both directions, then exit.",
-                        usage: "sync <package> --server HOST:PORT --board NAME [--timeout S] [--json]",
+                        usage: "sync <package> --server HOST:PORT --board NAME [--token T | --token-file F] [--timeout S] [--json]",
                         arguments: [packageArgument],
                         options: [("--server HOST:PORT", "The sync server."), ("--board NAME", "The board's name on the server."),
+                                  ("--token T", "The access token for the board (from `board-sync token`)."),
+                                  ("--token-file F", "Read the token from a file instead (keeps it out of the process list)."),
                                   ("--timeout S", "Give up after S seconds (default 60)."), jsonOption]),
     "peer": CommandHelp(name: "peer", overview: "Run a live replica that accepts and dials peers and relays what it learns.",
-                        usage: "peer <package> [--listen HOST:PORT] [--connect HOST:PORT]... [--board NAME]",
+                        usage: "peer <package> [--listen HOST:PORT] [--connect HOST:PORT]... [--board NAME] [--token T | --token-file F]",
                         arguments: [packageArgument],
                         options: [("--listen HOST:PORT", "Accept peers here."),
                                   ("--connect HOST:PORT", "Dial this peer or server (repeatable); reconnects with backoff."),
-                                  ("--board NAME", "Board name sent when dialing (default: the package's name).")]),
+                                  ("--board NAME", "Board name sent when dialing (default: the package's name)."),
+                                  ("--token T", "The access token presented when dialing a server that requires one."),
+                                  ("--token-file F", "Read the token from a file instead.")]),
+    "token": CommandHelp(name: "token", overview: "Mint a signed access token for one board and role.",
+                         usage: "token --secret-file FILE --board NAME --role read|write [--expires DURATION] [--subject ID] [--json]",
+                         options: [("--secret-file FILE", "The server's secret (as given to `serve --secret-file`)."),
+                                   ("--board NAME", "The board the token opens."),
+                                   ("--role read|write", "read: receive everything, send nothing; write: read and edit."),
+                                   ("--expires DURATION", "Valid for 90s, 15m, 12h, 30d... (default: never expires)."),
+                                   ("--subject ID", "Who the token is for (default: a random id)."), jsonOption]),
 ]
 
-let commandOrder = ["demo", "serve", "sync", "peer", "new", "stroke", "sticker", "move", "transform", "delete", "restore", "front", "back", "undo", "redo", "show", "log", "repair"]
+let commandOrder = ["demo", "serve", "sync", "peer", "token", "new", "stroke", "sticker", "move", "transform", "delete", "restore", "front", "back", "undo", "redo", "show", "log", "repair"]
 
 let toolVersion = "0.3.0"
 

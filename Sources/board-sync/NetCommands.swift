@@ -17,6 +17,7 @@ struct NetCommands {
         case "sync": try sync(raw)
         case "peer": try peer(raw)
         case "demo": try Demo(raw).run()
+        case "token": try token(raw)
         default: throw UsageError("unknown subcommand '\(name)'")
         }
     }
@@ -54,13 +55,20 @@ struct NetCommands {
     }
 
     private func serve(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: ["data", "listen"], flags: [])
+        let args = try Arguments(raw, options: ["data", "listen", "secret-file"], flags: [])
         _ = try args.positionals([])
         guard let data = args.value("data") else { throw UsageError("missing --data DIR") }
         let listen = try address(args.value("listen") ?? "127.0.0.1:7420", "--listen")
-        let loop = try EventLoop()
         var options = SyncHost.Options()
         options.log = NetCommands.log
+        if let secretFile = args.value("secret-file") {
+            let authority = try TokenAuthority(secret: Access.secret(at: secretFile, create: true))
+            options.access = SyncEndpoint.AccessControl(authority: authority, wallClock: { Date().timeIntervalSince1970 })
+            NetCommands.log("access control on: every connection needs a token for its board (secret in \(secretFile))")
+        } else {
+            NetCommands.log("WARNING: no --secret-file: anyone who can reach \(listen) can read and write every board (fine for loopback development only)")
+        }
+        let loop = try EventLoop()
         let host: SyncHost
         do {
             host = try SyncHost(serverDataDirectory: data, listen: listen, loop: loop, options: options)
@@ -74,7 +82,8 @@ struct NetCommands {
     }
 
     private func sync(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: ["server", "board", "timeout"], flags: ["json"])
+        let args = try Arguments(raw, options: ["server", "board", "timeout", "token", "token-file"], flags: ["json"])
+        let credentials = try Access.token(args)
         let path = try args.positionals(["<package>"])[0]
         guard let serverText = args.value("server") else { throw UsageError("missing --server HOST:PORT") }
         guard let board = args.value("board") else { throw UsageError("missing --board NAME") }
@@ -88,7 +97,7 @@ struct NetCommands {
         defer { package.close() }
         let report: OneShotSync.Report
         do {
-            report = try OneShotSync.run(package: package, board: board, server: server, timeout: timeout)
+            report = try OneShotSync.run(package: package, board: board, server: server, timeout: timeout, credentials: credentials)
         } catch let failure as OneShotSync.Failure {
             throw Failure("\(server): \(failure)")
         }
@@ -105,8 +114,38 @@ struct NetCommands {
         }
     }
 
+    /// Prints a signed token for one board and role.
+    private func token(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: ["secret-file", "board", "role", "expires", "subject"], flags: ["json"])
+        _ = try args.positionals([])
+        guard let secretFile = args.value("secret-file") else { throw UsageError("missing --secret-file FILE") }
+        guard let board = args.value("board") else { throw UsageError("missing --board NAME") }
+        guard Hello.isValidBoardName(board) else { throw UsageError("--board '\(board)' is not a plain name (letters, digits, '-', '_', '.')") }
+        guard let roleText = args.value("role") else { throw UsageError("missing --role read|write") }
+        guard let role = AccessRole(rawValue: roleText) else { throw UsageError("--role must be read or write, not '\(roleText)'") }
+        var expires: Double?
+        if let text = args.value("expires") {
+            guard let seconds = TokenAuthority.parseDuration(text) else {
+                throw UsageError("--expires '\(text)' is not a duration like 90s, 15m, 12h or 30d")
+            }
+            expires = Date().timeIntervalSince1970 + seconds
+        }
+        var generator = SystemRandomNumberGenerator()
+        let subject = args.value("subject") ?? String(format: "%016llx", UInt64.random(in: 1...UInt64.max, using: &generator))
+        guard TokenAuthority.isValidSubject(subject) else { throw UsageError("--subject is 1-64 letters, digits, '-', '_' or '.'") }
+        let authority = try TokenAuthority(secret: Access.secret(at: secretFile, create: false))
+        let token = try authority.mint(board: board, role: role, expires: expires, subject: subject)
+        if args.has("json") {
+            try printJSON(["token": token, "board": board, "role": role.rawValue, "subject": subject,
+                           "expires": expires.map { ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: $0)) } ?? "never"])
+        } else {
+            print(token)
+        }
+    }
+
     private func peer(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: ["listen", "connect", "board"], flags: [])
+        let args = try Arguments(raw, options: ["listen", "connect", "board", "token", "token-file"], flags: [])
+        let credentials = try Access.token(args)
         let path = try args.positionals(["<package>"])[0]
         let listen = try args.value("listen").map { try address($0, "--listen") }
         let dials = try args.values("connect").map { try address($0, "--connect") }
@@ -122,6 +161,7 @@ struct NetCommands {
         let loop = try EventLoop()
         var options = SyncHost.Options()
         options.log = NetCommands.log
+        options.credentials = credentials
         let host = try SyncHost(board: board, store: package, listen: listen, loop: loop, options: options)
         for dial in dials { host.connect(to: dial) }
         NetCommands.log("peer \(package.replica.id) for \(path) (board '\(board)')\(host.listenAddress.map { ", listening on \($0)" } ?? "")")

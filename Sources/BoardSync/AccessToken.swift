@@ -1,0 +1,147 @@
+import BoardModel
+import Foundation
+
+/// What a token lets its holder do on one board.
+public enum AccessRole: String, Sendable, CaseIterable {
+    /// Receives everything; may send nothing (operations or images are refused).
+    case read
+    /// Reads and writes.
+    case write
+}
+
+/// A verified token: who (the subject), which board, what role, until when.
+public struct AccessGrant: Equatable, Sendable {
+    public var board: String
+    public var role: AccessRole
+    /// Seconds since 1970 (UTC) after which the token is refused; nil: never expires.
+    public var expires: Double?
+    /// Who the token was issued to (an opaque id chosen at minting).
+    public var subject: String
+
+    public init(board: String, role: AccessRole, expires: Double?, subject: String) {
+        self.board = board
+        self.role = role
+        self.expires = expires
+        self.subject = subject
+    }
+}
+
+/// Why a token was refused (for the server's log only: clients are told nothing more than
+/// "access denied", so a refusal never says whether the board exists).
+public enum AccessRefusal: Error, Equatable, Sendable, CustomStringConvertible {
+    case missing
+    case malformed
+    case badSignature
+    case otherBoard(String)
+    case expired(Double)
+
+    public var description: String {
+        switch self {
+        case .missing: "no token"
+        case .malformed: "a malformed token"
+        case .badSignature: "a token not signed with this server's secret (or altered)"
+        case .otherBoard(let board): "a token for another board ('\(board)')"
+        case .expired(let when): "a token that expired at \(Date(timeIntervalSince1970: when))"
+        }
+    }
+}
+
+/// Mints and verifies access tokens: `bst1.<payload>.<signature>`, both parts base64url, the
+/// payload `board=NAME;role=read|write;exp=SECONDS|never;sub=SUBJECT` and the signature its
+/// HMAC-SHA256 under the server's secret (docs/DEPLOYMENT.md). Pure: the current time is passed
+/// in, so the sans-IO endpoint can check expiry without reading a clock.
+public struct TokenAuthority: Sendable {
+    public static let prefix = "bst1"
+    /// Shortest secret accepted, in bytes.
+    public static let minimumSecret = 16
+    private let secret: [UInt8]
+
+    public init(secret: [UInt8]) throws {
+        guard secret.count >= TokenAuthority.minimumSecret else {
+            throw AccessSetupError("the secret must be at least \(TokenAuthority.minimumSecret) bytes (it is \(secret.count))")
+        }
+        self.secret = secret
+    }
+
+    /// A token for `board` with `role`, for `subject`, valid until `expires` (nil: forever).
+    public func mint(board: String, role: AccessRole, expires: Double?, subject: String) throws -> String {
+        guard Hello.isValidBoardName(board) else { throw AccessSetupError("'\(board)' is not a valid board name") }
+        guard TokenAuthority.isValidSubject(subject) else {
+            throw AccessSetupError("a subject is 1-64 letters, digits, '-', '_' or '.'")
+        }
+        let expiry = expires.map { String(Int64($0.rounded(.down))) } ?? "never"
+        let payload = Array("board=\(board);role=\(role.rawValue);exp=\(expiry);sub=\(subject)".utf8)
+        return [TokenAuthority.prefix, Base64URL.encode(payload), Base64URL.encode(HMAC.sha256(key: secret, message: payload))]
+            .joined(separator: ".")
+    }
+
+    /// Checks a token presented for `board` at `now` (seconds since 1970).
+    public func verify(_ token: [UInt8], board: String, now: Double) -> Result<AccessGrant, AccessRefusal> {
+        guard !token.isEmpty else { return .failure(.missing) }
+        let parts = token.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard parts.count == 3, Array(parts[0]) == Array(TokenAuthority.prefix.utf8),
+              let payload = Base64URL.decode(Array(parts[1])), let signature = Base64URL.decode(Array(parts[2])) else {
+            return .failure(.malformed)
+        }
+        // The signature first: nothing in an unsigned payload is looked at.
+        guard HMAC.constantTimeEquals(HMAC.sha256(key: secret, message: payload), signature) else {
+            return .failure(.badSignature)
+        }
+        var fields: [String: String] = [:]
+        for field in String(decoding: payload, as: UTF8.self).split(separator: ";") {
+            let pair = field.split(separator: "=", maxSplits: 1).map(String.init)
+            guard pair.count == 2 else { return .failure(.malformed) }
+            fields[pair[0]] = pair[1]
+        }
+        guard let tokenBoard = fields["board"], let role = fields["role"].flatMap(AccessRole.init(rawValue:)),
+              let expiry = fields["exp"], let subject = fields["sub"] else { return .failure(.malformed) }
+        let expires: Double?
+        if expiry == "never" { expires = nil } else if let seconds = Int64(expiry) { expires = Double(seconds) } else { return .failure(.malformed) }
+        guard tokenBoard == board else { return .failure(.otherBoard(tokenBoard)) }
+        if let expires, now >= expires { return .failure(.expired(expires)) }
+        return .success(AccessGrant(board: tokenBoard, role: role, expires: expires, subject: subject))
+    }
+
+    public static func isValidSubject(_ subject: String) -> Bool {
+        let bytes = Array(subject.utf8)
+        return !bytes.isEmpty && bytes.count <= 64 && bytes.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".")
+        }
+    }
+
+    /// `90s`, `15m`, `12h`, `30d` in seconds.
+    public static func parseDuration(_ text: String) -> Double? {
+        guard let unit = text.last, let value = Double(text.dropLast()), value > 0, value.isFinite else { return nil }
+        switch unit {
+        case "s": return value
+        case "m": return value * 60
+        case "h": return value * 3600
+        case "d": return value * 86_400
+        default: return nil
+        }
+    }
+}
+
+public struct AccessSetupError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Base64 with the URL alphabet and no padding (RFC 4648 §5), so a token is one shell word.
+public enum Base64URL {
+    public static func encode(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    public static func decode(_ text: [UInt8]) -> [UInt8]? {
+        guard text.count <= 8192 else { return nil }
+        var standard = String(decoding: text, as: UTF8.self)
+            .replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        guard !standard.contains("=") else { return nil }
+        while standard.count % 4 != 0 { standard += "=" }
+        return Data(base64Encoded: standard).map(Array.init)
+    }
+}

@@ -1,0 +1,53 @@
+import BoardSync
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Secrets and tokens for `serve --secret-file`, `token`, and `sync`/`peer --token`.
+enum Access {
+    /// Reads the server's secret; with `create`, makes a new random one (mode 0600) when the
+    /// file is missing. Refuses a secret other users can read, and links.
+    static func secret(at path: String, create: Bool) throws -> [UInt8] {
+        if create, !FileManager.default.fileExists(atPath: path) {
+            var generator = SystemRandomNumberGenerator()
+            let hex = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw Failure("cannot create the secret file \(path): \(String(cString: strerror(errno)))") }
+            let bytes = Array((hex + "\n").utf8)
+            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            let synced = fsync(fd)
+            close(fd)
+            guard written == bytes.count, synced == 0 else { throw Failure("cannot write the secret file \(path)") }
+            NetCommands.log("created a new secret in \(path) (mode 0600); mint tokens with `board-sync token --secret-file \(path) ...`")
+        }
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            throw Failure("no secret file at \(path) (`board-sync serve --secret-file \(path)` creates one)")
+        }
+        guard info.st_mode & S_IFMT == S_IFREG else { throw Failure("the secret file \(path) is not a regular file") }
+        guard info.st_mode & 0o077 == 0 else {
+            throw Failure("the secret file \(path) can be read by other users (mode \(String(info.st_mode & 0o777, radix: 8))); run `chmod 600 \(path)`")
+        }
+        guard info.st_size <= 4096, let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw Failure("cannot read the secret file \(path) (at most 4 KB of text)")
+        }
+        let secret = Array(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+        guard secret.count >= TokenAuthority.minimumSecret else {
+            throw Failure("the secret in \(path) is too short (\(secret.count) bytes; at least \(TokenAuthority.minimumSecret))")
+        }
+        return secret
+    }
+
+    /// `--token T` or `--token-file F` (not both); empty when neither is given.
+    static func token(_ args: Arguments) throws -> [UInt8] {
+        switch (args.value("token"), args.value("token-file")) {
+        case (nil, nil): return []
+        case (let token?, nil): return Array(token.utf8)
+        case (nil, let file?):
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { throw Failure("cannot read the token file \(file)") }
+            return Array(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+        default: throw UsageError("give --token or --token-file, not both")
+        }
+    }
+}

@@ -1,0 +1,173 @@
+import BoardCRDT
+import BoardModel
+import BoardStore
+import BoardSync
+import Foundation
+import Testing
+
+/// Tokens and roles (docs/DEPLOYMENT.md): minting and checking, and a server endpoint that
+/// requires them.
+@Suite struct AccessTokenTests {
+    static let secret = Array("0123456789abcdef0123456789abcdef".utf8)
+
+    @Test func hmacMatchesRFC4231() {
+        // RFC 4231 test case 2.
+        let tag = HMAC.sha256(key: Array("Jefe".utf8), message: Array("what do ya want for nothing?".utf8))
+        #expect(tag.map { String(format: "%02x", $0) }.joined() == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+        // Test case 6: a key longer than the block is hashed first.
+        let long = HMAC.sha256(key: [UInt8](repeating: 0xAA, count: 131), message: Array("Test Using Larger Than Block-Size Key - Hash Key First".utf8))
+        #expect(long.map { String(format: "%02x", $0) }.joined() == "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54")
+        #expect(HMAC.constantTimeEquals([1, 2, 3], [1, 2, 3]))
+        #expect(!HMAC.constantTimeEquals([1, 2, 3], [1, 2, 4]))
+        #expect(!HMAC.constantTimeEquals([1, 2, 3], [1, 2]))
+    }
+
+    @Test func aTokenOpensItsBoardWithItsRoleUntilItExpires() throws {
+        let authority = try TokenAuthority(secret: Self.secret)
+        let token = Array(try authority.mint(board: "plans", role: .read, expires: 1_000, subject: "ann").utf8)
+        #expect(authority.verify(token, board: "plans", now: 999) == .success(AccessGrant(board: "plans", role: .read, expires: 1_000, subject: "ann")))
+        #expect(authority.verify(token, board: "plans", now: 1_000) == .failure(.expired(1_000)))
+        #expect(authority.verify(token, board: "other", now: 10) == .failure(.otherBoard("plans")))
+        let forever = Array(try authority.mint(board: "plans", role: .write, expires: nil, subject: "bob").utf8)
+        #expect(authority.verify(forever, board: "plans", now: 4e9) == .success(AccessGrant(board: "plans", role: .write, expires: nil, subject: "bob")))
+    }
+
+    @Test func forgedTamperedAndMalformedTokensAreRefused() throws {
+        let authority = try TokenAuthority(secret: Self.secret)
+        let other = try TokenAuthority(secret: Array("another secret, sixteen+ bytes".utf8))
+        let forged = Array(try other.mint(board: "plans", role: .write, expires: nil, subject: "eve").utf8)
+        #expect(authority.verify(forged, board: "plans", now: 0) == .failure(.badSignature))
+        // A read token with its payload rewritten to say write keeps the old signature.
+        let read = try authority.mint(board: "plans", role: .read, expires: nil, subject: "ann")
+        let parts = read.split(separator: ".").map(String.init)
+        let payload = String(decoding: Base64URL.decode(Array(parts[1].utf8))!, as: UTF8.self)
+        let rewritten = Base64URL.encode(Array(payload.replacingOccurrences(of: "role=read", with: "role=write").utf8))
+        let tampered = Array([parts[0], rewritten, parts[2]].joined(separator: ".").utf8)
+        #expect(authority.verify(tampered, board: "plans", now: 0) == .failure(.badSignature))
+        for bad in ["", "bst1", "bst1..", "bst2.a.b", "bst1.!!!.???", "bst1.YQ.YQ.YQ", String(repeating: "x", count: 5000)] {
+            let result = authority.verify(Array(bad.utf8), board: "plans", now: 0)
+            #expect(result == .failure(bad.isEmpty ? .missing : .malformed) || result == .failure(.badSignature), "\(bad.prefix(20)): \(result)")
+        }
+        #expect(throws: AccessSetupError.self) { try TokenAuthority(secret: Array("short".utf8)) }
+        #expect(throws: AccessSetupError.self) { try authority.mint(board: "../x", role: .read, expires: nil, subject: "a") }
+        #expect(throws: AccessSetupError.self) { try authority.mint(board: "plans", role: .read, expires: nil, subject: "a;role=write") }
+    }
+
+    @Test func durations() {
+        #expect(TokenAuthority.parseDuration("90s") == 90)
+        #expect(TokenAuthority.parseDuration("15m") == 900)
+        #expect(TokenAuthority.parseDuration("12h") == 43_200)
+        #expect(TokenAuthority.parseDuration("30d") == 2_592_000)
+        for bad in ["", "s", "10", "10y", "-5m", "0h", "infd"] { #expect(TokenAuthority.parseDuration(bad) == nil, "\(bad)") }
+    }
+}
+
+/// A server endpoint with access control, driven over `VirtualNet`.
+@Suite struct AccessEndpointTests {
+    static let authority = try! TokenAuthority(secret: AccessTokenTests.secret)
+
+    static func server(clock: Double = 1_000) throws -> (MemoryFileSystem, VirtualNet, server: Int, log: LogLines) {
+        let log = LogLines()
+        var options = SyncEndpoint.Options()
+        options.access = SyncEndpoint.AccessControl(authority: authority, wallClock: { clock })
+        options.log = { log.append($0) }
+        let (fs, net, server) = try EndpointTests.serverOnSimulatedDisk(options: options)
+        return (fs, net, server, log)
+    }
+
+    final class LogLines: @unchecked Sendable {  // the test's thread only
+        var lines: [String] = []
+        func append(_ line: String) { lines.append(line) }
+    }
+
+    static func peer(_ net: VirtualNet, board: String, token: String?, id: UInt64, edits: (inout Replica) throws -> Void = { _ in }) throws -> (Int, MemoryReplicaStore) {
+        var replica = Replica(id: ReplicaID(id))
+        try edits(&replica)
+        let store = MemoryReplicaStore(replica: replica)
+        var options = SyncEndpoint.Options()
+        options.credentials = token.map { Array($0.utf8) } ?? []
+        return (net.add(SyncEndpoint(board: board, store: store, options: options, now: net.now)), store)
+    }
+
+    @Test func withoutAValidTokenOneErrorAndNoHintWhetherTheBoardExists() throws {
+        let (fs, net, server, log) = try Self.server()
+        // "plans" exists (a writer made it); "secret" does not.
+        let writer = try Self.authority.mint(board: "plans", role: .write, expires: nil, subject: "ann")
+        let (owner, _) = try Self.peer(net, board: "plans", token: writer, id: 0xA, edits: { _ = try $0.setCanvasSize(CodableSize(width: 5, height: 5)) })
+        net.connect(owner, to: server)
+        net.deliver()
+        #expect(fs.isDirectory("/data/plans.boardpkg"))
+        var replies: [String: String] = [:]
+        let expired = try Self.authority.mint(board: "plans", role: .write, expires: 999, subject: "ann")
+        let forged = try TokenAuthority(secret: Array("not the server's secret at all".utf8)).mint(board: "plans", role: .write, expires: nil, subject: "eve")
+        let otherBoard = try Self.authority.mint(board: "notes", role: .write, expires: nil, subject: "ann")
+        for (label, board, token) in [("none", "plans", nil), ("expired", "plans", expired), ("forged", "plans", forged),
+                                      ("other board", "plans", otherBoard), ("missing board", "secret", nil),
+                                      ("missing board, other token", "secret", writer)] as [(String, String, String?)] {
+            let (peer, store) = try Self.peer(net, board: board, token: token, id: 0xB, edits: { _ = try $0.setCanvasSize(CodableSize(width: 9, height: 9)) })
+            let link = net.connect(peer, to: server)
+            net.deliver()
+            let reason = net.endpoints[peer].lastCloseReason
+            #expect(reason?.code == .unauthorized && reason?.remote == true, "\(label): \(String(describing: reason))")
+            replies[label] = reason?.message
+            #expect(!net.links[link].up, "\(label): the connection is closed")
+            #expect(store.replica.snapshot().canvasSize != CodableSize(width: 5, height: 5), "\(label): nothing of the board was sent")
+        }
+        #expect(Set(replies.values) == ["access denied"], "the same words whatever the reason: \(replies)")
+        #expect(!fs.isDirectory("/data/secret.boardpkg"), "no board is created for someone without access")
+        #expect(!fs.isDirectory("/data/notes.boardpkg"))
+        let plans = try #require(net.endpoints[server].boards["plans"]?.store.replica)
+        #expect(plans.snapshot().canvasSize == CodableSize(width: 5, height: 5), "nothing a refused peer sent was merged")
+        // The operator's log says why.
+        #expect(log.lines.contains { $0.contains("expired") } && log.lines.contains { $0.contains("not signed with this server's secret") }
+                && log.lines.contains { $0.contains("another board ('notes')") } && log.lines.contains { $0.contains("no token") })
+    }
+
+    @Test func aReadOnlySessionReceivesEverythingAndItsWritesAreRefusedNeverRelayed() throws {
+        let (_, net, server, _) = try Self.server()
+        let writer = try Self.authority.mint(board: "plans", role: .write, expires: nil, subject: "ann")
+        let reader = try Self.authority.mint(board: "plans", role: .read, expires: 2_000, subject: "rob")
+        let (owner, ownerStore) = try Self.peer(net, board: "plans", token: writer, id: 0xA)
+        net.connect(owner, to: server)
+        net.deliver()
+        try net.endpoints[owner].edit("plans", now: net.now) { try $0.setCanvasSize(CodableSize(width: 7, height: 7)) }
+        net.deliver()
+        // A mirror with nothing of its own receives everything and stays connected.
+        let (mirror, mirrorStore) = try Self.peer(net, board: "plans", token: reader, id: 0xC)
+        let mirrorLink = net.connect(mirror, to: server)
+        net.deliver()
+        #expect(mirrorStore.replica.snapshot().canvasSize == CodableSize(width: 7, height: 7))
+        #expect(net.links[mirrorLink].up)
+        // Edits the writer makes later stream to the reader live.
+        try net.endpoints[owner].edit("plans", now: net.now) { try $0.setCanvasSize(CodableSize(width: 8, height: 8)) }
+        net.deliver()
+        #expect(mirrorStore.replica.snapshot().canvasSize == CodableSize(width: 8, height: 8))
+        // The reader edits: refused with readOnly, never applied, never relayed.
+        try net.endpoints[mirror].edit("plans", now: net.now) { try $0.setCanvasSize(CodableSize(width: 66, height: 66)) }
+        net.deliver()
+        #expect(net.endpoints[mirror].lastCloseReason?.code == .readOnly, "\(String(describing: net.endpoints[mirror].lastCloseReason))")
+        #expect(!net.links[mirrorLink].up)
+        #expect(net.endpoints[server].boards["plans"]?.store.replica.snapshot().canvasSize == CodableSize(width: 8, height: 8))
+        #expect(ownerStore.replica.snapshot().canvasSize == CodableSize(width: 8, height: 8))
+        // A reader that arrives holding edits of its own is refused the same way.
+        let (other, _) = try Self.peer(net, board: "plans", token: reader, id: 0xD, edits: { _ = try $0.setCanvasSize(CodableSize(width: 99, height: 99)) })
+        net.connect(other, to: server)
+        net.deliver()
+        #expect(net.endpoints[other].lastCloseReason?.code == .readOnly)
+        #expect(net.endpoints[server].boards["plans"]?.store.replica.snapshot().canvasSize == CodableSize(width: 8, height: 8))
+    }
+
+    @Test func aReaderIsNeverAskedForImagesAndCannotUploadThem() throws {
+        let (_, net, server, _) = try Self.server()
+        let reader = try Self.authority.mint(board: "pics", role: .read, expires: nil, subject: "rob")
+        let png = Data(PNGEncoder.solid(width: 2, height: 2, red: 1, green: 2, blue: 3))
+        // The reader holds a sticker and its image; the server has neither and must not take them.
+        let (peer, _) = try Self.peer(net, board: "pics", token: reader, id: 0xE, edits: { _ = try $0.addSticker(imagePNG: png, at: CodablePoint(x: 1, y: 1)) })
+        net.connect(peer, to: server)
+        net.deliver()
+        let replica = try #require(net.endpoints[server].boards["pics"]?.store.replica)
+        #expect(replica.itemIDs.isEmpty)
+        #expect(replica.assets.data(for: AssetHash.of(png)) == nil)
+        #expect(net.endpoints[peer].lastCloseReason?.code == .readOnly)
+    }
+}
