@@ -27,21 +27,30 @@ struct NetCommands {
         FileHandle.standardError.write(Data("\(stamp) \(line)\n".utf8))
     }
 
-    /// Stops `host` cleanly on SIGINT or SIGTERM: no new connections, goodbyes, saves, exit 0.
-    static func stopOnSignals(_ host: SyncHost, _ loop: EventLoop) -> [DispatchSourceSignal] {
+    /// The host a signal stops, set once it exists (signals are watched from before it is
+    /// made, so one arriving while it starts is not lost). Loop thread only, after `host` is set.
+    final class HostSlot: @unchecked Sendable {
+        var host: SyncHost?
+    }
+
+    /// Stops the slot's host cleanly on SIGINT or SIGTERM: no new connections, goodbyes, saves,
+    /// exit 0. Call before making the host.
+    static func stopOnSignals(_ slot: HostSlot, _ loop: EventLoop) -> [DispatchSourceSignal] {
         [SIGINT, SIGTERM].map { number in
-            signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            // SyncHost lives on the loop thread; the handler only posts work to that thread.
-            nonisolated(unsafe) let unsafeHost = host
+            // The host lives on the loop thread; the handler only posts work to that thread.
             source.setEventHandler {
                 loop.execute {
                     NetCommands.log("signal \(number == SIGINT ? "SIGINT" : "SIGTERM"): stopping")
-                    unsafeHost.shutdown()
+                    slot.host?.shutdown()
                     loop.schedule(after: 0.2) { loop.stop() }
                 }
             }
+            // The source first, then stop the default action: the other way round, a signal
+            // arriving in between was ignored and the server kept running (found by a test
+            // that stopped a server the moment it listened).
             source.resume()
+            signal(number, SIG_IGN)
             return source
         }
     }
@@ -69,14 +78,16 @@ struct NetCommands {
             NetCommands.log("WARNING: no --secret-file: anyone who can reach \(listen) can read and write every board (fine for loopback development only)")
         }
         let loop = try EventLoop()
+        let slot = HostSlot()
+        let signals = NetCommands.stopOnSignals(slot, loop)
         let host: SyncHost
         do {
             host = try SyncHost(serverDataDirectory: data, listen: listen, loop: loop, options: options)
         } catch {
             throw Failure("cannot start the server: \(error)")
         }
+        slot.host = host
         NetCommands.log("serving boards from \(data) on \(host.listenAddress!) (SIGINT or SIGTERM stops)")
-        let signals = NetCommands.stopOnSignals(host, loop)
         loop.run()
         withExtendedLifetime(signals) {}
     }
@@ -159,13 +170,15 @@ struct NetCommands {
         let package = try BoardPackage.open(at: path, fileSystem: PosixFileSystem(), newReplicaID: Commands.randomReplicaID)
         defer { package.close() }
         let loop = try EventLoop()
+        let slot = HostSlot()
+        let signals = NetCommands.stopOnSignals(slot, loop)
         var options = SyncHost.Options()
         options.log = NetCommands.log
         options.credentials = credentials
         let host = try SyncHost(board: board, store: package, listen: listen, loop: loop, options: options)
+        slot.host = host
         for dial in dials { host.connect(to: dial) }
         NetCommands.log("peer \(package.replica.id) for \(path) (board '\(board)')\(host.listenAddress.map { ", listening on \($0)" } ?? "")")
-        let signals = NetCommands.stopOnSignals(host, loop)
         loop.run()
         withExtendedLifetime(signals) {}
     }
