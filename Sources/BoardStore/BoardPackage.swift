@@ -383,3 +383,35 @@ public final class BoardPackage {
         return false
     }
 }
+
+// MARK: Authors (servers with access control)
+
+extension BoardPackage {
+    /// Which token subject first used each replica id on this board (`sync/authors`: one line
+    /// per binding, `<replica hex> <subject>`, appended and synced before the replica's first
+    /// operation is accepted). An incomplete last line (a torn append) is ignored: that binding
+    /// never took effect.
+    public func loadAuthors() throws -> [ReplicaID: String] {
+        let path = Path.join(self.path, PackageLayout.authors)
+        guard try fileSystem.fileSize(path) != nil else { return [:] }
+        let bytes = try fileSystem.readFile(path)
+        var authors: [ReplicaID: String] = [:]
+        for line in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).dropLast() {
+            let fields = String(decoding: line, as: UTF8.self).split(separator: " ")
+            guard fields.count == 2, let raw = UInt64(fields[0], radix: 16) else {
+                throw StoreError.damagedFile(path: path, "a line is not `<replica hex> <subject>`")
+            }
+            if authors[ReplicaID(raw)] == nil { authors[ReplicaID(raw)] = String(fields[1]) }
+        }
+        return authors
+    }
+
+    /// Records durably that `replica` belongs to `subject`.
+    public func bindAuthor(_ replica: ReplicaID, to subject: String) throws {
+        let path = Path.join(self.path, PackageLayout.authors)
+        let existed = try fileSystem.fileSize(path) != nil
+        try fileSystem.appendFile(path, Array("\(String(replica.rawValue, radix: 16)) \(subject)\n".utf8))
+        try fileSystem.syncFile(path)
+        if !existed { try fileSystem.syncDirectory(Path.join(self.path, PackageLayout.sync)) }
+    }
+}

@@ -12,9 +12,11 @@ public enum PackageLayout {
     public static let undo = "sync/undo.bin"
     public static let assets = "sync/assets"
     public static let lock = "sync/lock"
+    /// Which token subject first used each replica id (servers with access control).
+    public static let authors = "sync/authors"
 
     /// Every entry BoardSync writes or deletes under, which must never be a symbolic link.
-    public static let guarded = [sync, assets, stickers, manifest, background, opLog, identity, view, undo, lock]
+    public static let guarded = [sync, assets, stickers, manifest, background, opLog, identity, view, undo, lock, authors]
 
     public static func stickerFile(_ id: UUID) -> String {
         "\(stickers)/\(id.uuidString).png"

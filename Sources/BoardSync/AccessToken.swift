@@ -5,8 +5,11 @@ import Foundation
 public enum AccessRole: String, Sendable, CaseIterable {
     /// Receives everything; may send nothing (operations or images are refused).
     case read
-    /// Reads and writes.
+    /// Reads and writes its own replicas' operations.
     case write
+    /// Reads, writes, and relays operations of any author: for servers and trusted peers that
+    /// carry other people's edits.
+    case peer
 }
 
 /// A verified token: who (the subject), which board, what role, until when.

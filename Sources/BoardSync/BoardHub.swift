@@ -11,6 +11,16 @@ public protocol ReplicaStore: AnyObject {
     /// Stores asset bytes a peer sent, refusing bytes that do not match `claimedHash`. (A store
     /// may defer the directory fsync: a received asset lost to a crash is fetched again.)
     @discardableResult func addReceivedAsset(_ data: Data, claimedHash: AssetHash?) throws -> AssetHash
+    /// Which token subject first used each replica id (authorship, on servers with access
+    /// control). Stores without persistence keep nothing: the hub remembers for its lifetime.
+    func loadAuthors() throws -> [ReplicaID: String]
+    /// Records durably that `replica` belongs to `subject` before its operations are accepted.
+    func bindAuthor(_ replica: ReplicaID, to subject: String) throws
+}
+
+extension ReplicaStore {
+    public func loadAuthors() throws -> [ReplicaID: String] { [:] }
+    public func bindAuthor(_ replica: ReplicaID, to subject: String) throws {}
 }
 
 /// A replica held in memory (no durability), for tests and simulations.
@@ -101,10 +111,57 @@ public final class BoardHub {
     }
 
     /// An accepted session whose HELLO has arrived (the host looked up this hub by its board name).
-    public func attach(_ id: SessionID, _ session: SyncSession, hello: Hello, readOnly: Bool = false) {
+    /// Attaches a session a server routed here. With access control, `subject` is its token's
+    /// subject: it may author operations only for replica ids bound to that subject (the first
+    /// subject to use an id owns it), unless it is a trusted `relay` (a peer token).
+    public func attach(_ id: SessionID, _ session: SyncSession, hello: Hello, readOnly: Bool = false,
+                       subject: String? = nil, relay: Bool = false) {
         sessions[id] = session
         if readOnly { self.readOnly.insert(id) }
+        if let subject {
+            subjectOf[id] = subject
+            if relay { relays.insert(id) }
+            // A writer claims its replica id as it says hello.
+            if !readOnly, !relay, !claim([hello.replica], for: id, binding: true) { return }
+        }
         acceptAndGreet(id, hello)
+    }
+
+    /// Token subjects of sessions (servers with access control), and the trusted relays.
+    private var subjectOf: [SessionID: String] = [:]
+    private var relays: Set<SessionID> = []
+    /// Replica id → the subject that owns it; loaded from the store on first use.
+    private var authors: [ReplicaID: String]?
+
+    /// Checks that every replica in `replicas` belongs to the session's subject; with `binding`
+    /// (a HELLO's own replica id), an id nobody owns yet becomes the subject's, durably. Closes
+    /// the session and returns false when one belongs to someone else (or, without `binding`,
+    /// to nobody: operations of other replicas come only through trusted relays).
+    private func claim(_ replicas: [ReplicaID], for id: SessionID, binding: Bool = false) -> Bool {
+        guard let subject = subjectOf[id], !relays.contains(id) else { return true }
+        do {
+            if authors == nil { authors = try store.loadAuthors() }
+            for replica in replicas.sorted(by: { $0.rawValue < $1.rawValue }) {
+                switch authors?[replica] {
+                case subject?: continue
+                case let owner?:
+                    log?("session \(id): subject '\(subject)' tried to author as replica \(replica), which belongs to '\(owner)'")
+                    sessions[id]?.close(SessionError(.notAuthor, "replica \(replica) belongs to another subject; this token may author only its own replicas"))
+                    return false
+                case nil where binding:
+                    try store.bindAuthor(replica, to: subject)
+                    authors?[replica] = subject
+                case nil:
+                    log?("session \(id): subject '\(subject)' sent operations of replica \(replica), which it does not own, without a peer token")
+                    sessions[id]?.close(SessionError(.notAuthor, "operations of replica \(replica) may come only from the replica itself or a trusted relay (a peer token)"))
+                    return false
+                }
+            }
+            return true
+        } catch {
+            sessions[id]?.close(SessionError(.internalError, "could not record the replica's author: \(error)"))
+            return false
+        }
     }
 
     /// Sessions whose token allows reading only: they receive everything; operations or image
@@ -127,6 +184,8 @@ public final class BoardHub {
     public func remove(_ id: SessionID) {
         sessions[id] = nil
         readOnly.remove(id)
+        subjectOf[id] = nil
+        relays.remove(id)
         acknowledged[id] = nil
         peerVersions[id] = nil
         syncedFrom.remove(id)
@@ -337,6 +396,8 @@ public final class BoardHub {
             return
         }
         let (fresh, vectorBefore) = newOperations(in: batch)
+        // Authorship: new operations only (a handshake echoes some the board already holds).
+        guard claim(Array(Set(fresh.map(\.id.replica))), for: id) else { return }
         do {
             try store.merge(batch)
         } catch let error as OperationError {

@@ -22,6 +22,8 @@ public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible 
         case busy = 17
         /// The connection's token allows reading only, and it sent operations or image bytes.
         case readOnly = 18
+        /// Operations (or a HELLO) under a replica id that belongs to another token subject.
+        case notAuthor = 19
 
         public var name: String {
             switch self {
@@ -43,6 +45,7 @@ public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible 
             case .boardMismatch: return "board name mismatch"
             case .busy: return "busy, retry later"
             case .readOnly: return "read-only access"
+            case .notAuthor: return "not the author"
             }
         }
     }

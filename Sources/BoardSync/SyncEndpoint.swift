@@ -243,10 +243,14 @@ public final class SyncEndpoint {
         // The token first: a refusal says nothing more (not whether the board exists), and no
         // board is opened or created for someone without access.
         var readOnly = false
+        var subject: String?
+        var relay = false
         if let access = options.access {
             switch access.authority.verify(hello.credentials, board: hello.board, now: access.wallClock()) {
             case .success(let grant):
                 readOnly = grant.role == .read
+                relay = grant.role == .peer
+                subject = grant.subject
                 subjects[id] = grant.subject
             case .failure(let refusal):
                 let name = Hello.isValidBoardName(hello.board) ? "'\(hello.board)'" : "(an invalid name)"
@@ -266,7 +270,7 @@ public final class SyncEndpoint {
         session.rebind(localReplica: board.store.replica.id)
         route[id] = board.name
         board.lastActive = now
-        board.hub.attach(id, session, hello: hello, readOnly: readOnly)
+        board.hub.attach(id, session, hello: hello, readOnly: readOnly, subject: subject, relay: relay)
     }
 
     /// Server: opens a board now instead of on the first HELLO naming it.

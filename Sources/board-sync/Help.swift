@@ -95,10 +95,10 @@ let netHelps: [String: CommandHelp] = [
                                   ("--token T", "The access token presented when dialing a server that requires one."),
                                   ("--token-file F", "Read the token from a file instead.")]),
     "token": CommandHelp(name: "token", overview: "Mint a signed access token for one board and role.",
-                         usage: "token --secret-file FILE --board NAME --role read|write [--expires DURATION] [--subject ID] [--json]",
+                         usage: "token --secret-file FILE --board NAME --role read|write|peer [--expires DURATION] [--subject ID] [--json]",
                          options: [("--secret-file FILE", "The server's secret (as given to `serve --secret-file`)."),
                                    ("--board NAME", "The board the token opens."),
-                                   ("--role read|write", "read: receive everything, send nothing; write: read and edit."),
+                                   ("--role read|write|peer", "read: receive everything, send nothing; write: read and edit as its own replicas; peer: also relay others' edits."),
                                    ("--expires DURATION", "Valid for 90s, 15m, 12h, 30d... (default: never expires)."),
                                    ("--subject ID", "Who the token is for (default: a random id)."), jsonOption]),
 ]

@@ -132,8 +132,8 @@ struct NetCommands {
         guard let secretFile = args.value("secret-file") else { throw UsageError("missing --secret-file FILE") }
         guard let board = args.value("board") else { throw UsageError("missing --board NAME") }
         guard Hello.isValidBoardName(board) else { throw UsageError("--board '\(board)' is not a plain name (letters, digits, '-', '_', '.')") }
-        guard let roleText = args.value("role") else { throw UsageError("missing --role read|write") }
-        guard let role = AccessRole(rawValue: roleText) else { throw UsageError("--role must be read or write, not '\(roleText)'") }
+        guard let roleText = args.value("role") else { throw UsageError("missing --role read|write|peer") }
+        guard let role = AccessRole(rawValue: roleText) else { throw UsageError("--role must be read, write or peer, not '\(roleText)'") }
         var expires: Double?
         if let text = args.value("expires") {
             guard let seconds = TokenAuthority.parseDuration(text) else {

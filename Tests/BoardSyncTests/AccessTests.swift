@@ -171,3 +171,87 @@ import Testing
         #expect(net.endpoints[peer].lastCloseReason?.code == .readOnly)
     }
 }
+
+/// Authorship: a write token's subject authors only replica ids it owns (the first subject to
+/// say hello under an id owns it, recorded in the board's package); operations of other replicas
+/// come only through peer tokens (trusted relays).
+@Suite struct AuthorshipTests {
+    static let authority = AccessEndpointTests.authority
+
+    static func token(_ subject: String, _ role: AccessRole = .write) throws -> String {
+        try authority.mint(board: "plans", role: role, expires: nil, subject: subject)
+    }
+
+    static func canvas(_ replica: Replica) -> CodableSize { replica.snapshot().canvasSize }
+
+    @Test func aSubjectCannotSayHelloAsAnotherSubjectsReplicaEvenAfterARestart() throws {
+        let (fs, net, server, log) = try AccessEndpointTests.server()
+        let (ann, _) = try AccessEndpointTests.peer(net, board: "plans", token: try Self.token("ann"), id: 0xA,
+                                                     edits: { _ = try $0.setCanvasSize(CodableSize(width: 5, height: 5)) })
+        net.connect(ann, to: server)
+        net.deliver()
+        #expect(try fs.readFile("/data/plans.boardpkg/sync/authors") == Array("a ann\n".utf8))
+        // Eve, with a valid write token of her own, claims ann's replica id.
+        let (eve, _) = try AccessEndpointTests.peer(net, board: "plans", token: try Self.token("eve"), id: 0xA,
+                                                     edits: { _ = try $0.setCanvasSize(CodableSize(width: 66, height: 66)) })
+        net.connect(eve, to: server)
+        net.deliver()
+        #expect(net.endpoints[eve].lastCloseReason?.code == .notAuthor, "\(String(describing: net.endpoints[eve].lastCloseReason))")
+        #expect(Self.canvas(try #require(net.endpoints[server].boards["plans"]?.store.replica)) == CodableSize(width: 5, height: 5))
+        #expect(log.lines.contains { $0.contains("subject 'eve' tried to author as replica") })
+        // The binding is in the package: a restarted server remembers it.
+        var options = SyncEndpoint.Options()
+        options.access = SyncEndpoint.AccessControl(authority: Self.authority, wallClock: { 1_000 })
+        let restarted = net.add(EndpointTests.serverEndpoint(fs, ids: EndpointTests.SeededIDs(), options: options))
+        net.endpoints[server].shutdown(save: true, now: net.now)
+        for board in net.endpoints[server].boards.values { board.store.closeStore() }
+        let (eveAgain, _) = try AccessEndpointTests.peer(net, board: "plans", token: try Self.token("eve"), id: 0xA,
+                                                          edits: { _ = try $0.setCanvasSize(CodableSize(width: 66, height: 66)) })
+        net.connect(eveAgain, to: restarted)
+        net.deliver()
+        #expect(net.endpoints[eveAgain].lastCloseReason?.code == .notAuthor)
+        // Ann herself is welcome, and her own edits still go through.
+        let (annAgain, _) = try AccessEndpointTests.peer(net, board: "plans", token: try Self.token("ann"), id: 0xA,
+                                                          edits: { _ = try $0.setCanvasSize(CodableSize(width: 5, height: 5)) })
+        let link = net.connect(annAgain, to: restarted)
+        net.deliver()
+        #expect(net.links[link].up)
+        try net.endpoints[annAgain].edit("plans", now: net.now) { try $0.setCanvasSize(CodableSize(width: 6, height: 6)) }
+        net.deliver()
+        #expect(Self.canvas(try #require(net.endpoints[restarted].boards["plans"]?.store.replica)) == CodableSize(width: 6, height: 6))
+    }
+
+    @Test func operationsOfAnotherReplicaComeOnlyThroughAPeerToken() throws {
+        let (_, net, server, _) = try AccessEndpointTests.server()
+        let (ann, _) = try AccessEndpointTests.peer(net, board: "plans", token: try Self.token("ann"), id: 0xA,
+                                                     edits: { _ = try $0.setCanvasSize(CodableSize(width: 5, height: 5)) })
+        net.connect(ann, to: server)
+        net.deliver()
+        // Eve forges operations under ann's id (sequence numbers ann has not used yet) and
+        // carries them in her own replica, which she owns.
+        var forger = Replica(id: ReplicaID(0xA))
+        for size in 1...4 { _ = try forger.setCanvasSize(CodableSize(width: Double(size), height: 77)) }
+        let forged = forger.fullState().operations.filter { $0.id.seq > 2 }
+        let (eve, _) = try AccessEndpointTests.peer(net, board: "plans", token: try Self.token("eve"), id: 0xE, edits: { try $0.apply(forged) })
+        net.connect(eve, to: server)
+        net.deliver()
+        #expect(net.endpoints[eve].lastCloseReason?.code == .notAuthor, "\(String(describing: net.endpoints[eve].lastCloseReason))")
+        let held = try #require(net.endpoints[server].boards["plans"]?.store.replica)
+        #expect(Self.canvas(held) == CodableSize(width: 5, height: 5), "nothing forged was applied")
+        #expect(held.versionVector[ReplicaID(0xA)] == 1)
+        // Carol edits offline; a write token may not carry her operations for her...
+        let (carolPeer, _) = try AccessEndpointTests.peer(net, board: "plans", token: nil, id: 0xC,
+                                                           edits: { _ = try $0.setCanvasSize(CodableSize(width: 9, height: 9)) })
+        let carolOps = try #require(net.endpoints[carolPeer].boards["plans"]?.store.replica.fullState().operations)
+        let (bob, _) = try AccessEndpointTests.peer(net, board: "plans", token: try Self.token("bob"), id: 0xB, edits: { try $0.apply(carolOps) })
+        net.connect(bob, to: server)
+        net.deliver()
+        #expect(net.endpoints[bob].lastCloseReason?.code == .notAuthor)
+        // ...a peer token (a trusted relay) may.
+        let (relay, _) = try AccessEndpointTests.peer(net, board: "plans", token: try Self.token("hub-2", .peer), id: 0xD, edits: { try $0.apply(carolOps) })
+        let link = net.connect(relay, to: server)
+        net.deliver()
+        #expect(net.links[link].up)
+        #expect(Self.canvas(try #require(net.endpoints[server].boards["plans"]?.store.replica)) == CodableSize(width: 9, height: 9))
+    }
+}
