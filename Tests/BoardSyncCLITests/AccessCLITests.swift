@@ -61,6 +61,8 @@ import Glibc
         #expect(server.log.contains("access denied to board 'team': no token"), "\(server.log)")
         #expect(server.log.contains("refused operations from a read-only session"), "\(server.log)")
 
+        let peerToken = try cli.run("token", "--secret-file", "secret", "--board", "team", "--role", "peer", "--json")
+        #expect(peerToken.status == 0 && peerToken.stdout.contains("\"role\" : \"peer\""), "\(peerToken.stdout)")
         // Bad usage and unsafe secrets.
         #expect(try cli.run("token", "--secret-file", "secret", "--board", "team", "--role", "admin").status == 64)
         #expect(try cli.run("token", "--secret-file", "secret", "--board", "team", "--role", "read", "--expires", "soon").status == 64)
