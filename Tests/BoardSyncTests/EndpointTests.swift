@@ -207,7 +207,7 @@ final class VirtualNet {
 @Suite struct SimulationTests {
     static let seedsPerSlice: UInt64 = 50
     /// Every fault kind a seed can draw, plus the ones a draw implies.
-    static let faultKinds = Plan.Faults.kinds.map(\.name) + ["torn write", "slow link"]
+    static let faultKinds = Plan.Faults.kinds.map(\.name) + ["torn write", "slow link", "access control"]
 
     /// 500 seeds in ten slices of 50 (bounded by count; both cores take slices).
     @Test(arguments: 0..<10 as Range<UInt64>)

@@ -87,6 +87,9 @@ public struct Plan: Sendable, Equatable {
     public var faultyPhase: Double
     public var settleLimit: Double = 120
     public var mutation: World.Mutation = .none
+    /// The server requires tokens: each peer presents a write token of its own subject (a peer
+    /// token when other peers dial it, since it relays their edits).
+    public var access = false
     public var events: [Event]
 
     public var server: Int { peers }
@@ -150,6 +153,8 @@ public struct Plan: Sendable, Equatable {
         let slow = Double(Int.random(in: 1...200, using: &rng)) / 1000
         var plan = Plan(seed: seed, peers: peers, dials: dials, topology: topology,
                         latency: (slow / 4 * 1000).rounded() / 1000...slow, faultyPhase: faultyPhase)
+        // Drawn from the fault generator so that the plans of earlier seeds stay as they were.
+        plan.access = faultRNG.chance(0.5)
         if rng.chance(0.3) {
             for index in 0..<peers where rng.chance(0.5) {
                 plan.bandwidth[index] = Double(Int.random(in: 2...64, using: &rng) * 1024)
@@ -215,6 +220,7 @@ public struct Plan: Sendable, Equatable {
         lines.append("dials " + dials.enumerated().map { "\(name($0.offset))>" + $0.element.map(name).joined(separator: ",") }.joined(separator: " "))
         lines.append("latency \(format(latency.lowerBound))-\(format(latency.upperBound))")
         for (peer, speed) in bandwidth.sorted(by: { $0.key < $1.key }) { lines.append("slow \(name(peer)) \(Int(speed))") }
+        if access { lines.append("access on") }
         if mutation != .none { lines.append("plant \(mutation.rawValue)") }
         for event in events { lines.append("at \(format(event.time)) \(describe(event.action))") }
         return lines.joined(separator: "\n") + "\n"
@@ -313,6 +319,9 @@ public struct Plan: Sendable, Equatable {
             case "slow":
                 guard words.count == 2, let speed = Double(words[1]), speed >= 100 else { throw fail("`slow PEER BYTES-PER-SECOND` (at least 100)") }
                 current.bandwidth[try peer(words[0])] = speed
+            case "access":
+                guard words == ["on"] || words == ["off"] else { throw fail("`access on` or `access off`") }
+                current.access = words == ["on"]
             case "plant":
                 guard let mutation = World.Mutation(rawValue: words.first ?? "") else {
                     throw fail("`plant BUG`, one of \(World.Mutation.allCases.filter { $0 != .none }.map(\.rawValue).joined(separator: ", "))")
@@ -356,7 +365,7 @@ public struct Plan: Sendable, Equatable {
                 }
                 current.events.append(Event(time: time, action: action))
             default:
-                throw fail("unknown line `\(line)` (world, dials, latency, slow, plant, at)")
+                throw fail("unknown line `\(line)` (world, dials, latency, slow, access, plant, at)")
             }
             plan = current
         }

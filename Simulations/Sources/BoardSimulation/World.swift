@@ -174,6 +174,7 @@ public final class World {
         // The server first, so peers find it up when they first dial.
         for host in [server] + hosts.dropLast() { start(host) }
         if !plan.bandwidth.isEmpty { hit("slow link") }
+        if plan.access { hit("access control") }
     }
 
     // MARK: Decisions
@@ -206,8 +207,20 @@ public final class World {
 
     private var serverHost: Host { hosts[plan.server] }
 
-    private func endpointOptions(_ host: String) -> SyncEndpoint.Options {
+    /// The server's token authority when the plan turns access control on.
+    static let authority = try! TokenAuthority(secret: Array("board-sim secret, not for real use".utf8))
+
+    private func endpointOptions(_ host: String, index: Int) -> SyncEndpoint.Options {
         var options = SyncEndpoint.Options()
+        if plan.access {
+            if index == plan.server {
+                options.access = SyncEndpoint.AccessControl(authority: World.authority, wallClock: { 1_800_000_000 })
+            } else {
+                let relays = plan.dials.contains { $0.contains(index) }
+                let token = try? World.authority.mint(board: board, role: relays ? .peer : .write, expires: nil, subject: host)
+                options.credentials = Array((token ?? "").utf8)
+            }
+        }
         // Reconnect backoff is the endpoint's; its jitter comes from the world's generator.
         options.jitter = { [unowned self] delay in delay * Double.random(in: 0.5...1.5, using: &self.rng) }
         if log != nil {
@@ -244,11 +257,11 @@ public final class World {
                     ? try BoardPackage.open(at: path, fileSystem: fs, newReplicaID: { id })
                     : try BoardPackage.create(at: path, fileSystem: fs, replicaID: id)
                 return self.wrap(package, server: true)
-            }, options: endpointOptions("server"), now: now)
+            }, options: endpointOptions("server", index: plan.server), now: now)
             host.endpoint?.preload(board: board)
         } else {
             guard let package = host.package else { return }
-            let endpoint = SyncEndpoint(board: board, store: wrap(package, server: false), options: endpointOptions(host.name), now: now)
+            let endpoint = SyncEndpoint(board: board, store: wrap(package, server: false), options: endpointOptions(host.name, index: host.index), now: now)
             host.endpoint = endpoint
             host.dialTargets = plan.dials[host.index]
             for _ in host.dialTargets { _ = endpoint.addDialTarget(now: now) }
