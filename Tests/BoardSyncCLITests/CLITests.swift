@@ -87,7 +87,7 @@ final class Workspace {
 }
 
 @Suite struct CLITests {
-    static let commands = ["demo", "serve", "sync", "peer", "new", "stroke", "sticker", "move", "transform", "delete", "restore", "front", "back", "undo", "redo", "show", "log", "repair"]
+    static let commands = ["demo", "serve", "sync", "peer", "token", "new", "stroke", "sticker", "move", "transform", "delete", "restore", "front", "back", "undo", "redo", "show", "log", "repair"]
 
     @Test func everyCommandHasHelp() throws {
         let workspace = try Workspace()
