@@ -28,6 +28,17 @@ public final class SyncHost {
         public var maxOpenBoards = 1024
         /// Server: a board nobody has been connected to for this long is saved and closed.
         public var idleBoardTimeout: Double = 60
+        /// Server: accepted connections at once, and from one IP address (nil: unlimited).
+        /// Beyond either, a new connection gets `busy` and is closed.
+        public var maxConnections: Int?
+        public var maxConnectionsPerAddress: Int?
+        /// Server: boards the data directory may hold; creating one more is refused
+        /// (`limitReached`). Nil: unlimited.
+        public var maxBoards: Int?
+        /// Live operations one connection may send per second, sustained (nil: unlimited).
+        public var maxOperationsPerSecond: Double?
+        /// Images one board may hold (nil: unlimited).
+        public var maxAssetsPerBoard: Int?
         /// Server: tokens required in HELLO (nil: anyone may read and write every board).
         public var access: SyncEndpoint.AccessControl?
         /// Peers and clients: the token to present when dialing.
@@ -43,6 +54,8 @@ public final class SyncHost {
             options.idleBoardTimeout = idleBoardTimeout
             options.reconnectDelay = reconnectDelay
             options.access = access
+            options.maxOperationsPerSecond = maxOperationsPerSecond
+            options.maxAssetsPerBoard = maxAssetsPerBoard
             options.credentials = credentials
             options.jitter = { delay in
                 var generator = SystemRandomNumberGenerator()
@@ -59,6 +72,9 @@ public final class SyncHost {
     public private(set) var options: Options
     public let endpoint: SyncEndpoint
     private var connections: [SessionID: TCPConnection] = [:]
+    /// Accepted connections' IP addresses, and how many each has open.
+    private var acceptedFrom: [SessionID: String] = [:]
+    private var perAddress: [String: Int] = [:]
     /// Addresses of the endpoint's dial targets, by index.
     private var dialAddresses: [SocketAddress] = []
     private var nextID: SessionID = 0
@@ -86,9 +102,15 @@ public final class SyncHost {
         try fileSystem.createDirectories(serverDataDirectory)
         let log = options.log
         let newReplicaID = options.newReplicaID
+        let maxBoards = options.maxBoards
+        var boardCount = (try? fileSystem.listDirectory(serverDataDirectory))?.filter { $0.hasSuffix(".boardpkg") }.count ?? 0
         endpoint = SyncEndpoint(opener: { name in
             let path = Path.join(serverDataDirectory, "\(name).boardpkg")
             let existed = fileSystem.isDirectory(path)
+            if !existed, let maxBoards, boardCount >= maxBoards {
+                throw LimitError("the server holds its limit of \(maxBoards) boards; no new board can be created")
+            }
+            if !existed { boardCount += 1 }
             let package = existed
                 ? try BoardPackage.open(at: path, fileSystem: fileSystem, newReplicaID: newReplicaID)
                 : try BoardPackage.create(at: path, fileSystem: fileSystem, replicaID: newReplicaID())
@@ -213,7 +235,16 @@ public final class SyncHost {
         guard !stopped else { connection.close(immediately: true); return }
         options.log("connection from \(connection.remote)")
         let id = newLink(connection)
+        let address = connection.remote.split(separator: ":").dropLast().joined(separator: ":")
+        acceptedFrom[id] = address
+        perAddress[address, default: 0] += 1
         endpoint.accept(id, now: EventLoop.now())
+        if let limit = options.maxConnections, acceptedFrom.count > limit {
+            endpoint.refuse(id, SessionError(.busy, "the server has \(limit) connections open, its limit; retry later"), now: EventLoop.now())
+        } else if let limit = options.maxConnectionsPerAddress, perAddress[address, default: 0] > limit {
+            endpoint.refuse(id, SessionError(.busy, "\(limit) connections from \(address) are open, the limit per address; retry later"), now: EventLoop.now())
+        }
+        flush(id)
         armTimer()
     }
 
@@ -232,6 +263,10 @@ public final class SyncHost {
 
     private func closed(_ id: SessionID, _ error: String?) {
         guard let connection = connections.removeValue(forKey: id) else { return }
+        if let address = acceptedFrom.removeValue(forKey: id) {
+            perAddress[address, default: 1] -= 1
+            if perAddress[address] == 0 { perAddress[address] = nil }
+        }
         let board = endpoint.board(of: id)
         let reason = endpoint.session(id)?.closeReason
         endpoint.closed(id, now: EventLoop.now())

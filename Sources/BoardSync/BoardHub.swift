@@ -68,6 +68,14 @@ public final class BoardHub {
     /// turned away (`busy`) instead of being handed a full delta: 200 handshakes on a large
     /// board must not hold 200 copies of it.
     public var maxQueuedOutput = 64 << 20
+    /// Live operations one session may send per second, sustained (nil: unlimited); bursts of
+    /// five seconds' worth pass. Handshake deltas (a replica catching up) are not counted.
+    /// Beyond it the session closes with `tooFast`.
+    public var maxOperationsPerSecond: Double?
+    /// Images a board may hold (nil: unlimited); beyond it uploads are refused (`limitReached`).
+    public var maxAssets: Int?
+    private var buckets: [SessionID: (tokens: Double, at: Double)] = [:]
+    private var now = 0.0
     /// Output the host has taken from this board's sessions but not yet written to sockets (the
     /// transport's queues), counted against `maxQueuedOutput`.
     public var queuedInTransport: () -> Int = { 0 }
@@ -183,6 +191,7 @@ public final class BoardHub {
 
     public func remove(_ id: SessionID) {
         sessions[id] = nil
+        buckets[id] = nil
         readOnly.remove(id)
         subjectOf[id] = nil
         relays.remove(id)
@@ -211,6 +220,7 @@ public final class BoardHub {
     /// logs and for one-shot clients that watch for completion).
     @discardableResult
     public func receive(_ id: SessionID, _ bytes: [UInt8], now: Double) -> [SessionEvent] {
+        self.now = now
         guard let events = withSession(id, { $0.receive(bytes, now: now) }) else { return [] }
         // Group commit: consecutive live OPS frames from one read merge as one batch (one log
         // append, one fsync, one ACK, one relay). Complete deltas keep their own batch.
@@ -298,6 +308,11 @@ public final class BoardHub {
             for request in requests { serve(request, to: id) }
         case .assetChunk(let chunk):
             guard !readOnly.contains(id) else { return refuseWrite(id, "image bytes") }
+            if let maxAssets, !store.replica.assets.contains(chunk.hash), store.replica.assets.count >= maxAssets {
+                log?("session \(id): refused an image: the board holds its limit of \(maxAssets)")
+                sessions[id]?.close(SessionError(.limitReached, "this board holds its limit of \(maxAssets) images"))
+                return
+            }
             do {
                 if let bytes = try assembler.add(chunk) {
                     fetching[chunk.hash] = nil
@@ -394,6 +409,19 @@ public final class BoardHub {
             // An empty delta (a mirror with nothing of its own) is fine; anything else is not.
             if !batch.operations.isEmpty { refuseWrite(id, "operations") }
             return
+        }
+        if let rate = maxOperationsPerSecond, batch.base == nil, batch.covers == nil {
+            let burst = rate * 5
+            var bucket = buckets[id] ?? (burst, now)
+            bucket.tokens = min(burst, bucket.tokens + rate * max(0, now - bucket.at))
+            bucket.at = now
+            guard Double(batch.operations.count) <= bucket.tokens else {
+                log?("session \(id): more than \(Int(rate)) operations per second; closed")
+                sessions[id]?.close(SessionError(.tooFast, "more than \(Int(rate)) operations per second (bursts of \(Int(burst)) allowed); slow down"))
+                return
+            }
+            bucket.tokens -= Double(batch.operations.count)
+            buckets[id] = bucket
         }
         let (fresh, vectorBefore) = newOperations(in: batch)
         // Authorship: new operations only (a handshake echoes some the board already holds).

@@ -24,6 +24,10 @@ public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible 
         case readOnly = 18
         /// Operations (or a HELLO) under a replica id that belongs to another token subject.
         case notAuthor = 19
+        /// More operations per second than the host allows one connection.
+        case tooFast = 20
+        /// A fixed limit of the host (boards per server, images per board): not worth retrying.
+        case limitReached = 21
 
         public var name: String {
             switch self {
@@ -46,6 +50,8 @@ public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible 
             case .busy: return "busy, retry later"
             case .readOnly: return "read-only access"
             case .notAuthor: return "not the author"
+            case .tooFast: return "too many operations per second"
+            case .limitReached: return "limit reached"
             }
         }
     }

@@ -90,6 +90,10 @@ public final class SyncEndpoint {
         /// once). The endpoint draws no randomness itself: hosts inject it (`SyncHost` a system
         /// random factor, the simulator its seeded generator).
         public var jitter: (Double) -> Double = { $0 }
+        /// Per board: live operations one connection may send per second (nil: unlimited).
+        public var maxOperationsPerSecond: Double?
+        /// Per board: images it may hold (nil: unlimited).
+        public var maxAssetsPerBoard: Int?
         /// Server: who may do what. Nil: anyone who can connect reads and writes every board
         /// (for loopback development).
         public var access: AccessControl?
@@ -129,6 +133,8 @@ public final class SyncEndpoint {
     private var route: [SessionID: String] = [:]
     /// Why each board that failed to open did (sent to clients asking for it).
     private var openFailures: [String: String] = [:]
+    /// Boards that failed to open because the opener hit a limit (`LimitError`).
+    private var limitFailures: Set<String> = []
     private var retiredBytes = (sent: 0, received: 0)
     private var now: Double
     /// Bytes the transport holds for a session (not yet written), counted in each hub's budget.
@@ -178,6 +184,8 @@ public final class SyncEndpoint {
             guard let self, let board else { return }
             board.scheduler.noteChange(now: self.now)
         }
+        board.hub.maxOperationsPerSecond = options.maxOperationsPerSecond
+        board.hub.maxAssets = options.maxAssetsPerBoard
         board.hub.queuedInTransport = { [weak self] in
             guard let self else { return 0 }
             return self.route.reduce(0) { $0 + ($1.value == name ? self.transportQueued($1.key) : 0) }
@@ -205,6 +213,14 @@ public final class SyncEndpoint {
             session.listen(now: now)
             pending[id] = session
         }
+    }
+
+    /// Turns an accepted connection away before its handshake (a transport limit, such as
+    /// connections per address): the peer gets one ERROR, then `isFinished` says close.
+    public func refuse(_ id: SessionID, _ error: SessionError, now: Double) {
+        self.now = now
+        pending[id]?.close(error)
+        options.log("connection \(id): refused: \(error.message)")
     }
 
     /// An outbound connection is up (single-board endpoints dial peers): start the handshake.
@@ -262,7 +278,8 @@ public final class SyncEndpoint {
         }
         guard let board = openBoard(hello.board) else {
             let why = openFailures[hello.board].map { ": \($0)" } ?? ""
-            session.close(SessionError(.badBoardName, "board '\(hello.board)' cannot be opened here\(why)"))
+            let code: SessionError.Code = limitFailures.contains(hello.board) ? .limitReached : .badBoardName
+            session.close(SessionError(code, "board '\(hello.board)' cannot be opened here\(why)"))
             pending[id] = session
             return
         }
@@ -296,7 +313,8 @@ public final class SyncEndpoint {
             return install(store, as: name)
         } catch {
             options.log("board '\(name)': cannot open: \(error)")
-            openFailures[name] = error is StoreError ? "\(error)" : "the server could not open it (see its log)"
+            openFailures[name] = error is StoreError || error is LimitError ? "\(error)" : "the server could not open it (see its log)"
+            if error is LimitError { limitFailures.insert(name) } else { limitFailures.remove(name) }
             return nil
         }
     }
@@ -517,4 +535,11 @@ public final class SyncEndpoint {
         }
         return (sent, received)
     }
+}
+
+/// An opener's refusal because the host is at a fixed limit (boards per server): reported to
+/// the client as `limitReached` with this text.
+public struct LimitError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
 }

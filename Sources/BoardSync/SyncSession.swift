@@ -30,6 +30,9 @@ public struct SessionTiming: Sendable {
     /// bytes per second arrive is a stall, not a slow transfer: a corrupted length field makes
     /// the receiver wait for bytes that will never come while keep-alives keep the link "busy".
     public var minimumFrameRate: Double = 4096
+    /// An accepted connection must complete its HELLO within this long (keep-alives or a
+    /// trickle of bytes do not extend it).
+    public var handshakeTimeout: Double = 10
 
     public init(keepAlive: Double = 5, idleTimeout: Double = 20) {
         self.keepAlive = keepAlive
@@ -162,8 +165,12 @@ public struct SyncSession: Sendable {
         lastReceived = now
         lastFrame = (now, bytesReceived)
         lastSent = now
+        listenedAt = now
         state = .awaitingHello
     }
+
+    /// When an acceptor began waiting for the HELLO.
+    private var listenedAt = 0.0
 
     /// Acceptor: sets which replica answers, before `accept` (a server learns which board, and so
     /// which replica, from the HELLO itself).
@@ -215,6 +222,8 @@ public struct SyncSession: Sendable {
     public mutating func handleTimer(now: Double) -> [SessionEvent] {
         switch state {
         case .idle, .closed: return []
+        case .awaitingHello where role == .acceptor && now - listenedAt >= timing.handshakeTimeout:
+            return [fail(SessionError(.idleTimeout, "no HELLO within \(Int(timing.handshakeTimeout)) s"))]
         default: break
         }
         if decoder.bufferedCount > 0, now - lastFrame.at >= timing.idleTimeout,
@@ -236,6 +245,8 @@ public struct SyncSession: Sendable {
     public var nextDeadline: Double? {
         switch state {
         case .idle, .closed: return nil
+        case .awaitingHello where role == .acceptor:
+            return min(lastSent + timing.keepAlive, lastReceived + timing.idleTimeout, listenedAt + timing.handshakeTimeout)
         default: return min(lastSent + timing.keepAlive, lastReceived + timing.idleTimeout)
         }
     }

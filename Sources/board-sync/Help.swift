@@ -8,12 +8,15 @@ struct CommandHelp {
 
     var text: String {
         var lines = ["OVERVIEW: \(overview)", "", "USAGE: board-sync \(usage)"]
+        // A name too long for the column gets a line of its own (padding would cut it).
+        func entry(_ item: (String, String)) -> String {
+            item.0.count < 24 ? "  \(item.0.padding(toLength: 24, withPad: " ", startingAt: 0)) \(item.1)"
+                              : "  \(item.0)\n  \(String(repeating: " ", count: 24)) \(item.1)"
+        }
         if !arguments.isEmpty {
-            lines += ["", "ARGUMENTS:"] + arguments.map { "  \($0.0.padding(toLength: 24, withPad: " ", startingAt: 0)) \($0.1)" }
+            lines += ["", "ARGUMENTS:"] + arguments.map(entry)
         }
-        lines += ["", "OPTIONS:"] + (options + [("-h, --help", "Show help information.")]).map {
-            "  \($0.0.padding(toLength: 24, withPad: " ", startingAt: 0)) \($0.1)"
-        }
+        lines += ["", "OPTIONS:"] + (options + [("-h, --help", "Show help information.")]).map(entry)
         return lines.joined(separator: "\n")
     }
 }
@@ -75,10 +78,11 @@ let netHelps: [String: CommandHelp] = [
                                   ("--steps N", "Editing rounds per peer (default 40)."),
                                   ("--json", "Print the summary as JSON.")]),
     "serve": CommandHelp(name: "serve", overview: "Run a sync server hosting every board in a data directory.",
-                         usage: "serve --data DIR [--listen HOST:PORT] [--secret-file FILE]",
+                         usage: "serve --data DIR [--listen HOST:PORT] [--secret-file FILE] [--max-... N]",
                          options: [("--data DIR", "Where boards live, one DIR/<name>.boardpkg each (created if missing)."),
                                    ("--listen HOST:PORT", "Address to listen on (default 127.0.0.1:7420; port 0 picks one)."),
-                                   ("--secret-file FILE", "Require a token (see `token`) for every connection; FILE holds the signing secret and is created (mode 0600) when missing. Without it anyone who can connect reads and writes every board.")]),
+                                   ("--secret-file FILE", "Require a token (see `token`) for every connection; FILE holds the signing secret and is created (mode 0600) when missing. Without it anyone who can connect reads and writes every board.")]
+                            + ServeLimits.flags.map { ("--\($0.name) N", "\($0.help) Default \($0.value == $0.value.rounded() ? String(Int($0.value)) : String($0.value)).") }),
     "sync": CommandHelp(name: "sync", overview: "Sync a package with a server once, both directions, then exit.",
                         usage: "sync <package> --server HOST:PORT --board NAME [--token T | --token-file F] [--timeout S] [--json]",
                         arguments: [packageArgument],

@@ -64,12 +64,13 @@ struct NetCommands {
     }
 
     private func serve(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: ["data", "listen", "secret-file"], flags: [])
+        let args = try Arguments(raw, options: Set(["data", "listen", "secret-file"] + ServeLimits.flags.map(\.name)), flags: [])
         _ = try args.positionals([])
         guard let data = args.value("data") else { throw UsageError("missing --data DIR") }
         let listen = try address(args.value("listen") ?? "127.0.0.1:7420", "--listen")
         var options = SyncHost.Options()
         options.log = NetCommands.log
+        try ServeLimits.apply(args, to: &options)
         if let secretFile = args.value("secret-file") {
             let authority = try TokenAuthority(secret: Access.secret(at: secretFile, create: true))
             options.access = SyncEndpoint.AccessControl(authority: authority, wallClock: { Date().timeIntervalSince1970 })
@@ -181,5 +182,46 @@ struct NetCommands {
         NetCommands.log("peer \(package.replica.id) for \(path) (board '\(board)')\(host.listenAddress.map { ", listening on \($0)" } ?? "")")
         loop.run()
         withExtendedLifetime(signals) {}
+    }
+}
+
+/// `serve`'s limits: each a flag with a default (docs/PROTOCOL.md, Limits).
+enum ServeLimits {
+    static let flags: [(name: String, value: Double, help: String)] = [
+        ("max-connections", 4096, "Connections open at once; beyond, `busy`."),
+        ("max-connections-per-address", 64, "Connections from one IP address; beyond, `busy`."),
+        ("max-ops-per-second", 5000, "Live operations per second per connection, sustained (bursts of 5 s pass); beyond, `too many operations per second`."),
+        ("max-boards", 100_000, "Boards the data directory may hold; creating more, `limit reached`."),
+        ("max-open-boards", 1024, "Boards open at once (idle ones close first); beyond, retry later."),
+        ("max-assets-per-board", 100_000, "Images one board may hold; beyond, `limit reached`."),
+        ("max-frame-mib", 16, "Largest frame, MiB; beyond, `frame too large`."),
+        ("max-asset-mib", 64, "Largest image, MiB; beyond, `asset too large`."),
+        ("max-queued-mib", 64, "Output queued for one connection, MiB; beyond, `slow reader`."),
+        ("idle-timeout", 20, "Seconds without a byte before a connection closes."),
+        ("handshake-timeout", 10, "Seconds a new connection has to send its HELLO."),
+    ]
+
+    static func apply(_ args: Arguments, to options: inout SyncHost.Options) throws {
+        func value(_ name: String) throws -> Double {
+            let fallback = flags.first { $0.name == name }!.value
+            guard let text = args.value(name) else { return fallback }
+            let number = try Parse.number(text, "--\(name)")
+            guard number > 0, number <= 1e12 else { throw UsageError("--\(name) must be a positive number") }
+            return number
+        }
+        options.maxConnections = Int(try value("max-connections"))
+        options.maxConnectionsPerAddress = Int(try value("max-connections-per-address"))
+        options.maxOperationsPerSecond = try value("max-ops-per-second")
+        options.maxBoards = Int(try value("max-boards"))
+        options.maxOpenBoards = Int(try value("max-open-boards"))
+        options.maxAssetsPerBoard = Int(try value("max-assets-per-board"))
+        options.limits.maxFrame = Int(try value("max-frame-mib") * 1_048_576)
+        options.limits.maxAsset = Int(try value("max-asset-mib") * 1_048_576)
+        options.limits.maxQueuedBytes = Int(try value("max-queued-mib") * 1_048_576)
+        options.timing.idleTimeout = try value("idle-timeout")
+        options.timing.handshakeTimeout = try value("handshake-timeout")
+        guard options.timing.keepAlive < options.timing.idleTimeout else {
+            throw UsageError("--idle-timeout must be longer than the \(Int(options.timing.keepAlive)) s keep-alive")
+        }
     }
 }

@@ -80,3 +80,76 @@ import Glibc
         #expect(server.terminate() == 0)
     }
 }
+
+/// `serve`'s limits against a real server: each triggers its error while other connections
+/// keep working.
+@Suite struct ServeLimitCLITests {
+    /// A raw TCP connection to HOST:PORT that sends nothing.
+    final class RawConnection {
+        let fd: Int32
+        init(_ address: String) throws {
+            let parts = address.split(separator: ":")
+            fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_port = in_port_t(UInt16(parts[1])!).bigEndian
+            inet_pton(AF_INET, String(parts[0]), &addr.sin_addr)
+            let result = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard result == 0 else { throw CocoaError(.fileReadUnknown) }
+            var timeout = timeval(tv_sec: 5, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        }
+        /// Everything the server sends until it closes (or 5 s pass).
+        func readUntilClosed() -> (bytes: [UInt8], closed: Bool) {
+            var all: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = read(fd, &buffer, buffer.count)
+                if count == 0 { return (all, true) }
+                if count < 0 { return (all, false) }
+                all += buffer[0..<count]
+            }
+        }
+        deinit { close(fd) }
+    }
+
+    @Test func connectionsPerAddressBoardsAndTheHandshakeDeadline() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        let server = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0", "--max-connections-per-address", "2",
+                                 "--max-boards", "1", "--handshake-timeout", "1"], in: workspace.path)
+        let address = try #require(server.listeningAddress(), "server log: \(server.log)")
+        try cli.run("new", "A.boardpkg")
+        try cli.run("stroke", "A.boardpkg", "--points", "1,1 2,2")
+        // Two silent connections fill the address's quota: a sync is turned away with busy.
+        var first: RawConnection? = try RawConnection(address)
+        let second = try RawConnection(address)
+        usleep(200_000)
+        let turnedAway = try cli.run("sync", "A.boardpkg", "--server", address, "--board", "one", "--timeout", "10")
+        #expect(turnedAway.status == 1)
+        #expect(turnedAway.stderr.contains("limit per address"), "\(turnedAway.stderr)")
+        // The silent ones are closed once their second without a HELLO is up...
+        let (_, closed) = second.readUntilClosed()
+        #expect(closed, "a connection that never says HELLO is closed after --handshake-timeout")
+        first = nil
+        _ = first
+        usleep(200_000)
+        // ...and the sync goes through.
+        let synced = try cli.run("sync", "A.boardpkg", "--server", address, "--board", "one")
+        #expect(synced.status == 0, "\(synced.stderr)")
+        // One board is the limit: a second is refused, the first still syncs.
+        let refused = try cli.run("sync", "A.boardpkg", "--server", address, "--board", "two", "--timeout", "10")
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("limit of 1 boards"), "\(refused.stderr)")
+        #expect(try cli.run("sync", "A.boardpkg", "--server", address, "--board", "one").status == 0)
+        #expect(server.terminate() == 0)
+        #expect(server.log.contains("no HELLO within 1 s"), "\(server.log)")
+        // Nonsense values are bad usage.
+        for bad in [["--max-connections", "0"], ["--idle-timeout", "2"], ["--max-ops-per-second", "lots"]] {
+            let result = try cli.run(["serve", "--data", "data"] + bad)
+            #expect(result.status == 64, "\(bad): \(result.stderr)")
+        }
+    }
+}

@@ -255,3 +255,71 @@ import Testing
         #expect(Self.canvas(try #require(net.endpoints[server].boards["plans"]?.store.replica)) == CodableSize(width: 9, height: 9))
     }
 }
+
+/// Per-connection and per-board limits of a server endpoint (docs/PROTOCOL.md, Limits).
+@Suite struct LimitTests {
+    @Test func aConnectionMustSayHelloInTime() throws {
+        let (_, net, server) = try EndpointTests.serverOnSimulatedDisk()
+        net.endpoints[server].accept(99, now: 0)
+        // A trickle of keep-alive-sized bytes does not extend the handshake deadline.
+        for second in 1...9 {
+            net.now = Double(second)
+            net.endpoints[server].handleTimers(now: net.now)
+            // A frame header announcing 100 bytes, then one byte a second.
+            net.endpoints[server].receive(99, second == 1 ? [100, 0, 0, 0] : [1], now: net.now)
+            #expect(!net.endpoints[server].isFinished(99), "second \(second)")
+        }
+        net.now = 10
+        net.endpoints[server].handleTimers(now: net.now)
+        _ = net.endpoints[server].output(for: 99, now: net.now)
+        #expect(net.endpoints[server].isFinished(99))
+        #expect(net.endpoints[server].session(99)?.closeReason?.message == "no HELLO within 10 s")
+    }
+
+    @Test func aConnectionSendingTooFastIsClosedWhileASteadyOneIsNot() throws {
+        var options = SyncEndpoint.Options()
+        options.maxOperationsPerSecond = 100
+        let (_, net, server) = try EndpointTests.serverOnSimulatedDisk(options: options)
+        let (fast, _) = try AccessEndpointTests.peer(net, board: "b", token: nil, id: 0xF)
+        let (steady, _) = try AccessEndpointTests.peer(net, board: "b", token: nil, id: 0x5)
+        let fastLink = net.connect(fast, to: server)
+        let steadyLink = net.connect(steady, to: server)
+        net.deliver()
+        for second in 1...8 {
+            net.now = Double(second)
+            for step in 0..<80 {
+                try net.endpoints[steady].edit("b", now: net.now) { try $0.setCanvasSize(CodableSize(width: Double(second * 100 + step), height: 1)) }
+            }
+            if second == 2 {
+                // 600 operations at once: more than the 500-operation burst.
+                for step in 0..<600 {
+                    try net.endpoints[fast].edit("b", now: net.now) { try $0.setCanvasSize(CodableSize(width: Double(step + 1), height: 2)) }
+                }
+            }
+            net.deliver()
+        }
+        #expect(net.endpoints[fast].lastCloseReason?.code == .tooFast, "\(String(describing: net.endpoints[fast].lastCloseReason))")
+        #expect(!net.links[fastLink].up)
+        #expect(net.links[steadyLink].up, "80 operations a second stay under 100")
+        let held = try #require(net.endpoints[server].boards["b"]?.store.replica)
+        #expect(held.versionVector[ReplicaID(0x5)] == 640)
+        #expect(held.versionVector[ReplicaID(0xF)] == 0, "the burst that broke the limit was not merged")
+    }
+
+    @Test func aBoardRefusesImagesBeyondItsLimit() throws {
+        var options = SyncEndpoint.Options()
+        options.maxAssetsPerBoard = 1
+        let (_, net, server) = try EndpointTests.serverOnSimulatedDisk(options: options)
+        let red = Data(PNGEncoder.solid(width: 2, height: 2, red: 200, green: 0, blue: 0))
+        let blue = Data(PNGEncoder.solid(width: 2, height: 2, red: 0, green: 0, blue: 200))
+        let (peer, _) = try AccessEndpointTests.peer(net, board: "b", token: nil, id: 0x1, edits: {
+            _ = try $0.addSticker(imagePNG: red, at: CodablePoint(x: 1, y: 1))
+            _ = try $0.addSticker(imagePNG: blue, at: CodablePoint(x: 2, y: 2))
+        })
+        net.connect(peer, to: server)
+        net.deliver()
+        #expect(net.endpoints[peer].lastCloseReason?.code == .limitReached, "\(String(describing: net.endpoints[peer].lastCloseReason))")
+        let held = try #require(net.endpoints[server].boards["b"]?.store.replica)
+        #expect(held.assets.count == 1)
+    }
+}
