@@ -198,7 +198,10 @@ func storeWithHistory(seed: UInt64, replicaIndex: Int) -> MemoryReplicaStore {
     /// A corrupted length field makes a frame wait for bytes that never come while keep-alives
     /// keep arriving: the session closes instead of stalling forever (found by the simulator).
     @Test func aFrameWhoseLengthWasCorruptedDoesNotStallTheSession() {
-        var session = SyncSession(role: .acceptor, localReplica: ReplicaID(1))
+        // The stall rule alone (before a HELLO the handshake deadline would close it at 10 s).
+        var timing = SessionTiming()
+        timing.handshakeTimeout = 1_000
+        var session = SyncSession(role: .acceptor, localReplica: ReplicaID(1), timing: timing)
         session.listen(now: 0)
         var hello = Message.hello(Hello(board: "b", replica: ReplicaID(2), version: .empty)).frame().encoded()
         hello[2] ^= 0x0F  // the length now claims about a megabyte more
