@@ -52,6 +52,12 @@ let package = Package(
             dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardSimulation"],
             path: "Benchmarks/BoardBench"
         ),
+        // A load generator against a real server process: run through bin/load (release).
+        .executableTarget(
+            name: "board-load",
+            dependencies: ["BoardModel", "BoardCRDT", "BoardSync", "BoardNet"],
+            path: "Benchmarks/BoardLoad"
+        ),
         .testTarget(name: "BoardModelTests", dependencies: ["BoardModel"]),
         .testTarget(name: "BoardRenderTests", dependencies: ["BoardModel", "BoardRender"]),
         .testTarget(name: "BoardCRDTTests", dependencies: ["BoardModel", "BoardCRDT", "BoardSimulation"]),

@@ -153,3 +153,25 @@ import Glibc
         }
     }
 }
+
+/// `bin/load`'s generator as a process, small and bounded: a real server, clients on two boards,
+/// every client converged, and the figures it promises in its JSON.
+@Suite struct LoadToolTests {
+    @Test func aSmallLoadRunConvergesAndReportsItsFigures() throws {
+        let workspace = try Workspace()
+        let program = URL(fileURLWithPath: CLI.binary).deletingLastPathComponent().appendingPathComponent("board-load").path
+        let runner = CLI(directory: workspace.path, program: program)
+        let result = try runner.run(["--clients", "8", "--boards", "2", "--rate", "400", "--seconds", "1", "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let figures = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stdout)")
+        #expect(figures["converged"] as? Bool == true)
+        #expect((figures["operationsMade"] as? Int ?? 0) > 100)
+        // Each operation reaches the three other clients of its board.
+        #expect(figures["operationsDeliveredToClients"] as? Int == 3 * (figures["operationsMade"] as? Int ?? -1))
+        for key in ["sustainedOpsPerSecond", "latencyMedianMs", "latencyP99Ms", "serverPeakKB", "serverKBPerConnection"] {
+            #expect(figures[key] != nil, "\(key)")
+        }
+        #expect(try runner.run(["--clients", "zero"]).status == 64)
+        #expect(try runner.run(["--help"]).stdout.contains("USAGE: board-load"))
+    }
+}
