@@ -184,12 +184,18 @@ import Testing
 
     static func canvas(_ replica: Replica) -> CodableSize { replica.snapshot().canvasSize }
 
-    @Test func aSubjectCannotSayHelloAsAnotherSubjectsReplicaEvenAfterARestart() throws {
+    /// A server with access control and ann (replica 0xA, write token) connected, her canvas 5x5.
+    static func annOnline() throws -> (MemoryFileSystem, VirtualNet, server: Int, log: AccessEndpointTests.LogLines) {
         let (fs, net, server, log) = try AccessEndpointTests.server()
         let (ann, _) = try AccessEndpointTests.peer(net, board: "plans", token: try Self.token("ann"), id: 0xA,
                                                      edits: { _ = try $0.setCanvasSize(CodableSize(width: 5, height: 5)) })
         net.connect(ann, to: server)
         net.deliver()
+        return (fs, net, server, log)
+    }
+
+    @Test func aSubjectCannotSayHelloAsAnotherSubjectsReplicaEvenAfterARestart() throws {
+        let (fs, net, server, log) = try Self.annOnline()
         #expect(try fs.readFile("/data/plans.boardpkg/sync/authors") == Array("a ann\n".utf8))
         // Eve, with a valid write token of her own, claims ann's replica id.
         let (eve, _) = try AccessEndpointTests.peer(net, board: "plans", token: try Self.token("eve"), id: 0xA,
@@ -222,11 +228,7 @@ import Testing
     }
 
     @Test func operationsOfAnotherReplicaComeOnlyThroughAPeerToken() throws {
-        let (_, net, server, _) = try AccessEndpointTests.server()
-        let (ann, _) = try AccessEndpointTests.peer(net, board: "plans", token: try Self.token("ann"), id: 0xA,
-                                                     edits: { _ = try $0.setCanvasSize(CodableSize(width: 5, height: 5)) })
-        net.connect(ann, to: server)
-        net.deliver()
+        let (_, net, server, _) = try Self.annOnline()
         // Eve forges operations under ann's id (sequence numbers ann has not used yet) and
         // carries them in her own replica, which she owns.
         var forger = Replica(id: ReplicaID(0xA))
