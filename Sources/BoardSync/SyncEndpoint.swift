@@ -205,7 +205,9 @@ public final class SyncEndpoint {
     /// An inbound connection.
     public func accept(_ id: SessionID, now: Double) {
         self.now = now
-        if !isServer, let board = boards.values.first {
+        // A peer without access control hands the connection to its hub at once; with it, the
+        // HELLO's token is checked first, as a server does.
+        if !isServer, options.access == nil, let board = boards.values.first {
             route[id] = board.name
             board.hub.addAcceptor(id, makeSession(.acceptor, board.store.replica.id), now: now)
         } else {
@@ -276,7 +278,7 @@ public final class SyncEndpoint {
                 return
             }
         }
-        guard let board = openBoard(hello.board) else {
+        guard let board = isServer ? openBoard(hello.board) : boards.values.first else {
             let why = openFailures[hello.board].map { ": \($0)" } ?? ""
             let code: SessionError.Code = limitFailures.contains(hello.board) ? .limitReached : .badBoardName
             session.close(SessionError(code, "board '\(hello.board)' cannot be opened here\(why)"))

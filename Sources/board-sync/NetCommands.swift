@@ -156,7 +156,7 @@ struct NetCommands {
     }
 
     private func peer(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: ["listen", "connect", "board", "token", "token-file"], flags: [])
+        let args = try Arguments(raw, options: ["listen", "connect", "board", "token", "token-file", "secret-file"], flags: [])
         let credentials = try Access.token(args)
         let path = try args.positionals(["<package>"])[0]
         let listen = try args.value("listen").map { try address($0, "--listen") }
@@ -176,6 +176,13 @@ struct NetCommands {
         var options = SyncHost.Options()
         options.log = NetCommands.log
         options.credentials = credentials
+        if let secretFile = args.value("secret-file") {
+            guard listen != nil else { throw UsageError("--secret-file guards --listen; give both") }
+            let authority = try TokenAuthority(secret: Access.secret(at: secretFile, create: true))
+            options.access = SyncEndpoint.AccessControl(authority: authority, wallClock: { Date().timeIntervalSince1970 })
+        } else if listen != nil {
+            NetCommands.log("WARNING: no --secret-file: anyone who can reach the --listen address can read and write this board")
+        }
         let host = try SyncHost(board: board, store: package, listen: listen, loop: loop, options: options)
         slot.host = host
         for dial in dials { host.connect(to: dial) }

@@ -325,3 +325,26 @@ import Testing
         #expect(held.assets.count == 1)
     }
 }
+
+/// A peer that accepts connections checks tokens like a server when it has a secret.
+@Suite struct PeerAccessTests {
+    @Test func aListeningPeerWithASecretRefusesConnectionsWithoutAToken() throws {
+        let net = VirtualNet()
+        var options = SyncEndpoint.Options()
+        options.access = SyncEndpoint.AccessControl(authority: AccessEndpointTests.authority, wallClock: { 1_000 })
+        var held = Replica(id: ReplicaID(0x1))
+        _ = try held.setCanvasSize(CodableSize(width: 4, height: 4))
+        let listening = net.add(SyncEndpoint(board: "plans", store: MemoryReplicaStore(replica: held), options: options, now: 0))
+        let (stranger, strangerStore) = try AccessEndpointTests.peer(net, board: "plans", token: nil, id: 0x2)
+        net.connect(stranger, to: listening)
+        net.deliver()
+        #expect(net.endpoints[stranger].lastCloseReason?.code == .unauthorized)
+        #expect(strangerStore.replica.snapshot().canvasSize != CodableSize(width: 4, height: 4), "nothing was sent to a stranger")
+        let token = try AccessEndpointTests.authority.mint(board: "plans", role: .write, expires: nil, subject: "friend")
+        let (friend, friendStore) = try AccessEndpointTests.peer(net, board: "plans", token: token, id: 0x3)
+        let link = net.connect(friend, to: listening)
+        net.deliver()
+        #expect(net.links[link].up)
+        #expect(friendStore.replica.snapshot().canvasSize == CodableSize(width: 4, height: 4))
+    }
+}
