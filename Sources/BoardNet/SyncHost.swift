@@ -10,24 +10,20 @@ import Foundation
 /// timers live in the sans-IO endpoint; this class owns sockets, the clock and the timer armed
 /// at the endpoint's next deadline. Loop thread only, apart from `execute`.
 public final class SyncHost {
+    /// The endpoint's options (limits, timing, log, backoff, access, ...: read and set them
+    /// straight through, `options.limits`) plus what only the TCP driver knows.
+    @dynamicMemberLookup
     public struct Options {
-        public var limits = SessionLimits()
-        public var timing = SessionTiming()
-        /// Operator log lines (connections, boards, errors).
-        public var log: (String) -> Void = { _ in }
+        /// Everything the sans-IO endpoint takes, passed to it as is.
+        public var endpoint = SyncEndpoint.Options()
         /// Where new replica ids come from (packages created by the server, copies detected).
         public var newReplicaID: () -> ReplicaID = {
             var generator = SystemRandomNumberGenerator()
             return ReplicaID(UInt64.random(in: 1...UInt64.max, using: &generator))
         }
-        /// Reconnect backoff for dialed peers: first delay and cap, in seconds (each delay is
-        /// spread by a random factor of 0.5 to 1.5).
-        public var reconnectDelay: (first: Double, max: Double) = (0.2, 5)
+        /// Whether dropped links are dialed again (the endpoint's backoff, each delay spread
+        /// by a random factor of 0.5 to 1.5).
         public var reconnect = true
-        /// Server: boards open at once (each holds its package and a lock descriptor).
-        public var maxOpenBoards = 1024
-        /// Server: a board nobody has been connected to for this long is saved and closed.
-        public var idleBoardTimeout: Double = 60
         /// Server: accepted connections at once, and from one IP address (nil: unlimited).
         /// Beyond either, a new connection gets `busy` and is closed.
         public var maxConnections: Int?
@@ -35,34 +31,17 @@ public final class SyncHost {
         /// Server: boards the data directory may hold; creating one more is refused
         /// (`limitReached`). Nil: unlimited.
         public var maxBoards: Int?
-        /// Live operations one connection may send per second, sustained (nil: unlimited).
-        public var maxOperationsPerSecond: Double?
-        /// Images one board may hold (nil: unlimited).
-        public var maxAssetsPerBoard: Int?
-        /// Server: tokens required in HELLO (nil: anyone may read and write every board).
-        public var access: SyncEndpoint.AccessControl?
-        /// Peers and clients: the token to present when dialing.
-        public var credentials: [UInt8] = []
 
-        public init() {}
-
-        var endpoint: SyncEndpoint.Options {
-            var options = SyncEndpoint.Options()
-            options.limits = limits
-            options.timing = timing
-            options.maxOpenBoards = maxOpenBoards
-            options.idleBoardTimeout = idleBoardTimeout
-            options.reconnectDelay = reconnectDelay
-            options.access = access
-            options.maxOperationsPerSecond = maxOperationsPerSecond
-            options.maxAssetsPerBoard = maxAssetsPerBoard
-            options.credentials = credentials
-            options.jitter = { delay in
+        public init() {
+            endpoint.jitter = { delay in
                 var generator = SystemRandomNumberGenerator()
                 return delay * Double.random(in: 0.5...1.5, using: &generator)
             }
-            options.log = log
-            return options
+        }
+
+        public subscript<Value>(dynamicMember path: WritableKeyPath<SyncEndpoint.Options, Value>) -> Value {
+            get { endpoint[keyPath: path] }
+            set { endpoint[keyPath: path] = newValue }
         }
     }
 

@@ -393,7 +393,9 @@ extension BoardPackage {
     /// never took effect.
     public func loadAuthors() throws -> [ReplicaID: String] {
         let path = Path.join(self.path, PackageLayout.authors)
-        guard try fileSystem.fileSize(path) != nil else { return [:] }
+        guard let size = try fileSystem.fileSize(path) else { return [:] }
+        // At most 65,536 replicas per board (the wire's vector limit), each a short line.
+        guard size <= 8 << 20 else { throw StoreError.damagedFile(path: path, "\(size) bytes is more than any board's authors take (8 MiB)") }
         let bytes = try fileSystem.readFile(path)
         var authors: [ReplicaID: String] = [:]
         for line in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).dropLast() {

@@ -425,7 +425,7 @@ public final class BoardHub {
         }
         let (fresh, vectorBefore) = newOperations(in: batch)
         // Authorship: new operations only (a handshake echoes some the board already holds).
-        guard claim(Array(Set(fresh.map(\.id.replica))), for: id) else { return }
+        if subjectOf[id] != nil, !claim(Array(Set(fresh.map(\.id.replica))), for: id) { return }
         do {
             try store.merge(batch)
         } catch let error as OperationError {

@@ -131,18 +131,15 @@ public final class SyncEndpoint {
     private var pending: [SessionID: SyncSession] = [:]
     /// Which board each attached session belongs to.
     private var route: [SessionID: String] = [:]
-    /// Why each board that failed to open did (sent to clients asking for it).
-    private var openFailures: [String: String] = [:]
-    /// Boards that failed to open because the opener hit a limit (`LimitError`).
-    private var limitFailures: Set<String> = []
+    /// Why each board that failed to open did, and the code clients asking for it get
+    /// (`limitReached` when the opener hit a fixed limit, `LimitError`).
+    private var openFailures: [String: (why: String, code: SessionError.Code)] = [:]
     private var retiredBytes = (sent: 0, received: 0)
     private var now: Double
     /// Bytes the transport holds for a session (not yet written), counted in each hub's budget.
     public var transportQueued: (SessionID) -> Int = { _ in 0 }
     /// Why the most recent session closed, as the session knew it.
     public private(set) var lastCloseReason: SessionError?
-    /// Server with access control: the token subject of each attached session.
-    public private(set) var subjects: [SessionID: String] = [:]
     /// Peers to dial (the transport knows each one's address by its index).
     private var dialTargets: [DialTarget] = []
     private var dialOf: [SessionID: Int] = [:]
@@ -269,7 +266,6 @@ public final class SyncEndpoint {
                 readOnly = grant.role == .read
                 relay = grant.role == .peer
                 subject = grant.subject
-                subjects[id] = grant.subject
             case .failure(let refusal):
                 let name = Hello.isValidBoardName(hello.board) ? "'\(hello.board)'" : "(an invalid name)"
                 options.log("connection \(id): access denied to board \(name): \(refusal)")
@@ -279,9 +275,9 @@ public final class SyncEndpoint {
             }
         }
         guard let board = isServer ? openBoard(hello.board) : boards.values.first else {
-            let why = openFailures[hello.board].map { ": \($0)" } ?? ""
-            let code: SessionError.Code = limitFailures.contains(hello.board) ? .limitReached : .badBoardName
-            session.close(SessionError(code, "board '\(hello.board)' cannot be opened here\(why)"))
+            let failure = openFailures[hello.board]
+            session.close(SessionError(failure?.code ?? .badBoardName,
+                                       "board '\(hello.board)' cannot be opened here\(failure.map { ": \($0.why)" } ?? "")"))
             pending[id] = session
             return
         }
@@ -304,7 +300,7 @@ public final class SyncEndpoint {
         if boards.count >= options.maxOpenBoards {
             closeIdleBoards(olderThan: 0)
             guard boards.count < options.maxOpenBoards else {
-                openFailures[name] = "the server has \(boards.count) boards open with peers connected (limit \(options.maxOpenBoards)); retry later"
+                openFailures[name] = ("the server has \(boards.count) boards open with peers connected (limit \(options.maxOpenBoards)); retry later", .badBoardName)
                 options.log("board '\(name)': not opened: \(boards.count) boards open, the limit")
                 return nil
             }
@@ -315,8 +311,8 @@ public final class SyncEndpoint {
             return install(store, as: name)
         } catch {
             options.log("board '\(name)': cannot open: \(error)")
-            openFailures[name] = error is StoreError || error is LimitError ? "\(error)" : "the server could not open it (see its log)"
-            if error is LimitError { limitFailures.insert(name) } else { limitFailures.remove(name) }
+            openFailures[name] = (error is StoreError || error is LimitError ? "\(error)" : "the server could not open it (see its log)",
+                                  error is LimitError ? .limitReached : .badBoardName)
             return nil
         }
     }
@@ -332,7 +328,6 @@ public final class SyncEndpoint {
             if let reason = session.closeReason { lastCloseReason = reason }
             return
         }
-        subjects[id] = nil
         guard let name = route.removeValue(forKey: id), let board = boards[name] else { return }
         if let session = board.hub.sessions[id] {
             if let reason = session.closeReason { lastCloseReason = reason }

@@ -207,3 +207,38 @@ import Testing
         later.close()
     }
 }
+
+/// `sync/authors` (which token subject owns each replica id) against what a crash or a damaged
+/// disk could leave.
+@Suite struct AuthorsFileTests {
+    @Test func aTornLastLineIsIgnoredAndTheFirstOwnerWins() throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/b")
+        let package = try BoardPackage.create(at: "/b/B.boardpkg", fileSystem: fs, replicaID: ReplicaID(0xA1))
+        #expect(try package.loadAuthors().isEmpty, "no file yet")
+        try package.bindAuthor(ReplicaID(0xA), to: "ann")
+        try package.bindAuthor(ReplicaID(0xB), to: "bob")
+        // A second line for 0xA (never written by the hub, which binds once) does not change the owner,
+        // and a torn append (no newline) never took effect.
+        try fs.appendFile("/b/B.boardpkg/sync/authors", Array("a eve\nc ca".utf8))
+        #expect(try package.loadAuthors() == [ReplicaID(0xA): "ann", ReplicaID(0xB): "bob"])
+        package.close()
+    }
+
+    @Test func aDamagedOrAbsurdFileIsAClearErrorNamingIt() throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/b")
+        let package = try BoardPackage.create(at: "/b/B.boardpkg", fileSystem: fs, replicaID: ReplicaID(0xA1))
+        for bad in [Array("zz not-hex\n".utf8), Array("a\n".utf8), [UInt8](repeating: 0x61, count: (8 << 20) + 1)] {
+            try fs.writeFile("/b/B.boardpkg/sync/authors", bad)
+            #expect {
+                _ = try package.loadAuthors()
+            } throws: { error in
+                "\(error)".contains("sync/authors")
+            }
+        }
+        // The board itself is untouched: it still opens and edits.
+        _ = try package.commit { try $0.setCanvasSize(CodableSize(width: 3, height: 3)) }
+        package.close()
+    }
+}

@@ -70,6 +70,18 @@ import Glibc
         chmod(workspace.path + "/secret", 0o644)
         let loose = try cli.run("token", "--secret-file", "secret", "--board", "team", "--role", "read")
         #expect(loose.status == 1 && loose.stderr.contains("chmod 600"), "\(loose.stderr)")
+        // A link in place of the secret, a secret too short to sign with, one too large to be one.
+        symlink(workspace.path + "/secret", workspace.path + "/linked")
+        let linked = try cli.run("token", "--secret-file", "linked", "--board", "team", "--role", "read")
+        #expect(linked.status == 1 && linked.stderr.contains("not a regular file"), "\(linked.stderr)")
+        for (name, text) in [("short", "abc\n"), ("huge", String(repeating: "x", count: 10_000))] {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: workspace.path + "/" + name))
+            chmod(workspace.path + "/" + name, 0o600)
+            let refused = try cli.run("serve", "--data", "data2", "--secret-file", name)
+            #expect(refused.status == 1, "\(name): \(refused.stderr)")
+            #expect(refused.stderr.contains(name) && (refused.stderr.contains("too short") || refused.stderr.contains("4 KB")), "\(name): \(refused.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: workspace.path + "/data2"), "no server started")
     }
 
     @Test func aServerWithoutASecretSaysSoLoudly() throws {

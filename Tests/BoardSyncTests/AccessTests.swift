@@ -227,6 +227,27 @@ import Testing
         #expect(Self.canvas(try #require(net.endpoints[restarted].boards["plans"]?.store.replica)) == CodableSize(width: 6, height: 6))
     }
 
+    @Test func aDamagedAuthorsFileRefusesWritersClearlyAndReadersStillRead() throws {
+        let (fs, net, server, _) = try Self.annOnline()
+        try fs.writeFile("/data/plans.boardpkg/sync/authors", Array("garbage\n".utf8))
+        // A fresh server endpoint reads the damaged file when the first writer arrives.
+        var options = SyncEndpoint.Options()
+        options.access = SyncEndpoint.AccessControl(authority: Self.authority, wallClock: { 1_000 })
+        net.endpoints[server].shutdown(save: true, now: net.now)
+        for board in net.endpoints[server].boards.values { board.store.closeStore() }
+        let restarted = net.add(EndpointTests.serverEndpoint(fs, ids: EndpointTests.SeededIDs(), options: options))
+        let (writer, _) = try AccessEndpointTests.peer(net, board: "plans", token: try Self.token("ann"), id: 0xA)
+        net.connect(writer, to: restarted)
+        net.deliver()
+        let reason = net.endpoints[writer].lastCloseReason
+        #expect(reason?.code == .internalError && reason?.message.contains("sync/authors") == true, "\(String(describing: reason))")
+        let (reader, readerStore) = try AccessEndpointTests.peer(net, board: "plans", token: try Self.token("rob", .read), id: 0xC)
+        let link = net.connect(reader, to: restarted)
+        net.deliver()
+        #expect(net.links[link].up)
+        #expect(Self.canvas(readerStore.replica) == CodableSize(width: 5, height: 5), "nothing saved was lost")
+    }
+
     @Test func operationsOfAnotherReplicaComeOnlyThroughAPeerToken() throws {
         let (_, net, server, _) = try Self.annOnline()
         // Eve forges operations under ann's id (sequence numbers ann has not used yet) and

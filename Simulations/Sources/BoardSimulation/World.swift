@@ -36,7 +36,8 @@ public final class World {
     /// What happened, and what the oracles found.
     public struct Report: Sendable {
         public var seed: UInt64
-        public var faults: String = ""
+        /// The plan in brief: planned events by kind ("400 edit, 3 cut, 1 crash").
+        public var planned: String = ""
         public var faultsHit: [String: Int] = [:]
         /// The topology and whom each peer dials.
         public var topology = ""
@@ -146,7 +147,6 @@ public final class World {
     private var nextSession: SessionID = 0
     private var queue = EventQueue<Happening>()
     private var partitions: [(cut: Plan.Cut, until: Double)] = []
-    private var healed = false
     private var hash: UInt64 = 0xCBF2_9CE4_8422_2325
     private let board = "sim"
     private let log: (@Sendable (String) -> Void)?
@@ -158,6 +158,9 @@ public final class World {
         self.log = log
         rng = SeededRandom(seed: plan.seed ^ 0x5EED_0F_3011D)
         report = Report(seed: plan.seed)
+        var kinds: [String: Int] = [:]
+        for event in plan.events { kinds[String(plan.describe(event.action).prefix { $0 != " " }), default: 0] += 1 }
+        report.planned = kinds.sorted { ($1.value, $0.key) < ($0.value, $1.key) }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
         report.topology = "\(plan.topology): " + plan.dials.enumerated().map { "\(plan.name($0.offset))→" + $0.element.map(plan.name).joined(separator: ",") }.joined(separator: " ")
         for index in 0..<plan.peers {
             let peer = Host(index: index, name: plan.name(index))
@@ -612,7 +615,6 @@ public final class World {
     private func heal() {
         note("heal")
         say("HEAL")
-        healed = true
         partitions = []
         for host in hosts {
             host.fs.setCapacity(nil)

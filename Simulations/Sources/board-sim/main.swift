@@ -184,7 +184,7 @@ if let seed = options["seed"] {
         let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])
         FileHandle.standardOutput.write(data + Data([10]))
     } else {
-        print("seed \(seed): \(report.faults)")
+        print("seed \(seed): planned \(report.planned.isEmpty ? "nothing" : report.planned)")
         print("topology \(report.topology)")
         print("faults hit: \(report.faultsHit.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))")
         print("operations \(report.operationsMade), deliveries \(report.deliveries) (\(report.operationsDelivered) operations), simulated \(String(format: "%.1f", report.simulatedSeconds)) s, wall \(String(format: "%.2f", Date().timeIntervalSince(start))) s")
