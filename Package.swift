@@ -29,9 +29,12 @@ let package = Package(
         // boards. No sockets or clocks; storage only through stores given to it (packages over an
         // injected FileSystem).
         .target(name: "BoardSync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore"]),
-        // POSIX TCP: epoll event loop, connections, the sync server and peer hosts.
+        // POSIX TCP: epoll event loop, connections (plain or TLS), the sync server and peer hosts.
         .target(name: "CBoardNet"),
-        .target(name: "BoardNet", dependencies: ["CBoardNet", "BoardModel", "BoardCRDT", "BoardStore", "BoardSync"]),
+        // The system OpenSSL (libssl-dev) for TLS, with a header wrapping its macros.
+        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
+                       providers: [.apt(["libssl-dev"])]),
+        .target(name: "BoardNet", dependencies: ["CBoardNet", "COpenSSL", "BoardModel", "BoardCRDT", "BoardStore", "BoardSync"]),
         // The command-line tool, wrapped by bin/board-sync.
         .executableTarget(name: "board-sync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardSimulation"]),
         // Seeded randomness and history generation that drives the real replica code.

@@ -30,11 +30,12 @@ public enum OneShotSync {
     }
 
     public static func run(package: BoardPackage, board: String, server: SocketAddress, timeout: Double = 60,
-                           credentials: [UInt8] = [], log: @escaping (String) -> Void = { _ in }) throws -> Report {
+                           credentials: [UInt8] = [], tls: TLSContext? = nil, log: @escaping (String) -> Void = { _ in }) throws -> Report {
         let loop = try EventLoop()
         var options = SyncHost.Options()
         options.reconnect = false
         options.credentials = credentials
+        options.clientTLS = tls
         options.log = log
         let host = try SyncHost(board: board, store: package, listen: nil, loop: loop, options: options)
         let start = EventLoop.now()
@@ -55,7 +56,9 @@ public enum OneShotSync {
                     if let reason = host.lastCloseReason {
                         failure = .closed("\(reason)")
                     } else {
-                        failure = sawOpen ? .closed("before both sides were in sync") : .unreachable("connection refused or closed")
+                        let why = host.lastTransportError
+                        failure = sawOpen ? .closed(why ?? "before both sides were in sync")
+                                          : .unreachable(why ?? "connection refused or closed")
                     }
                     loop.stop()
                 }

@@ -31,6 +31,10 @@ public final class SyncHost {
         /// Server: boards the data directory may hold; creating one more is refused
         /// (`limitReached`). Nil: unlimited.
         public var maxBoards: Int?
+        /// TLS for accepted connections (a server context: certificate and key). Nil: plain TCP.
+        public var serverTLS: TLSContext?
+        /// TLS for dialed connections (a client context that verifies the server). Nil: plain TCP.
+        public var clientTLS: TLSContext?
 
         public init() {
             endpoint.jitter = { delay in
@@ -68,6 +72,9 @@ public final class SyncHost {
     /// Why the most recent link closed, as the session knew it (a peer's ERROR text, or the
     /// violation this side found), so a one-shot client can say what happened.
     public var lastCloseReason: SessionError? { endpoint.lastCloseReason }
+    /// Why the most recent connection failed below the session (refused, reset, a TLS
+    /// handshake that failed), if it did.
+    public private(set) var lastTransportError: String?
     /// The address the host listens on, if it listens.
     public var listenAddress: SocketAddress? { listener?.address }
 
@@ -183,6 +190,17 @@ public final class SyncHost {
             endpoint.dialFailed(index, now: EventLoop.now())
             return
         }
+        if let tls = options.clientTLS {
+            do {
+                connection.useTLS(try tls.stream(host: address.host))
+            } catch {
+                connection.close(immediately: true)
+                options.log("cannot connect to \(address): \(error)")
+                lastTransportError = "\(error)"
+                endpoint.dialFailed(index, now: EventLoop.now())
+                return
+            }
+        }
         let id = newLink(connection)
         endpoint.dialing(index, as: id)
         connection.onConnect = { [weak self] in
@@ -213,6 +231,15 @@ public final class SyncHost {
     private func accepted(_ connection: TCPConnection) {
         guard !stopped else { connection.close(immediately: true); return }
         options.log("connection from \(connection.remote)")
+        if let tls = options.serverTLS {
+            do {
+                connection.useTLS(try tls.stream(host: connection.remote))
+            } catch {
+                options.log("connection \(connection.remote) closed: \(error)")
+                connection.close(immediately: true)
+                return
+            }
+        }
         let id = newLink(connection)
         let address = connection.remote.split(separator: ":").dropLast().joined(separator: ":")
         acceptedFrom[id] = address
@@ -248,6 +275,7 @@ public final class SyncHost {
         }
         let board = endpoint.board(of: id)
         let reason = endpoint.session(id)?.closeReason
+        if let error { lastTransportError = error }
         endpoint.closed(id, now: EventLoop.now())
         if let board { for other in endpoint.sessions(of: board) { flush(other) } }
         options.log("connection \(connection.remote) closed\(error.map { ": \($0)" } ?? reason.map { ": \($0)" } ?? "")")

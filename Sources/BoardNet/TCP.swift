@@ -51,6 +51,9 @@ public final class TCPConnection: EventSource {
     private var closeAfterFlush = false
     public var maxQueuedBytes = 64 << 20
     public private(set) var isClosed = false
+    /// TLS over this connection, when `useTLS` was called: every byte through the socket is
+    /// ciphertext, and `send`/`onData` carry plaintext.
+    public private(set) var tls: TLSStream?
 
     public var onConnect: (() -> Void)?
     public var onData: (([UInt8]) -> Void)?
@@ -64,6 +67,7 @@ public final class TCPConnection: EventSource {
         self.fd = fd
         self.remote = remote
         self.connecting = connecting
+        self.isDialed = connecting
         var one: Int32 = 1
         _ = setsockopt(fd, Int32(IPPROTO_TCP), 1 /* TCP_NODELAY */, &one, socklen_t(MemoryLayout<Int32>.size))
         try loop.register(fd, self, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue | (connecting ? EPOLLOUT.rawValue : 0))
@@ -85,8 +89,21 @@ public final class TCPConnection: EventSource {
         return try TCPConnection(loop: loop, fd: fd, remote: address.description, connecting: true)
     }
 
-    /// Bytes queued and not yet taken by the socket.
-    public var queuedBytes: Int { sendBuffer.count - sendOffset }
+    /// Speaks TLS from now on (call before any byte is sent or received: at accept, or right
+    /// after `connect`). A client's handshake starts once the TCP connection is up.
+    public func useTLS(_ stream: TLSStream) {
+        precondition(tls == nil && sendBuffer.isEmpty, "TLS must be set up before any byte is sent")
+        tls = stream
+    }
+
+    /// Bytes queued and not yet taken by the socket (plaintext waiting for a TLS handshake
+    /// included).
+    public var queuedBytes: Int { rawQueued + (tls?.waitingBytes ?? 0) }
+    /// Bytes in the send buffer (ciphertext under TLS).
+    private var rawQueued: Int { sendBuffer.count - sendOffset }
+    private var receivedAny = false
+    /// This side dialed (rather than accepted) the connection.
+    private let isDialed: Bool
 
     /// Queues bytes. Returns false (and closes) when the queue limit is exceeded.
     @discardableResult
@@ -96,14 +113,24 @@ public final class TCPConnection: EventSource {
             fail("the peer is not reading: more than \(maxQueuedBytes) bytes queued")
             return false
         }
-        sendBuffer += bytes
+        if let tls {
+            do { try tls.send(bytes) } catch { fail("\(error)"); return false }
+            sendBuffer += tls.takeOutput()
+        } else {
+            sendBuffer += bytes
+        }
         if !connecting { flush(notify: false) }
         return true
     }
 
-    /// Closes after the queued bytes are written (or at once with `immediately`).
+    /// Closes after the queued bytes are written (or at once with `immediately`). A TLS session
+    /// ends with a close_notify first.
     public func close(immediately: Bool = false) {
         guard !isClosed else { return }
+        if let tls, !immediately, !connecting, tls.isHandshakeDone, !closeAfterFlush {
+            tls.shutdown()
+            sendBuffer += tls.takeOutput()
+        }
         if immediately || queuedBytes == 0 || connecting {
             finish(nil)
         } else {
@@ -122,6 +149,10 @@ public final class TCPConnection: EventSource {
                 return
             }
             connecting = false
+            if let tls {
+                do { try tls.start() } catch { fail("\(error)"); return }
+                sendBuffer.insert(contentsOf: tls.takeOutput(), at: sendOffset)
+            }
             onConnect?()
             updateInterest()
             flush(notify: true)
@@ -144,9 +175,42 @@ public final class TCPConnection: EventSource {
         while !isClosed {
             let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if count > 0 {
-                onData?(Array(buffer[0..<count]))
+                defer { receivedAny = true }
+                if !receivedAny, tls == nil, count >= 3, (0x14...0x17).contains(buffer[0]), buffer[1] == 3, buffer[2] <= 4 {
+                    // A TLS record header: a peer's first frame (HELLO) is far shorter than the
+                    // 64 KiB and more these bytes would read as its length.
+                    fail("the other side speaks TLS and this side does not (give --tls, or --tls-cert and --tls-key)")
+                    return
+                }
+                guard let tls else {
+                    onData?(Array(buffer[0..<count]))
+                    continue
+                }
+                let wasDone = tls.isHandshakeDone
+                let received: (plaintext: [UInt8], closed: Bool)
+                do {
+                    received = try tls.receive(Array(buffer[0..<count]))
+                } catch {
+                    sendBuffer += tls.takeOutput()  // the alert, best effort
+                    flush(notify: false)
+                    fail("\(error)")
+                    return
+                }
+                sendBuffer += tls.takeOutput()
+                if !received.plaintext.isEmpty { onData?(received.plaintext) }
+                if isClosed { return }
+                if received.closed { finish(nil); return }
+                // Handshake replies, and plaintext that waited for the handshake; a writer
+                // that stopped at its high-water mark hears the queue drained.
+                flush(notify: !wasDone && tls.isHandshakeDone)
             } else if count == 0 {
-                finish(nil)
+                if let tls, !tls.isHandshakeDone {
+                    fail("the other side closed the connection during the TLS handshake (does it speak TLS?)")
+                } else if !receivedAny && !connecting && isDialed {
+                    fail("the other side closed the connection without answering (if it expects TLS, give --tls)")
+                } else {
+                    finish(nil)
+                }
                 return
             } else {
                 if errno == EINTR { continue }
@@ -160,7 +224,7 @@ public final class TCPConnection: EventSource {
     /// Writes what the socket takes. `notify`: report a drained queue through `onWritable`
     /// (only from readiness events, never from inside `send`, so writers cannot recurse).
     private func flush(notify: Bool) {
-        while queuedBytes > 0 && !isClosed {
+        while rawQueued > 0 && !isClosed {
             let written = sendBuffer.withUnsafeBytes { raw in
                 Glibc.send(fd, raw.baseAddress! + sendOffset, raw.count - sendOffset, Int32(MSG_NOSIGNAL))
             }
@@ -175,11 +239,11 @@ public final class TCPConnection: EventSource {
                 return
             }
         }
-        if sendOffset > 0 && (queuedBytes == 0 || sendOffset > 1 << 20) {
+        if sendOffset > 0 && (rawQueued == 0 || sendOffset > 1 << 20) {
             sendBuffer.removeFirst(sendOffset)
             sendOffset = 0
         }
-        if queuedBytes == 0 {
+        if rawQueued == 0 {
             if closeAfterFlush { finish(nil); return }
             if notify { onWritable?() }
         }
@@ -189,7 +253,7 @@ public final class TCPConnection: EventSource {
     private func updateInterest() {
         guard !isClosed else { return }
         var events = EPOLLIN.rawValue | EPOLLRDHUP.rawValue
-        if connecting || queuedBytes > 0 { events |= EPOLLOUT.rawValue }
+        if connecting || rawQueued > 0 { events |= EPOLLOUT.rawValue }
         loop.modify(fd, events: events)
     }
 

@@ -1,3 +1,4 @@
+import BoardNet
 import BoardSync
 import Foundation
 #if canImport(Glibc)
@@ -49,5 +50,29 @@ enum Access {
             return Array(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
         default: throw UsageError("give --token or --token-file, not both")
         }
+    }
+
+    static let serverTLSOptions = ["tls-cert", "tls-key"]
+    static let clientTLSOptions = ["tls-ca", "tls-name"]
+
+    /// `--tls-cert CERT --tls-key KEY` (both or neither): a server context, or nil.
+    static func serverTLS(_ args: Arguments) throws -> TLSContext? {
+        switch (args.value("tls-cert"), args.value("tls-key")) {
+        case (nil, nil): return nil
+        case (let cert?, let key?):
+            var info = stat()
+            if stat(key, &info) == 0, info.st_mode & 0o004 != 0 {
+                NetCommands.log("WARNING: the TLS key \(key) can be read by every user (mode \(String(info.st_mode & 0o777, radix: 8))); run `chmod 600 \(key)`")
+            }
+            do { return try TLSContext.server(certificate: cert, key: key) } catch { throw Failure("\(error)") }
+        default: throw UsageError("give --tls-cert and --tls-key together")
+        }
+    }
+
+    /// `--tls [--tls-ca CA] [--tls-name NAME]`: a client context that verifies the server, or nil.
+    static func clientTLS(_ args: Arguments) throws -> TLSContext? {
+        let ca = args.value("tls-ca"), name = args.value("tls-name")
+        guard args.has("tls") || ca != nil || name != nil else { return nil }
+        do { return try TLSContext.client(ca: ca, serverName: name) } catch { throw Failure("\(error)") }
     }
 }

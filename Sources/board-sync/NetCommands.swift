@@ -64,19 +64,25 @@ struct NetCommands {
     }
 
     private func serve(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: Set(["data", "listen", "secret-file"] + ServeLimits.flags.map(\.name)), flags: [])
+        let args = try Arguments(raw, options: Set(["data", "listen", "secret-file"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name)), flags: [])
         _ = try args.positionals([])
         guard let data = args.value("data") else { throw UsageError("missing --data DIR") }
         let listen = try address(args.value("listen") ?? "127.0.0.1:7420", "--listen")
         var options = SyncHost.Options()
         options.log = NetCommands.log
         try ServeLimits.apply(args, to: &options)
+        options.serverTLS = try Access.serverTLS(args)
         if let secretFile = args.value("secret-file") {
             let authority = try TokenAuthority(secret: Access.secret(at: secretFile, create: true))
             options.access = SyncEndpoint.AccessControl(authority: authority, wallClock: { Date().timeIntervalSince1970 })
             NetCommands.log("access control on: every connection needs a token for its board (secret in \(secretFile))")
         } else {
             NetCommands.log("WARNING: no --secret-file: anyone who can reach \(listen) can read and write every board (fine for loopback development only)")
+        }
+        if options.serverTLS != nil {
+            NetCommands.log("TLS on: certificate \(args.value("tls-cert")!); clients connect with --tls")
+        } else if options.access != nil {
+            NetCommands.log("WARNING: no --tls-cert: tokens and boards cross the network unencrypted (fine on loopback or behind a TLS proxy)")
         }
         let loop = try EventLoop()
         let slot = HostSlot()
@@ -94,8 +100,9 @@ struct NetCommands {
     }
 
     private func sync(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: ["server", "board", "timeout", "token", "token-file"], flags: ["json"])
+        let args = try Arguments(raw, options: Set(["server", "board", "timeout", "token", "token-file"] + Access.clientTLSOptions), flags: ["json", "tls"])
         let credentials = try Access.token(args)
+        let tls = try Access.clientTLS(args)
         let path = try args.positionals(["<package>"])[0]
         guard let serverText = args.value("server") else { throw UsageError("missing --server HOST:PORT") }
         guard let board = args.value("board") else { throw UsageError("missing --board NAME") }
@@ -109,7 +116,7 @@ struct NetCommands {
         defer { package.close() }
         let report: OneShotSync.Report
         do {
-            report = try OneShotSync.run(package: package, board: board, server: server, timeout: timeout, credentials: credentials)
+            report = try OneShotSync.run(package: package, board: board, server: server, timeout: timeout, credentials: credentials, tls: tls)
         } catch let failure as OneShotSync.Failure {
             throw Failure("\(server): \(failure)")
         }
@@ -156,7 +163,7 @@ struct NetCommands {
     }
 
     private func peer(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: ["listen", "connect", "board", "token", "token-file", "secret-file"], flags: [])
+        let args = try Arguments(raw, options: Set(["listen", "connect", "board", "token", "token-file", "secret-file"] + Access.serverTLSOptions + Access.clientTLSOptions), flags: ["tls"])
         let credentials = try Access.token(args)
         let path = try args.positionals(["<package>"])[0]
         let listen = try args.value("listen").map { try address($0, "--listen") }
@@ -176,6 +183,10 @@ struct NetCommands {
         var options = SyncHost.Options()
         options.log = NetCommands.log
         options.credentials = credentials
+        options.serverTLS = try Access.serverTLS(args)
+        options.clientTLS = try Access.clientTLS(args)
+        if options.serverTLS != nil && listen == nil { throw UsageError("--tls-cert and --tls-key serve --listen; give both") }
+        if options.clientTLS != nil && dials.isEmpty { throw UsageError("--tls is for --connect; give both") }
         if let secretFile = args.value("secret-file") {
             guard listen != nil else { throw UsageError("--secret-file guards --listen; give both") }
             let authority = try TokenAuthority(secret: Access.secret(at: secretFile, create: true))

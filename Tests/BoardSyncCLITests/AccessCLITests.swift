@@ -84,6 +84,57 @@ import Glibc
         #expect(!FileManager.default.fileExists(atPath: workspace.path + "/data2"), "no server started")
     }
 
+    @Test func tokensAndBoardsTravelOverTLSAndUntrustedCertificatesAreRefused() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        // A self-signed certificate for 127.0.0.1, made by the openssl command; it is its own CA.
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") else {
+            print("SKIPPED: the TLS command-line test needs /usr/bin/openssl; .ci/run installs it")
+            return
+        }
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                             "-keyout", "server.key", "-out", "server.pem", "-days", "2", "-subj", "/CN=boardsync test",
+                             "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"]
+        openssl.currentDirectoryURL = URL(fileURLWithPath: workspace.path)
+        openssl.standardError = FileHandle.nullDevice
+        try openssl.run()
+        openssl.waitUntilExit()
+        try #require(openssl.terminationStatus == 0)
+
+        let server = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0", "--secret-file", "secret",
+                                 "--tls-cert", "server.pem", "--tls-key", "server.key"], in: workspace.path)
+        let address = try #require(server.listeningAddress(), "server log: \(server.log)")
+        #expect(server.log.contains("TLS on"), "\(server.log)")
+        let token = try cli.run("token", "--secret-file", "secret", "--board", "team", "--role", "write").stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        try cli.run("new", "A.boardpkg")
+        try cli.run("sticker", "A.boardpkg", "--image", "red.png", "--at", "10,10")
+        let synced = try cli.run("sync", "A.boardpkg", "--server", address, "--board", "team", "--token", token, "--tls-ca", "server.pem")
+        #expect(synced.status == 0, "\(synced.stderr)")
+        try cli.run("new", "B.boardpkg")
+        let named = try cli.run("sync", "B.boardpkg", "--server", address, "--board", "team", "--token", token,
+                                "--tls-ca", "server.pem", "--tls-name", "localhost", "--json")
+        #expect(named.status == 0, "\(named.stderr)")
+        #expect(try cli.run("show", "B.boardpkg", "--json").stdout == cli.run("show", "A.boardpkg", "--json").stdout)
+
+        // The system trust store does not know this certificate; a plain client is told to use TLS.
+        let untrusted = try cli.run("sync", "B.boardpkg", "--server", address, "--board", "team", "--token", token, "--tls", "--timeout", "10")
+        #expect(untrusted.status == 1 && untrusted.stderr.contains("certificate verify failed"), "\(untrusted.stderr)")
+        let plain = try cli.run("sync", "B.boardpkg", "--server", address, "--board", "team", "--token", token, "--timeout", "10")
+        #expect(plain.status == 1 && plain.stderr.contains("give --tls"), "\(plain.stderr)")
+        #expect(server.terminate() == 0)
+        #expect(server.log.contains("TLS handshake failed"), "\(server.log)")
+
+        // Bad usage and unusable files fail before anything listens.
+        #expect(try cli.run("serve", "--data", "data2", "--tls-cert", "server.pem").status == 64)
+        let missingKey = try cli.run("serve", "--data", "data2", "--tls-cert", "server.pem", "--tls-key", "nope.key")
+        #expect(missingKey.status == 1 && missingKey.stderr.contains("cannot read the TLS key nope.key"), "\(missingKey.stderr)")
+        #expect(try cli.run("peer", "A.boardpkg", "--listen", "127.0.0.1:0", "--tls").status == 64, "--tls without --connect")
+        #expect(!FileManager.default.fileExists(atPath: workspace.path + "/data2"), "no server started")
+    }
+
     @Test func aServerWithoutASecretSaysSoLoudly() throws {
         let workspace = try Workspace()
         let server = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0"], in: workspace.path)
