@@ -61,6 +61,14 @@ let package = Package(
             dependencies: ["BoardModel", "BoardCRDT", "BoardSync", "BoardNet"],
             path: "Benchmarks/BoardLoad"
         ),
+        // Fuzz targets (every parser a peer or a file reaches): run under libFuzzer by bin/fuzz,
+        // their corpus replayed by FuzzRegressionTests.
+        .target(
+            name: "BoardFuzz",
+            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync"],
+            path: "Fuzz/Sources/BoardFuzz"
+        ),
+        .testTarget(name: "FuzzRegressionTests", dependencies: ["BoardFuzz"]),
         .testTarget(name: "BoardModelTests", dependencies: ["BoardModel"]),
         .testTarget(name: "BoardRenderTests", dependencies: ["BoardModel", "BoardRender"]),
         .testTarget(name: "BoardCRDTTests", dependencies: ["BoardModel", "BoardCRDT", "BoardSimulation"]),

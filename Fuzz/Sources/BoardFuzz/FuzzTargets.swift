@@ -1,0 +1,266 @@
+import BoardCRDT
+import BoardModel
+import BoardStore
+import BoardSync
+import Foundation
+
+/// The fuzz targets: every parser a peer or a file can reach, fed arbitrary bytes. Each returns
+/// normally for any input (errors are fine; they are what bad input should get) and traps only
+/// when a property breaks: a crash, a hang, or a decoded value that does not survive its own
+/// encoder. `bin/fuzz TARGET` runs one under libFuzzer; `FuzzRegressionTests` replays every
+/// input in `Fuzz/Corpus/<target>/` (seeds and every crash ever found) in the normal test run.
+public enum FuzzTargets {
+    public static let names = ["frame", "operations", "session", "oplog", "manifest"]
+
+    /// Runs target `name` on `bytes`. Unknown names trap (a usage error of the harness).
+    public static func run(_ name: String, _ bytes: [UInt8]) {
+        switch name {
+        case "frame": frame(bytes)
+        case "operations": operations(bytes)
+        case "session": session(bytes)
+        case "oplog": opLog(bytes)
+        case "manifest": manifest(bytes)
+        default: preconditionFailure("unknown fuzz target '\(name)' (one of \(names.joined(separator: ", ")))")
+        }
+    }
+
+    static let limits = SessionLimits()
+
+    /// Whether `bytes` are an input the target reads as valid (for checking seeds): a frame
+    /// stream with a message, a batch, an op log with a record, a manifest.
+    public static func accepts(_ name: String, _ bytes: [UInt8]) -> Bool {
+        switch name {
+        case "frame":
+            var decoder = FrameDecoder(maxFrame: 1 << 16)
+            decoder.append(bytes)
+            guard let frame = try? decoder.next() else { return false }
+            return (try? Message(frame: frame, limits: limits)) != nil
+        case "operations", "session":
+            return (try? OperationBatch(decoding: bytes)) != nil
+        case "oplog":
+            let fileSystem = MemoryFileSystem()
+            guard (try? fileSystem.writeFile("/log", bytes)) != nil,
+                  let opened = try? OpLog.open("/log", fileSystem: fileSystem) else { return false }
+            return !opened.batches.isEmpty
+        case "manifest":
+            let fileSystem = MemoryFileSystem()
+            guard (try? fileSystem.createDirectories("/p.boardpkg")) != nil,
+                  (try? fileSystem.writeFile("/p.boardpkg/manifest.json", bytes)) != nil else { return false }
+            return (try? PackageReader(fileSystem: fileSystem).read("/p.boardpkg")) != nil
+        default:
+            return false
+        }
+    }
+
+    /// The frame decoder and message decoder, the stream split at a point the input chooses:
+    /// every message that decodes encodes back to a frame that decodes to the same message.
+    static func frame(_ bytes: [UInt8]) {
+        var decoder = FrameDecoder(maxFrame: 1 << 16)
+        let split = bytes.isEmpty ? 0 : Int(bytes[0]) % (bytes.count + 1)
+        var frames = 0
+        func drain() -> Bool {
+            while true {
+                let next: Frame?
+                do { next = try decoder.next() } catch { return false }
+                guard let frame = next else { return true }
+                frames += 1
+                precondition(frames <= bytes.count, "more frames than input bytes")
+                guard let message = try? Message(frame: frame, limits: limits) else { continue }
+                let again: Message
+                do { again = try Message(frame: message.frame(), limits: limits) } catch {
+                    preconditionFailure("a decoded message does not decode after encoding: \(error)")
+                }
+                precondition(again == message, "a message changed through encode and decode")
+            }
+        }
+        decoder.append(bytes[..<split])
+        guard drain() else { return }
+        decoder.append(bytes[split...])
+        _ = drain()
+    }
+
+    /// The operation batch decoder, then admission and apply on a fresh replica (what a server
+    /// does with a peer's batch): a batch that decodes round-trips through the encoder, and one
+    /// that is admitted applies without a trap and snapshots.
+    static func operations(_ bytes: [UInt8]) {
+        guard let batch = try? OperationBatch(decoding: bytes) else { return }
+        let again: OperationBatch
+        do { again = try OperationBatch(decoding: batch.encoded()) } catch {
+            preconditionFailure("a decoded batch does not decode after encoding: \(error)")
+        }
+        precondition(again == batch, "a batch changed through encode and decode")
+        var replica = Replica(id: ReplicaID(0xF022))
+        guard (try? replica.admit(batch)) != nil else { return }
+        guard (try? replica.apply(batch)) != nil else { return }
+        _ = replica.snapshot()
+        // Applying the same batch again changes nothing (idempotence).
+        let version = replica.versionVector
+        _ = try? replica.apply(batch)
+        precondition(replica.versionVector == version, "re-applying a batch changed the version")
+    }
+
+    /// A server-side session after a valid HELLO, fed the input as the rest of the stream (in
+    /// two reads split where the input says); operations are admitted and applied to a replica,
+    /// image chunks assembled, as the hub does. The session never traps and always ends closed
+    /// or open, with bounded output.
+    static func session(_ bytes: [UInt8]) {
+        var session = SyncSession(role: .acceptor, localReplica: ReplicaID(0x5E55))
+        session.listen(now: 0)
+        let hello = Message.hello(Hello(board: "fuzz", replica: ReplicaID(0xC1), credentials: [], capabilities: 0, version: .empty))
+        var replica = Replica(id: ReplicaID(0x5E55))
+        var assets = AssetAssembler(maxPartialBytes: 1 << 20)
+        func handle(_ events: [SessionEvent]) {
+            for event in events {
+                switch event {
+                case .hello: session.accept(version: replica.versionVector)
+                case .operations(let batch):
+                    if (try? replica.admit(batch)) != nil { _ = try? replica.apply(batch) }
+                case .assetChunk(let chunk):
+                    _ = try? assets.add(chunk)
+                default: break
+                }
+            }
+        }
+        handle(session.receive(hello.frame().encoded(), now: 0))
+        let split = bytes.isEmpty ? 0 : Int(bytes[0]) % (bytes.count + 1)
+        handle(session.receive(Array(bytes[..<split]), now: 1))
+        handle(session.receive(Array(bytes[split...]), now: 2))
+        handle(session.handleTimer(now: 3))
+        let output = session.takeOutput(maxBytes: 1 << 22, now: 3)
+        precondition(output.count <= 1 << 22, "output over its budget")
+    }
+
+    /// The op log reader: `open` either refuses the file as damaged (and `isDamaged` agrees),
+    /// or reads it (cutting a torn tail), after which reopening reads the same batches with
+    /// nothing to cut. `salvage` never traps. An input starting with a zero byte gets a valid
+    /// header in its place, so mutations reach the records rather than the magic.
+    static func opLog(_ bytes: [UInt8]) {
+        let fileSystem = MemoryFileSystem()
+        let path = "/log"
+        let content = bytes.first == 0 ? OpLog.magic + bytes.dropFirst() : bytes
+        guard (try? fileSystem.writeFile(path, content)) != nil else { return }
+        _ = OpLog.salvage(content)
+        let first: [OperationBatch]
+        do {
+            first = try OpLog.open(path, fileSystem: fileSystem).batches
+        } catch StoreError.damagedLog {
+            precondition(OpLog.isDamaged(content), "open refused a log isDamaged calls sound")
+            return
+        } catch {
+            preconditionFailure("open failed without naming damage: \(error)")
+        }
+        precondition(!OpLog.isDamaged(content), "open read a log isDamaged calls damaged")
+        do {
+            let (_, again, recovery) = try OpLog.open(path, fileSystem: fileSystem)
+            precondition(again == first, "reopening read different batches")
+            precondition(recovery.truncatedReason == nil && !recovery.upgraded || content.starts(with: Array("BSOPLOG1".utf8)),
+                         "reopening cut again")
+        } catch {
+            preconditionFailure("a log that opened once does not open again: \(error)")
+        }
+    }
+
+    /// The manifest reader (a package's view), given the input as manifest.json: a snapshot or
+    /// an error, never a trap; a snapshot it returns encodes to canonical JSON.
+    static func manifest(_ bytes: [UInt8]) {
+        let fileSystem = MemoryFileSystem()
+        guard (try? fileSystem.createDirectories("/p.boardpkg/stickers")) != nil,
+              (try? fileSystem.writeFile("/p.boardpkg/manifest.json", bytes)) != nil else { return }
+        guard let snapshot = try? PackageReader(fileSystem: fileSystem).read("/p.boardpkg") else { return }
+        _ = try? snapshot.canonicalJSON()
+    }
+}
+
+extension FuzzTargets {
+    /// Valid inputs for each target, made by the real code (a small board with every kind of
+    /// edit): libFuzzer starts from these (bin/fuzz writes them into its corpus), and the
+    /// regression test checks that each passes its own target.
+    public static func seeds(_ name: String) -> [[UInt8]] {
+        let board = try! SeedBoard()
+        switch name {
+        case "frame":
+            return board.messages.map { $0.frame().encoded() } + [board.messages.flatMap { $0.frame().encoded() }]
+        case "operations":
+            return [board.batch.encoded()] + board.edits.map { OperationBatch(operations: $0).encoded() }
+        case "session":
+            // Everything after the HELLO, in one stream.
+            return [board.messages.dropFirst().flatMap { $0.frame().encoded() }]
+        case "oplog":
+            return [board.opLog, [0] + board.opLog.dropFirst(OpLog.magic.count)]
+        case "manifest":
+            return [board.manifest]
+        default:
+            preconditionFailure("unknown fuzz target '\(name)'")
+        }
+    }
+}
+
+/// A small board made through a package on a memory file system: its operations, the messages
+/// a session would exchange about it, its op log file and its manifest.
+struct SeedBoard {
+    var edits: [[Op]] = []
+    var batch: OperationBatch
+    var messages: [Message]
+    var opLog: [UInt8]
+    var manifest: [UInt8]
+
+    init() throws {
+        let fileSystem = MemoryFileSystem()
+        let path = "/seed.boardpkg"
+        let package = try BoardPackage.create(at: path, fileSystem: fileSystem, replicaID: ReplicaID(0xA11CE))
+        let png = Data(PNGEncoder.solid(width: 3, height: 2, red: 200, green: 10, blue: 10))
+        let hash = try package.addAsset(png)
+        var edits: [[Op]] = []
+        func commit(_ body: (inout Replica) throws -> LocalEdit) throws -> ItemID? {
+            let edit = try package.commit(body)
+            edits.append(edit.operations)
+            return edit.item
+        }
+        let stroke = try commit { replica in
+            let edit = try replica.beginStroke(color: RGBAColor(red: 0.2, green: 0.4, blue: 0.9), width: 3,
+                                               points: [CodablePoint(x: 1, y: 2), CodablePoint(x: 30.5, y: 40.25)])
+            return edit
+        }!
+        _ = try commit { try $0.appendPoints([CodablePoint(x: 50, y: 60), CodablePoint(x: -7, y: 8)]) }
+        try package.commit { replica in replica.finishStroke(); return LocalEdit() }
+        let sticker = try commit { try $0.addSticker(asset: hash, at: CodablePoint(x: 100, y: 80), scale: 1.5, rotation: 0.3) }!
+        _ = try commit { try $0.move(sticker, to: CodablePoint(x: 120, y: 90)) }
+        _ = try commit { try $0.setColor(stroke, to: RGBAColor(red: 1, green: 0, blue: 0, alpha: 0.5)) }
+        _ = try commit { try $0.setWidth(stroke, to: 5) }
+        _ = try commit { try $0.bringToFront(stroke) }
+        _ = try commit { try $0.delete(sticker) }
+        _ = try commit { try $0.restore(sticker) }
+        _ = try commit { try $0.setBackground(asset: hash) }
+        _ = try commit { try $0.setCanvasSize(CodableSize(width: 800, height: 600)) }
+        try package.save()
+        self.edits = edits
+        batch = OperationBatch(operations: edits.flatMap { $0 })
+        let version = package.replica.versionVector
+        messages = [
+            .hello(Hello(board: "seed", replica: ReplicaID(0xA11CE), credentials: Array("bst1.x.y".utf8), version: version)),
+            .operations(batch.encoded()),
+            .ack(version),
+            .synced(version),
+            .want([AssetRequest(hash: hash, offset: 0)]),
+            .assetChunk(AssetChunk(hash: hash, totalSize: UInt64(png.count), offset: 0, bytes: Array(png))),
+            .noAsset(hash),
+            .ping(7),
+            .pong(7),
+            .error(code: 4, message: "seed error"),
+            .bye,
+        ]
+        opLog = try fileSystem.readFile(Path.join(path, PackageLayout.opLog))
+        manifest = try fileSystem.readFile(Path.join(path, PackageLayout.manifest))
+        package.close()
+    }
+}
+
+extension FuzzTargets {
+    /// Writes the target's seeds into `directory` (a libFuzzer corpus) as `seed-N`.
+    public static func writeSeeds(_ name: String, to directory: String) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        for (index, seed) in seeds(name).enumerated() {
+            try Data(seed).write(to: URL(fileURLWithPath: directory).appendingPathComponent("seed-\(index)"))
+        }
+    }
+}
