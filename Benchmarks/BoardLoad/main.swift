@@ -12,7 +12,7 @@ import Synchronization
 import Glibc
 #endif
 
-let usage = "board-load [--clients N] [--boards M] [--rate OPS-PER-SECOND] [--seconds S] [--json]"
+let usage = "board-load [--clients N] [--boards M] [--rate OPS-PER-SECOND] [--seconds S] [--processes P] [--json]"
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.contains("--help") || arguments.contains("-h") {
     print("""
@@ -26,6 +26,9 @@ if arguments.contains("--help") || arguments.contains("-h") {
       --boards M      Boards they spread over (default 20).
       --rate R        Operations per second, all clients together (default 20000).
       --seconds S     Editing time (default 10; at most 300).
+      --processes P   Client processes (default 1): the clients, the rate and the work of
+                      applying what arrives are split over P processes, so the generator is not
+                      the bottleneck (the server is one more process).
       --json          Print the figures as JSON.
       -h, --help      Show help information.
 
@@ -46,45 +49,18 @@ let boards = max(1, min(Int(value("--boards", 20)), clients))
 let rate = value("--rate", 20_000)
 let seconds = min(value("--seconds", 10), 300)
 let json = arguments.contains("--json")
+let processes = max(1, min(Int(value("--processes", 1)), 64))
+/// Set in the worker processes the coordinator starts: `--worker INDEX --address HOST:PORT`.
+let workerIndex: Int? = arguments.firstIndex(of: "--worker").flatMap { Int(arguments[$0 + 1]) }
 func progress(_ line: String) { FileHandle.standardError.write(Data("board-load: \(line)\n".utf8)) }
-
-// The server: the real binary, next to this one.
-let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("board-sync").path
-let data = FileManager.default.temporaryDirectory.appendingPathComponent("board-load-\(getpid())").path
-let server = Process()
-server.executableURL = URL(fileURLWithPath: binary)
-server.arguments = ["serve", "--data", data, "--listen", "127.0.0.1:0", "--max-connections", "\(clients + 100)",
-                    "--max-connections-per-address", "\(clients + 100)", "--max-ops-per-second", "1000000"]
-let serverLog = Pipe()
-server.standardError = serverLog
-server.standardOutput = FileHandle.nullDevice
-do { try server.run() } catch {
-    FileHandle.standardError.write(Data("Error: cannot start \(binary) (build it: swift build -c release --product board-sync): \(error)\n".utf8))
-    exit(1)
-}
-var logText = ""
-var address: SocketAddress?
-let started = Date()
-while address == nil, Date().timeIntervalSince(started) < 20 {
-    logText += String(decoding: serverLog.fileHandleForReading.availableData, as: UTF8.self)
-    if let line = logText.split(separator: "\n").first(where: { $0.contains("listening on ") }),
-       let text = line.components(separatedBy: "listening on ").last?.split(separator: " ").first {
-        address = try? SocketAddress(parsing: String(text))
-    }
-}
-guard let address else { progress("the server did not start: \(logText)"); server.terminate(); exit(1) }
-// Keep draining the server's log so it never blocks on a full pipe.
-let drain = Thread { while !serverLog.fileHandleForReading.availableData.isEmpty {} }
-drain.start()
 
 func residentKB(_ pid: Int32) -> Int {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
           let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
     return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
 }
-let idleKB = residentKB(server.processIdentifier)
 
-/// When sampled operations were made (shared by every client's store).
+/// When sampled operations were made (shared by every client's store in this process).
 final class SentTimes: Sendable {
     let times = Mutex<[OpID: Double]>([:])
 }
@@ -115,32 +91,34 @@ final class TimedStore: HostedStore {
     func closeStore() {}
 }
 
-/// The clients, on one event loop of this thread.
+/// Some of the clients (client i edits board i % boards as replica i + 1), on one event loop of
+/// this thread, driven phase by phase: connect, edit, converge.
 final class Load {
     let loop: EventLoop
     let sent = SentTimes()
-    var hosts: [SyncHost] = []
-    var stores: [TimedStore] = []
-    var stickers: [ItemID?] = []
+    let indices: [Int]
+    let share: Double
+    var hosts: [Int: SyncHost] = [:]
+    var stores: [Int: TimedStore] = [:]
+    var stickers: [Int: ItemID] = [:]
     var made = 0
-    var peakKB = 0
-    var owed = 0.0
     var next = 0
     var editStart = 0.0
-    let serverPID: Int32
+    /// Called every 10 ms while editing (the coordinator samples the server's memory).
+    var onTick: () -> Void = {}
 
-    init(address: SocketAddress, serverPID: Int32) throws {
+    init(address: SocketAddress, indices: [Int], share: Double) throws {
         loop = try EventLoop()
-        self.serverPID = serverPID
+        self.indices = indices
+        self.share = share
         var options = SyncHost.Options()
         options.reconnectDelay = (0.05, 1)
-        for index in 0..<clients {
+        for index in indices {
             let store = TimedStore(ReplicaID(UInt64(index + 1)), sent: sent)
             let host = try SyncHost(board: "load-\(index % boards)", store: store, listen: nil, loop: loop, options: options)
             host.connect(to: address)
-            hosts.append(host)
-            stores.append(store)
-            stickers.append(nil)
+            hosts[index] = host
+            stores[index] = store
         }
     }
 
@@ -157,15 +135,28 @@ final class Load {
         return met
     }
 
-    /// Ticks of 10 ms; each spreads rate/100 operations over the clients in turn.
-    func tick() {
-        guard EventLoop.now() - editStart < seconds else { loop.stop(); return }
-        owed += rate / 100
-        while owed >= 1 {
-            owed -= 1
-            let index = next % clients
+    func connect() -> Bool {
+        runLoop(until: { self.hosts.values.allSatisfy { host in host.boards.values.first!.hub.sessions.values.contains { $0.isOpen } } }, timeout: 60)
+    }
+
+    /// Edits at this process's share of the rate for `seconds`; returns how long it took.
+    func edit() -> Double {
+        editStart = EventLoop.now()
+        loop.schedule(after: 0) { self.tick() }
+        loop.run()
+        return EventLoop.now() - editStart
+    }
+
+    /// Ticks of about 10 ms; each makes the operations the rate owes by now (however late the
+    /// tick), spread over the clients in turn.
+    private func tick() {
+        let elapsed = EventLoop.now() - editStart
+        guard elapsed < seconds else { loop.stop(); return }
+        let owed = Int(share * elapsed) - next
+        for _ in 0..<max(0, owed) {
+            let index = indices[next % indices.count]
             next += 1
-            let host = hosts[index]
+            let host = hosts[index]!
             let edit: LocalEdit?
             if let sticker = stickers[index] {
                 edit = try? host.edit { try $0.move(sticker, to: CodablePoint(x: Double(self.next % 1000), y: Double(index))) }
@@ -178,65 +169,214 @@ final class Load {
                 if op.id.seq % 50 == 0 { let now = EventLoop.now(); sent.times.withLock { $0[op.id] = now } }
             }
         }
-        if next % 2000 < Int(rate / 100) + 1 { peakKB = max(peakKB, residentKB(serverPID)) }
+        onTick()
         loop.schedule(after: 0.01) { self.tick() }
     }
 
-    /// Every client of a board holds what every client of it made.
-    func converged() -> Bool {
-        for board in 0..<boards {
-            let members = stride(from: board, to: clients, by: boards).map { stores[$0].replica.versionVector }
-            guard let first = members.first, members.allSatisfy({ $0 == first }) else { return false }
-            for member in stride(from: board, to: clients, by: boards) where first[ReplicaID(UInt64(member + 1))] < stores[member].replica.lastSeq {
+    /// What each of these clients made (its last sequence number), by client index.
+    var madeSeqs: [Int: UInt64] { stores.mapValues { $0.replica.lastSeq } }
+
+    /// Every client here holds everything every client of its board made (`expected`: all
+    /// clients' last sequence numbers, from every process).
+    func converged(_ expected: [Int: UInt64]) -> Bool {
+        for (index, store) in stores {
+            let board = index % boards
+            for member in stride(from: board, to: clients, by: boards)
+            where store.replica.versionVector[ReplicaID(UInt64(member + 1))] < expected[member] ?? 0 {
                 return false
             }
         }
         return true
     }
 
-    func run(idleKB: Int) throws -> Int32 {
-        progress("\(clients) clients on \(boards) boards, \(Int(rate)) operations per second for \(Int(seconds)) s, server pid \(serverPID)")
-        let connected = runLoop(until: { self.hosts.allSatisfy { host in host.boards.values.first!.hub.sessions.values.contains { $0.isOpen } } }, timeout: 60)
-        if !connected { progress("not every client connected within 60 s") }
-        editStart = EventLoop.now()
-        loop.schedule(after: 0) { self.tick() }
-        loop.run()
-        let editSeconds = EventLoop.now() - editStart
-        peakKB = max(peakKB, residentKB(serverPID))
-        let settleStart = EventLoop.now()
-        let allConverged = runLoop(until: { self.converged() }, timeout: 60)
-        let settle = EventLoop.now() - settleStart
-        let samples = stores.flatMap(\.latencies).sorted()
-        func percentile(_ p: Double) -> Double { samples.isEmpty ? 0 : samples[min(samples.count - 1, Int(Double(samples.count) * p))] * 1000 }
-        let delivered = stores.reduce(0) { $0 + Int($1.replica.versionVector.totalCount) } - made
-        let endKB = residentKB(serverPID)
-        for host in hosts { host.shutdown(save: false) }
-        let figures: [String: Any] = [
-            "clients": clients, "boards": boards, "targetRate": rate, "seconds": editSeconds,
-            "operationsMade": made, "sustainedOpsPerSecond": Double(made) / editSeconds,
-            "operationsDeliveredToClients": delivered,
-            "latencyMedianMs": percentile(0.5), "latencyP99Ms": percentile(0.99), "latencySamples": samples.count,
-            "serverIdleKB": idleKB, "serverPeakKB": peakKB, "serverEndKB": endKB,
-            "serverKBPerConnection": Double(max(0, endKB - idleKB)) / Double(clients),
-            "converged": allConverged, "settleSeconds": settle,
-        ]
-        if json {
-            let bytes = try JSONSerialization.data(withJSONObject: figures, options: [.sortedKeys, .prettyPrinted])
-            print(String(decoding: bytes, as: UTF8.self))
-        } else {
-            print("board-load: \(clients) clients, \(boards) boards, target \(Int(rate)) ops/s for \(String(format: "%.1f", editSeconds)) s")
-            print("  made \(made) operations: \(Int(Double(made) / editSeconds)) ops/s sustained; \(delivered) deliveries to clients")
-            print("  edit to arrival: median \(String(format: "%.2f", percentile(0.5))) ms, p99 \(String(format: "%.2f", percentile(0.99))) ms (\(samples.count) samples)")
-            print("  server memory: idle \(idleKB) KB, peak \(peakKB) KB, end \(endKB) KB (\(String(format: "%.1f", Double(max(0, endKB - idleKB)) / Double(clients))) KB per connection)")
-            print("  \(allConverged ? "every client converged" : "NOT CONVERGED") (\(String(format: "%.2f", settle)) s after the edits stopped)")
-        }
-        return allConverged ? 0 : 1
-    }
+    /// Operations that arrived at these clients from others.
+    var delivered: Int { stores.values.reduce(0) { $0 + Int($1.replica.versionVector.totalCount) } - made }
+    var latencies: [Double] { stores.values.flatMap(\.latencies) }
+
+    func shutdown() { for host in hosts.values { host.shutdown(save: false) } }
 }
 
+/// Client i runs in process (i / boards) % processes, so each board's clients are spread over
+/// the processes and its operations cross between them through the server.
+func clientIndices(worker: Int) -> [Int] {
+    (0..<clients).filter { ($0 / boards) % processes == worker }
+}
+
+// MARK: Worker: one share of the clients, phases driven by lines on stdin/stdout.
+
+func say(_ object: [String: Any]) {
+    let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+    FileHandle.standardOutput.write(data + Data("\n".utf8))
+}
+
+if let worker = workerIndex {
+    guard let index = arguments.firstIndex(of: "--address"), index + 1 < arguments.count,
+          let address = try? SocketAddress(parsing: arguments[index + 1]) else {
+        progress("a worker needs --address HOST:PORT")
+        exit(64)
+    }
+    let indices = clientIndices(worker: worker)
+    let load = try Load(address: address, indices: indices, share: rate * Double(indices.count) / Double(clients))
+    say(["connected": load.connect()])
+    guard readLine() == "go" else { exit(1) }
+    let took = load.edit()
+    say(["made": Dictionary(uniqueKeysWithValues: load.madeSeqs.map { ("\($0.key)", $0.value) }), "count": load.made, "seconds": took])
+    guard let line = readLine(), let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+          let all = object["expected"] as? [String: Any] else { exit(1) }
+    var expected: [Int: UInt64] = [:]
+    for (key, value) in all { if let index = Int(key), let seq = (value as? NSNumber)?.uint64Value { expected[index] = seq } }
+    let settleStart = EventLoop.now()
+    let converged = load.runLoop(until: { load.converged(expected) }, timeout: 60)
+    say(["converged": converged, "settle": EventLoop.now() - settleStart, "delivered": load.delivered,
+         "latencies": load.latencies.map { ($0 * 1e6).rounded() / 1e3 }])
+    load.shutdown()
+    exit(0)
+}
+
+// MARK: Coordinator: the server, the clients (here or in worker processes), the figures.
+
+let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("board-sync").path
+let data = FileManager.default.temporaryDirectory.appendingPathComponent("board-load-\(getpid())").path
+let server = Process()
+server.executableURL = URL(fileURLWithPath: binary)
+server.arguments = ["serve", "--data", data, "--listen", "127.0.0.1:0", "--max-connections", "\(clients + 100)",
+                    "--max-connections-per-address", "\(clients + 100)", "--max-ops-per-second", "1000000"]
+let serverLog = Pipe()
+server.standardError = serverLog
+server.standardOutput = FileHandle.nullDevice
+do { try server.run() } catch {
+    FileHandle.standardError.write(Data("Error: cannot start \(binary) (build it: swift build -c release --product board-sync): \(error)\n".utf8))
+    exit(1)
+}
+var logText = ""
+var listening: SocketAddress?
+let started = Date()
+while listening == nil, Date().timeIntervalSince(started) < 20 {
+    logText += String(decoding: serverLog.fileHandleForReading.availableData, as: UTF8.self)
+    if let line = logText.split(separator: "\n").first(where: { $0.contains("listening on ") }),
+       let text = line.components(separatedBy: "listening on ").last?.split(separator: " ").first {
+        listening = try? SocketAddress(parsing: String(text))
+    }
+}
+guard let address = listening else { progress("the server did not start: \(logText)"); server.terminate(); exit(1) }
+// Keep draining the server's log so it never blocks on a full pipe.
+let drain = Thread { while !serverLog.fileHandleForReading.availableData.isEmpty {} }
+drain.start()
+let idleKB = residentKB(server.processIdentifier)
+let serverPID = server.processIdentifier
+let peak = Mutex(0)
+@Sendable func samplePeak() { let now = residentKB(serverPID); peak.withLock { $0 = max($0, now) } }
+
+struct Outcome {
+    var made = 0
+    var seconds = 0.0
+    var connected = true
+    var converged = true
+    var settle = 0.0
+    var delivered = 0
+    var latencies: [Double] = []  // ms
+}
+
+/// The clients in this process (`--processes 1`).
+func runHere() throws -> Outcome {
+    let load = try Load(address: address, indices: Array(0..<clients), share: rate)
+    var outcome = Outcome()
+    outcome.connected = load.connect()
+    var ticks = 0
+    load.onTick = { ticks += 1; if ticks % 20 == 0 { samplePeak() } }
+    outcome.seconds = load.edit()
+    outcome.made = load.made
+    let expected = load.madeSeqs
+    let settleStart = EventLoop.now()
+    outcome.converged = load.runLoop(until: { load.converged(expected) }, timeout: 60)
+    outcome.settle = EventLoop.now() - settleStart
+    outcome.delivered = load.delivered
+    outcome.latencies = load.latencies.map { $0 * 1000 }
+    load.shutdown()
+    return outcome
+}
+
+/// The clients split over worker processes (this binary with --worker).
+func runWorkers() throws -> Outcome {
+    var workers: [(process: Process, input: FileHandle, output: FileHandle)] = []
+    for worker in 0..<processes {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+        process.arguments = ["--worker", "\(worker)", "--address", address.description, "--processes", "\(processes)",
+                             "--clients", "\(clients)", "--boards", "\(boards)", "--rate", "\(rate)", "--seconds", "\(seconds)"]
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        workers.append((process, input.fileHandleForWriting, output.fileHandleForReading))
+    }
+    func line(_ handle: FileHandle) -> [String: Any] {
+        var bytes: [UInt8] = []
+        while true {
+            let byte = handle.readData(ofLength: 1)
+            guard let first = byte.first else { break }
+            if first == 10 { break }
+            bytes.append(first)
+        }
+        return (try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any]) ?? [:]
+    }
+    var outcome = Outcome()
+    outcome.connected = workers.allSatisfy { (line($0.output)["connected"] as? Bool) == true }
+    let sampling = Atomic<Bool>(true)
+    let sampler = Thread { while sampling.load(ordering: .relaxed) { samplePeak(); usleep(200_000) } }
+    sampler.start()
+    for worker in workers { worker.input.write(Data("go\n".utf8)) }
+    var expected: [String: UInt64] = [:]
+    for worker in workers {
+        let made = line(worker.output)
+        outcome.made += made["count"] as? Int ?? 0
+        outcome.seconds = max(outcome.seconds, made["seconds"] as? Double ?? 0)
+        for (key, value) in made["made"] as? [String: Any] ?? [:] { expected[key] = (value as? NSNumber)?.uint64Value ?? 0 }
+    }
+    sampling.store(false, ordering: .relaxed)
+    let message = try JSONSerialization.data(withJSONObject: ["expected": expected], options: []) + Data("\n".utf8)
+    for worker in workers { worker.input.write(message) }
+    for worker in workers {
+        let end = line(worker.output)
+        outcome.converged = outcome.converged && (end["converged"] as? Bool ?? false)
+        outcome.settle = max(outcome.settle, end["settle"] as? Double ?? 0)
+        outcome.delivered += end["delivered"] as? Int ?? 0
+        outcome.latencies += (end["latencies"] as? [Any] ?? []).compactMap { ($0 as? NSNumber)?.doubleValue }
+        worker.process.waitUntilExit()
+    }
+    return outcome
+}
+
+progress("\(clients) clients in \(processes) process(es) on \(boards) boards, \(Int(rate)) operations per second for \(Int(seconds)) s, server pid \(server.processIdentifier)")
 let status: Int32
 do {
-    status = try Load(address: address, serverPID: server.processIdentifier).run(idleKB: idleKB)
+    let outcome = processes == 1 ? try runHere() : try runWorkers()
+    if !outcome.connected { progress("not every client connected within 60 s") }
+    samplePeak()
+    let endKB = residentKB(server.processIdentifier)
+    let peakKB = peak.withLock { $0 }
+    let samples = outcome.latencies.sorted()
+    func percentile(_ p: Double) -> Double { samples.isEmpty ? 0 : samples[min(samples.count - 1, Int(Double(samples.count) * p))] }
+    let figures: [String: Any] = [
+        "clients": clients, "boards": boards, "processes": processes, "targetRate": rate, "seconds": outcome.seconds,
+        "operationsMade": outcome.made, "sustainedOpsPerSecond": Double(outcome.made) / outcome.seconds,
+        "operationsDeliveredToClients": outcome.delivered,
+        "latencyMedianMs": percentile(0.5), "latencyP99Ms": percentile(0.99), "latencySamples": samples.count,
+        "serverIdleKB": idleKB, "serverPeakKB": peakKB, "serverEndKB": endKB,
+        "serverKBPerConnection": Double(max(0, endKB - idleKB)) / Double(clients),
+        "converged": outcome.converged, "settleSeconds": outcome.settle,
+    ]
+    if json {
+        let bytes = try JSONSerialization.data(withJSONObject: figures, options: [.sortedKeys, .prettyPrinted])
+        print(String(decoding: bytes, as: UTF8.self))
+    } else {
+        print("board-load: \(clients) clients in \(processes) process(es), \(boards) boards, target \(Int(rate)) ops/s for \(String(format: "%.1f", outcome.seconds)) s")
+        print("  made \(outcome.made) operations: \(Int(Double(outcome.made) / outcome.seconds)) ops/s sustained; \(outcome.delivered) deliveries to clients")
+        print("  edit to arrival: median \(String(format: "%.2f", percentile(0.5))) ms, p99 \(String(format: "%.2f", percentile(0.99))) ms (\(samples.count) samples)")
+        print("  server memory: idle \(idleKB) KB, peak \(peakKB) KB, end \(endKB) KB (\(String(format: "%.1f", Double(max(0, endKB - idleKB)) / Double(clients))) KB per connection)")
+        print("  \(outcome.converged ? "every client converged" : "NOT CONVERGED") (\(String(format: "%.2f", outcome.settle)) s after the edits stopped)")
+    }
+    status = outcome.converged && outcome.connected ? 0 : 1
 } catch {
     progress("failed: \(error)")
     status = 1

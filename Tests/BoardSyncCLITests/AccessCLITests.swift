@@ -234,6 +234,15 @@ import Glibc
         for key in ["sustainedOpsPerSecond", "latencyMedianMs", "latencyP99Ms", "serverPeakKB", "serverKBPerConnection"] {
             #expect(figures[key] != nil, "\(key)")
         }
+        // The same load from two client processes: each board's clients are split between them,
+        // so every operation crosses processes through the server, and all still converge.
+        let split = try runner.run(["--clients", "8", "--boards", "2", "--rate", "400", "--seconds", "1", "--processes", "2", "--json"])
+        #expect(split.status == 0, "\(split.stderr)")
+        let splitFigures = try #require(try JSONSerialization.jsonObject(with: Data(split.stdout.utf8)) as? [String: Any], "\(split.stdout)")
+        #expect(splitFigures["converged"] as? Bool == true && splitFigures["processes"] as? Int == 2)
+        #expect((splitFigures["operationsMade"] as? Int ?? 0) > 100)
+        #expect(splitFigures["operationsDeliveredToClients"] as? Int == 3 * (splitFigures["operationsMade"] as? Int ?? -1))
+        #expect((splitFigures["latencySamples"] as? Int ?? 0) > 0)
         #expect(try runner.run(["--clients", "zero"]).status == 64)
         #expect(try runner.run(["--help"]).stdout.contains("USAGE: board-load"))
     }
