@@ -12,7 +12,7 @@ import Synchronization
 import Glibc
 #endif
 
-let usage = "board-load [--clients N] [--boards M] [--rate OPS-PER-SECOND] [--seconds S] [--processes P] [--json]"
+let usage = "board-load [--clients N] [--boards M] [--rate OPS-PER-SECOND] [--seconds S] [--processes P] [--tls] [--json]"
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.contains("--help") || arguments.contains("-h") {
     print("""
@@ -29,6 +29,8 @@ if arguments.contains("--help") || arguments.contains("-h") {
       --processes P   Client processes (default 1): the clients, the rate and the work of
                       applying what arrives are split over P processes, so the generator is not
                       the bottleneck (the server is one more process).
+      --tls           Serve and connect over TLS (a throwaway certificate made with the
+                      openssl command).
       --json          Print the figures as JSON.
       -h, --help      Show help information.
 
@@ -50,6 +52,9 @@ let rate = value("--rate", 20_000)
 let seconds = min(value("--seconds", 10), 300)
 let json = arguments.contains("--json")
 let processes = max(1, min(Int(value("--processes", 1)), 64))
+let tls = arguments.contains("--tls")
+/// With --tls: the certificate the server presents (its own CA for the clients).
+let certificateDirectory = arguments.firstIndex(of: "--certificates").map { arguments[$0 + 1] }
 /// Set in the worker processes the coordinator starts: `--worker INDEX --address HOST:PORT`.
 let workerIndex: Int? = arguments.firstIndex(of: "--worker").flatMap { Int(arguments[$0 + 1]) }
 func progress(_ line: String) { FileHandle.standardError.write(Data("board-load: \(line)\n".utf8)) }
@@ -107,12 +112,13 @@ final class Load {
     /// Called every 10 ms while editing (the coordinator samples the server's memory).
     var onTick: () -> Void = {}
 
-    init(address: SocketAddress, indices: [Int], share: Double) throws {
+    init(address: SocketAddress, indices: [Int], share: Double, certificates: String?) throws {
         loop = try EventLoop()
         self.indices = indices
         self.share = share
         var options = SyncHost.Options()
         options.reconnectDelay = (0.05, 1)
+        if let certificates { options.clientTLS = try TLSContext.client(ca: certificates + "/cert.pem") }
         for index in indices {
             let store = TimedStore(ReplicaID(UInt64(index + 1)), sent: sent)
             let host = try SyncHost(board: "load-\(index % boards)", store: store, listen: nil, loop: loop, options: options)
@@ -176,10 +182,16 @@ final class Load {
     /// What each of these clients made (its last sequence number), by client index.
     var madeSeqs: [Int: UInt64] { stores.mapValues { $0.replica.lastSeq } }
 
-    /// Every client here holds everything every client of its board made (`expected`: all
-    /// clients' last sequence numbers, from every process).
+    /// The server acknowledged everything each client here made, and every client here holds
+    /// everything every client of its board made (`expected`: all clients' last sequence
+    /// numbers, from every process).
     func converged(_ expected: [Int: UInt64]) -> Bool {
         for (index, store) in stores {
+            // The server acknowledged (logged durably) everything this client made.
+            let own = ReplicaID(UInt64(index + 1))
+            guard hosts[index]!.boards.values.first!.hub.acknowledged.values.contains(where: { $0[own] >= store.replica.lastSeq }) else {
+                return false
+            }
             let board = index % boards
             for member in stride(from: board, to: clients, by: boards)
             where store.replica.versionVector[ReplicaID(UInt64(member + 1))] < expected[member] ?? 0 {
@@ -216,7 +228,8 @@ if let worker = workerIndex {
         exit(64)
     }
     let indices = clientIndices(worker: worker)
-    let load = try Load(address: address, indices: indices, share: rate * Double(indices.count) / Double(clients))
+    let load = try Load(address: address, indices: indices, share: rate * Double(indices.count) / Double(clients),
+                        certificates: certificateDirectory)
     say(["connected": load.connect()])
     guard readLine() == "go" else { exit(1) }
     let took = load.edit()
@@ -237,10 +250,29 @@ if let worker = workerIndex {
 
 let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("board-sync").path
 let data = FileManager.default.temporaryDirectory.appendingPathComponent("board-load-\(getpid())").path
+/// A throwaway self-signed certificate for 127.0.0.1 (its own CA), for --tls.
+func makeCertificate(in directory: String) -> Bool {
+    try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    let openssl = Process()
+    openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+    openssl.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                         "-keyout", directory + "/key.pem", "-out", directory + "/cert.pem", "-days", "1",
+                         "-subj", "/CN=board-load", "-addext", "subjectAltName=IP:127.0.0.1"]
+    openssl.standardError = FileHandle.nullDevice
+    guard (try? openssl.run()) != nil else { return false }
+    openssl.waitUntilExit()
+    return openssl.terminationStatus == 0
+}
+let certificates: String? = tls ? data + "-tls" : nil
+if let certificates, !makeCertificate(in: certificates) {
+    progress("--tls needs the openssl command to make a certificate")
+    exit(1)
+}
 let server = Process()
 server.executableURL = URL(fileURLWithPath: binary)
 server.arguments = ["serve", "--data", data, "--listen", "127.0.0.1:0", "--max-connections", "\(clients + 100)",
                     "--max-connections-per-address", "\(clients + 100)", "--max-ops-per-second", "1000000"]
+    + (certificates.map { ["--tls-cert", $0 + "/cert.pem", "--tls-key", $0 + "/key.pem"] } ?? [])
 let serverLog = Pipe()
 server.standardError = serverLog
 server.standardOutput = FileHandle.nullDevice
@@ -279,7 +311,7 @@ struct Outcome {
 
 /// The clients in this process (`--processes 1`).
 func runHere() throws -> Outcome {
-    let load = try Load(address: address, indices: Array(0..<clients), share: rate)
+    let load = try Load(address: address, indices: Array(0..<clients), share: rate, certificates: certificates)
     var outcome = Outcome()
     outcome.connected = load.connect()
     var ticks = 0
@@ -304,6 +336,7 @@ func runWorkers() throws -> Outcome {
         process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
         process.arguments = ["--worker", "\(worker)", "--address", address.description, "--processes", "\(processes)",
                              "--clients", "\(clients)", "--boards", "\(boards)", "--rate", "\(rate)", "--seconds", "\(seconds)"]
+            + (certificates.map { ["--certificates", $0] } ?? [])
         let input = Pipe(), output = Pipe()
         process.standardInput = input
         process.standardOutput = output
@@ -356,10 +389,14 @@ do {
     let endKB = residentKB(server.processIdentifier)
     let peakKB = peak.withLock { $0 }
     let samples = outcome.latencies.sorted()
+    // Made and delivered to every client of its board: the edits plus the time the last
+    // deliveries took after them.
+    let endToEnd = Double(outcome.made) / (outcome.seconds + outcome.settle)
     func percentile(_ p: Double) -> Double { samples.isEmpty ? 0 : samples[min(samples.count - 1, Int(Double(samples.count) * p))] }
     let figures: [String: Any] = [
-        "clients": clients, "boards": boards, "processes": processes, "targetRate": rate, "seconds": outcome.seconds,
+        "clients": clients, "boards": boards, "processes": processes, "tls": tls, "targetRate": rate, "seconds": outcome.seconds,
         "operationsMade": outcome.made, "sustainedOpsPerSecond": Double(outcome.made) / outcome.seconds,
+        "endToEndOpsPerSecond": endToEnd,
         "operationsDeliveredToClients": outcome.delivered,
         "latencyMedianMs": percentile(0.5), "latencyP99Ms": percentile(0.99), "latencySamples": samples.count,
         "serverIdleKB": idleKB, "serverPeakKB": peakKB, "serverEndKB": endKB,
@@ -370,8 +407,8 @@ do {
         let bytes = try JSONSerialization.data(withJSONObject: figures, options: [.sortedKeys, .prettyPrinted])
         print(String(decoding: bytes, as: UTF8.self))
     } else {
-        print("board-load: \(clients) clients in \(processes) process(es), \(boards) boards, target \(Int(rate)) ops/s for \(String(format: "%.1f", outcome.seconds)) s")
-        print("  made \(outcome.made) operations: \(Int(Double(outcome.made) / outcome.seconds)) ops/s sustained; \(outcome.delivered) deliveries to clients")
+        print("board-load: \(clients) clients in \(processes) process(es), \(boards) boards\(tls ? ", TLS" : ""), target \(Int(rate)) ops/s for \(String(format: "%.1f", outcome.seconds)) s")
+        print("  made \(outcome.made) operations: \(Int(Double(outcome.made) / outcome.seconds)) ops/s sustained; \(outcome.delivered) deliveries to clients; \(Int(endToEnd)) ops/s made and delivered everywhere (until the last arrival)")
         print("  edit to arrival: median \(String(format: "%.2f", percentile(0.5))) ms, p99 \(String(format: "%.2f", percentile(0.99))) ms (\(samples.count) samples)")
         print("  server memory: idle \(idleKB) KB, peak \(peakKB) KB, end \(endKB) KB (\(String(format: "%.1f", Double(max(0, endKB - idleKB)) / Double(clients))) KB per connection)")
         print("  \(outcome.converged ? "every client converged" : "NOT CONVERGED") (\(String(format: "%.2f", outcome.settle)) s after the edits stopped)")
@@ -384,4 +421,5 @@ do {
 server.terminate()
 server.waitUntilExit()
 try? FileManager.default.removeItem(atPath: data)
+if let certificates { try? FileManager.default.removeItem(atPath: certificates) }
 exit(status)
