@@ -19,8 +19,11 @@ let package = Package(
     targets: [
         // Values, canonical encoding, content hashes. Pure: no OS access.
         .target(name: "BoardModel"),
-        // Exports a person can look at (SVG so far), from a snapshot alone. Pure: no OS access.
-        .target(name: "BoardRender", dependencies: ["BoardModel"]),
+        // The system zlib (zlib1g-dev) for PNG and PDF compression, with a header wrapping its macros.
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        // Exports a person can look at (PNG, PDF, SVG) from a snapshot alone, and the PNG decoder
+        // they need. No OS access (zlib is computation only).
+        .target(name: "BoardRender", dependencies: ["BoardModel", "CZlib"]),
         // Replica, operations, merge, undo, binary codec. Pure and deterministic (sans-IO).
         .target(name: "BoardCRDT", dependencies: ["BoardModel"]),
         // Board packages on disk: the incremental writer, the durable op log, the file-system seam.
@@ -70,7 +73,7 @@ let package = Package(
         ),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["BoardFuzz"]),
         .testTarget(name: "BoardModelTests", dependencies: ["BoardModel"]),
-        .testTarget(name: "BoardRenderTests", dependencies: ["BoardModel", "BoardRender"]),
+        .testTarget(name: "BoardRenderTests", dependencies: ["BoardModel", "BoardRender"], exclude: ["Fixtures"]),
         .testTarget(name: "BoardCRDTTests", dependencies: ["BoardModel", "BoardCRDT", "BoardSimulation"]),
         .testTarget(name: "BoardSyncTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardSimulation"]),
         .testTarget(name: "BoardNetTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet"]),
