@@ -27,7 +27,7 @@ let package = Package(
         // Replica, operations, merge, undo, binary codec. Pure and deterministic (sans-IO).
         .target(name: "BoardCRDT", dependencies: ["BoardModel"]),
         // Board packages on disk: the incremental writer, the durable op log, the file-system seam.
-        .target(name: "BoardStore", dependencies: ["BoardModel", "BoardCRDT"]),
+        .target(name: "BoardStore", dependencies: ["BoardModel", "BoardCRDT", "BoardRender"]),
         // Wire format, the sans-IO sync session, hubs and the endpoint that routes connections to
         // boards. No sockets or clocks; storage only through stores given to it (packages over an
         // injected FileSystem).

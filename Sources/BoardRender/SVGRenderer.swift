@@ -9,6 +9,8 @@ public struct ExportPolicy: Sendable, Equatable {
     public var transparent = false
     /// Exports larger than this many pixels on a side are refused before anything is built.
     public static let maxPixelsPerSide = 32_768.0
+    /// Raster exports with more pixels than this (about 1 GB of working memory) are refused too.
+    public static let maxPixels = 64_000_000.0
 
     public init(scale: Double = 1, transparent: Bool = false) {
         self.scale = scale

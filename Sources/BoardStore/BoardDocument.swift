@@ -1,5 +1,6 @@
 import BoardCRDT
 import BoardModel
+import BoardRender
 import Foundation
 
 /// How a new document starts (the seed's creation sources).
@@ -154,10 +155,13 @@ public final class BoardDocument {
 public struct WriteConfiguration: Sendable {
     public var contentType: ContentType
     public var fileSystem: any FileSystem
+    /// PNG, PDF and SVG: scale and background (the renderer owns the rest of the policy).
+    public var export: ExportPolicy
 
-    public init(contentType: ContentType, fileSystem: any FileSystem = PosixFileSystem()) {
+    public init(contentType: ContentType, fileSystem: any FileSystem = PosixFileSystem(), export: ExportPolicy = ExportPolicy()) {
         self.contentType = contentType
         self.fileSystem = fileSystem
+        self.export = export
     }
 }
 
@@ -177,17 +181,31 @@ public struct BoardWriter: Sendable {
     public let configuration: WriteConfiguration
 
     /// Writes `content` to `destination`. For a board package only changed assets are written
-    /// (`previous` is a hint, never proof). PNG, PDF and SVG exports are not supported yet.
+    /// (`previous` is a hint, never proof). PNG, PDF and SVG exports are rendered whole
+    /// (`BoardRender`, with `configuration.export`) and replace `destination` atomically; what
+    /// had to be drawn as a placeholder is in the report's `warnings`.
     @discardableResult
     public func write(content: BoardSnapshot, to destination: String, previous: BoardSnapshot?,
                       progress: (PackageWriter.Progress) -> Void = { _ in }) throws -> PackageWriter.Report {
+        let rendering: Rendering
         switch configuration.contentType {
         case .boardPackage:
             return try PackageWriter(fileSystem: configuration.fileSystem)
                 .write(content, to: destination, previous: previous, progress: progress)
+        case .png: rendering = try PNGRenderer.render(content, policy: configuration.export)
+        case .pdf: rendering = try PDFRenderer.render(content, policy: configuration.export)
+        case .svg: rendering = try SVGRenderer.render(content, policy: configuration.export)
         default:
             throw StoreError.unsupportedContentType(configuration.contentType.description)
         }
+        if configuration.fileSystem.isDirectory(destination) {
+            throw StoreError.writeFailed(path: destination, "it is a folder; an export is a single file")
+        }
+        try configuration.fileSystem.writeAtomically(destination, rendering.bytes)
+        var report = PackageWriter.Report()
+        report.written = [destination]
+        report.warnings = rendering.warnings
+        return report
     }
 }
 

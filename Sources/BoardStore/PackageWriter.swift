@@ -38,6 +38,8 @@ public struct PackageWriter: Sendable {
         public var written: [String] = []
         public var removed: [String] = []
         public var pending: [String] = []
+        /// Exports: what had to be drawn as a placeholder (pending or damaged images).
+        public var warnings: [String] = []
     }
 
     @discardableResult

@@ -24,7 +24,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .damagedLog(let path, let offset, let why):
             return "the op log \(path) is damaged at byte \(offset): \(why). Nothing was changed"
         case .damagedFile(let path, let why): return "\(path) is damaged: \(why)"
-        case .unsupportedContentType(let type): return "writing \(type) is not supported yet (board packages only; exports arrive with the export issue)"
+        case .unsupportedContentType(let type): return "writing \(type) is not supported (board packages, PNG, PDF and SVG are)"
         case .invalidImage(let path, let why): return "\(path): \(why)"
         case .closed(let path): return "\(path) was closed; open it again to make changes"
         case .writeFailed(let path, let why): return "could not write \(path): \(why)"

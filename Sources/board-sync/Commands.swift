@@ -1,5 +1,6 @@
 import BoardCRDT
 import BoardModel
+import BoardRender
 import BoardStore
 import Foundation
 
@@ -24,6 +25,7 @@ struct Commands {
         case "delete", "restore", "front", "back": try itemCommand(name, raw)
         case "undo", "redo": try undoRedo(name, raw)
         case "show": try show(raw)
+        case "export": try export(raw)
         case "log": try log(raw)
         case "repair": try repair(raw)
         default: throw UsageError("unknown subcommand '\(name)'")
@@ -163,6 +165,42 @@ struct Commands {
             return
         }
         print(Inspect.describe(board, replica: replica, path: path))
+    }
+
+    /// Renders the board to a PNG, PDF or SVG file (by the output's extension), through the
+    /// document's snapshot and the writer, as the seed routes exports.
+    private func export(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: ["scale"], flags: ["transparent", "json"])
+        let paths = try args.positionals(["<package>", "<output>"])
+        let (path, output) = (paths[0], paths[1])
+        guard let type = ContentType.forPath(output), !type.isNative else {
+            throw UsageError("the output '\(output)' must end in .png, .pdf or .svg")
+        }
+        let scale = try args.value("scale").map { try Parse.number($0, "--scale") } ?? 1
+        guard scale > 0, scale <= 64 else { throw UsageError("--scale must be a number above 0 and at most 64") }
+        let absolute = { (p: String) in URL(fileURLWithPath: p).standardizedFileURL.path }
+        if absolute(output).hasPrefix(absolute(path) + "/") {
+            throw UsageError("the output '\(output)' is inside the package; write it somewhere else")
+        }
+        let policy = ExportPolicy(scale: scale, transparent: args.has("transparent"))
+        let report = try withPackage(path) { package -> PackageWriter.Report in
+            let document = BoardDocument(package: package)
+            let snapshot = try document.snapshot(contentType: type)
+            let writer = document.writer(configuration: WriteConfiguration(contentType: type, fileSystem: fileSystem, export: policy))
+            do {
+                return try writer.write(content: snapshot, to: output, previous: nil)
+            } catch let error as ExportError {
+                throw Failure("cannot export \(path): \(error)")
+            }
+        }
+        for warning in report.warnings { FileHandle.standardError.write(Data("warning: \(warning)\n".utf8)) }
+        let bytes = (try? fileSystem.fileSize(output)).flatMap { $0 } ?? 0
+        if args.has("json") {
+            try printJSON(["output": output, "contentType": type.identifier, "bytes": bytes, "scale": scale,
+                           "transparent": policy.transparent, "warnings": report.warnings] as [String: Any])
+        } else {
+            print("wrote \(output) (\(type.fileExtension.uppercased()), \(bytes) bytes)\(report.warnings.isEmpty ? "" : "; \(report.warnings.count) placeholder(s), see the warnings")")
+        }
     }
 
     private func log(_ raw: [String]) throws {

@@ -63,6 +63,12 @@ let commandHelps: [String: CommandHelp] = [
     "show": CommandHelp(name: "show", overview: "Show the board: canvas, background, strokes and stickers in paint order.",
                         usage: "show <package> [--json]", arguments: [packageArgument],
                         options: [("--json", "Print the canonical snapshot as JSON, shaped like manifest.json.")]),
+    "export": CommandHelp(name: "export", overview: "Render the board to a PNG, PDF or SVG file a person can look at.",
+                          usage: "export <package> <output.png|output.pdf|output.svg> [--scale S] [--transparent] [--json]",
+                          arguments: [packageArgument, ("<output>", "The file to write; its extension picks the format. Replaced atomically.")],
+                          options: [("--scale S", "Pixels (PNG) or points (PDF, SVG) per board point (default 1, at most 64)."),
+                                    ("--transparent", "Leave the paper transparent instead of white where no background image covers it."),
+                                    ("--json", "Print what was written (and any warnings) as JSON.")]),
     "log": CommandHelp(name: "log", overview: "List the package's operations, newest last, with their timestamps.",
                        usage: "log <package> [--json]", arguments: [packageArgument],
                        options: [("--json", "Print the operations as a JSON array.")]),
@@ -118,7 +124,7 @@ let netHelps: [String: CommandHelp] = [
                                    ("--subject ID", "Who the token is for (default: a random id)."), jsonOption]),
 ]
 
-let commandOrder = ["demo", "serve", "sync", "peer", "token", "new", "stroke", "sticker", "move", "transform", "delete", "restore", "front", "back", "undo", "redo", "show", "log", "repair"]
+let commandOrder = ["demo", "serve", "sync", "peer", "token", "new", "stroke", "sticker", "move", "transform", "delete", "restore", "front", "back", "undo", "redo", "show", "export", "log", "repair"]
 
 let toolVersion = "0.3.0"
 
