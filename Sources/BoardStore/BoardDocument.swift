@@ -180,6 +180,10 @@ public struct ReadConfiguration: Sendable {
 public struct BoardWriter: Sendable {
     public let configuration: WriteConfiguration
 
+    public init(configuration: WriteConfiguration) {
+        self.configuration = configuration
+    }
+
     /// Writes `content` to `destination`. For a board package only changed assets are written
     /// (`previous` is a hint, never proof). PNG, PDF and SVG exports are rendered whole
     /// (`BoardRender`, with `configuration.export`) and replace `destination` atomically; what

@@ -167,6 +167,10 @@ struct Demo {
         let identical = snapshots.allSatisfy { $0 == snapshots[0] } && serverSnapshot == snapshots[0]
         let board = packages[0].replica.snapshot()
         for package in packages { try package.save(); package.close() }
+        // A picture of the converged board, so a new user sees the result.
+        let picture = out + "/board.png"
+        let pictureReport = try BoardWriter(configuration: WriteConfiguration(contentType: .png, fileSystem: PosixFileSystem()))
+            .write(content: board, to: picture, previous: nil)
         let convergeMS = Int(((converged ?? lastEdit) - lastEdit) * 1000)
         let totalOps = packages[0].replica.versionVector.totalCount
         if json {
@@ -176,6 +180,7 @@ struct Demo {
                 "bytesOnWire": wireBytes / 2, "millisecondsToConvergeAfterLastEdit": convergeMS,
                 "identical": identical, "strokes": board.strokes.count, "stickers": board.stickers.count,
                 "packages": names.map { "\(out)/\($0).boardpkg" } + ["\(out)/server/demo.boardpkg"],
+                "picture": picture, "pictureWarnings": pictureReport.warnings,
             ])
         } else {
             say("")
@@ -189,7 +194,9 @@ struct Demo {
             say("  packages:")
             for name in names { say("    \(out)/\(name).boardpkg") }
             say("    \(out)/server/demo.boardpkg")
+            say("  picture of the board: \(picture)")
             say("  look inside: bin/board-sync show \(out)/alice.boardpkg")
+            say("  export it yourself: bin/board-sync export \(out)/alice.boardpkg board.pdf")
         }
         if !identical { throw Failure("the replicas differ after converging") }
     }

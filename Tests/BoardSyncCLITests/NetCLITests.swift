@@ -151,6 +151,12 @@ final class Daemon {
         #expect(packages.count == 4)
         let shown = try packages.map { try workspace.cli.run("show", $0, "--json").stdout }
         #expect(Set(shown).count == 1, "every package, the server's included, holds the same board")
+        // A picture of the converged board, the size of its canvas.
+        let picture = try #require(summary["picture"] as? String)
+        let png = try [UInt8](Data(contentsOf: URL(fileURLWithPath: workspace.path).appendingPathComponent(picture)))
+        #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]))
+        let board = try workspace.board(packages[0])
+        #expect(Int(png[16...19].reduce(0) { $0 << 8 | UInt32($1) }) == Int(board.canvasSize.width))
         #expect(try workspace.cli.run("demo", "--out", "demo-out").status == 1, "refuses a non-empty folder")
     }
 }
