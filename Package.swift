@@ -55,7 +55,7 @@ let package = Package(
         // Benchmarks: run through bin/bench in release builds; never timed assertions in tests.
         .executableTarget(
             name: "board-bench",
-            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardSimulation"],
+            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardSimulation", "BoardRender"],
             path: "Benchmarks/BoardBench"
         ),
         // A load generator against a real server process: run through bin/load (release).

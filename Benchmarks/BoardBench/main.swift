@@ -2,6 +2,7 @@
 // Run through bin/bench (release build). Figures go to docs/PERFORMANCE.md.
 import BoardCRDT
 import BoardModel
+import BoardRender
 import BoardSimulation
 import BoardStore
 import Foundation
@@ -45,6 +46,11 @@ func progress(_ message: String) {
     return times.sorted()[times.count / 2]
 }
 
+var figures: [(String, String, Double)] = []  // key, unit, value
+@MainActor func record(_ key: String, _ unit: String, _ value: Double) {
+    figures.append((key, unit, value))
+}
+
 /// Resident set size of this process, from /proc/self/status (Linux).
 func seconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
@@ -82,6 +88,26 @@ if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "throughput" {
     print("sync_throughput_one_peer_via_server", try SyncBench.throughput(scratch: directory, count: 200_000), "ops/s")
     exit(0)
 }
+/// Exports of the workload board's snapshot: PNG at 1600×1200, PDF, SVG.
+@MainActor func measureExports(_ board: BoardSnapshot) throws {
+    let scale = min(1600 / board.canvasSize.width, 1200 / board.canvasSize.height)
+    let policy = ExportPolicy(scale: scale)
+    var png: Rendering?, pdf: Rendering?, svg: Rendering?
+    record("export_png_1600x1200", "s", try measure { png = try PNGRenderer.render(board, policy: policy) })
+    record("export_png_bytes", "bytes", Double(png!.bytes.count))
+    record("export_png_rasterize_only", "s", try measure { _ = try PNGRenderer.rasterize(board, policy: policy) })
+    record("export_pdf", "s", try measure { pdf = try PDFRenderer.render(board, policy: policy) })
+    record("export_pdf_bytes", "bytes", Double(pdf!.bytes.count))
+    record("export_svg", "s", try measure { svg = try SVGRenderer.render(board, policy: policy) })
+    record("export_svg_bytes", "bytes", Double(svg!.bytes.count))
+}
+
+if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "export" {
+    let board = Workload().generate(seed: 1).replica.snapshot()
+    try measureExports(board)
+    for (key, unit, value) in figures { print(key, value, unit) }
+    exit(0)
+}
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "apply" {
     let ops = Workload().generate(seed: 1).operations
     let start = ContinuousClock.now
@@ -95,10 +121,6 @@ if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "apply" {
 progress("generating the workload (4 users, live)")
 let workload = Workload().generate(seed: 1)
 let ops = workload.operations
-var figures: [(String, String, Double)] = []  // key, unit, value
-@MainActor func record(_ key: String, _ unit: String, _ value: Double) {
-    figures.append((key, unit, value))
-}
 record("operations", "ops", Double(ops.count))
 record("points", "points", Double(workload.pointCount))
 
@@ -143,6 +165,8 @@ let snapshot = workload.replica.snapshot()
 let canonicalSeconds = try measure { _ = try snapshot.canonicalJSON() }
 record("canonical_json", "s", canonicalSeconds)
 record("manifest_json", "bytes", Double(try snapshot.manifestJSON().count))
+progress("exports (PNG 1600x1200, PDF, SVG)")
+try measureExports(snapshot)
 
 progress("memory of a loaded board")
 let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("board-bench-\(ProcessInfo.processInfo.processIdentifier)")

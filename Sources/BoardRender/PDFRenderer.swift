@@ -59,21 +59,24 @@ public enum PDFRenderer {
         }
 
         let n = SVGRenderer.number
-        var content = ""
+        var content: [UInt8] = []
+        content.reserveCapacity(list.items.count * 64)
+        func put(_ text: String) { content += Array(text.utf8) }
+        func put(_ value: Double) { NumberText.append(value, to: &content); content.append(UInt8(ascii: " ")) }
         // Board coordinates (points, y down) onto the page (y up), scaled.
-        content += "\(n(policy.scale)) 0 0 \(n(-policy.scale)) 0 \(n(height)) cm\n"
+        put("\(n(policy.scale)) 0 0 \(n(-policy.scale)) 0 \(n(height)) cm\n")
         if !policy.transparent {
-            content += "1 1 1 rg 0 0 \(n(board.canvasSize.width)) \(n(board.canvasSize.height)) re f\n"
+            put("1 1 1 rg 0 0 \(n(board.canvasSize.width)) \(n(board.canvasSize.height)) re f\n")
         }
         func place(_ ref: DrawList.ImageRef, _ transform: Affine) {
             let w = Double(ref.image.width), h = Double(ref.image.height)
             // The image's unit square, first row at the top, onto its place on the board.
             let m = transform.concatenating(Affine(a: w, b: 0, c: 0, d: -h, tx: 0, ty: h))
             guard [m.a, m.b, m.c, m.d, m.tx, m.ty].allSatisfy(\.isFinite) else { return }
-            content += "q \(n(m.a)) \(n(m.b)) \(n(m.c)) \(n(m.d)) \(n(m.tx)) \(n(m.ty)) cm /\(imageName(ref)) Do Q\n"
+            put("q \(n(m.a)) \(n(m.b)) \(n(m.c)) \(n(m.d)) \(n(m.tx)) \(n(m.ty)) cm /\(imageName(ref)) Do Q\n")
         }
         if let (ref, transform) = list.background { place(ref, transform) }
-        content += "1 J 1 j\n"
+        put("1 J 1 j\n")
         for item in list.items {
             switch item {
             case .stroke(let stroke):
@@ -81,19 +84,20 @@ public enum PDFRenderer {
                       stroke.points.allSatisfy({ $0.x.isFinite && $0.y.isFinite }) else { continue }
                 let (r, g, b, a) = straightColor(stroke.color)
                 guard a > 0 else { continue }
-                var path = "\(n(Double(r))) \(n(Double(g))) \(n(Double(b))) RG \(n(stroke.width)) w"
-                if a < 1 { path = "/\(alphaState(n(Double(a)))) gs " + path }
-                path += " \(n(stroke.points[0].x)) \(n(stroke.points[0].y)) m"
+                put("q ")
+                if a < 1 { put("/\(alphaState(n(Double(a)))) gs ") }
+                put(Double(r)); put(Double(g)); put(Double(b)); put("RG "); put(stroke.width); put("w ")
+                put(stroke.points[0].x); put(stroke.points[0].y); put("m")
                 // A single point is a zero-length line: its round caps make a dot.
-                for point in stroke.points.count == 1 ? stroke.points : Array(stroke.points.dropFirst()) {
-                    path += " \(n(point.x)) \(n(point.y)) l"
+                for point in stroke.points.count == 1 ? stroke.points[...] : stroke.points.dropFirst() {
+                    put(" "); put(point.x); put(point.y); put("l")
                 }
-                content += "q " + path + " S Q\n"
+                put(" S Q\n")
             case .image(let ref, let transform):
                 place(ref, transform)
             }
         }
-        objects[contents - 1] = stream("/Filter /FlateDecode", Zlib.compress(Array(content.utf8)))
+        objects[contents - 1] = stream("/Filter /FlateDecode", Zlib.compress(content))
         objects[catalog - 1] = Array("<< /Type /Catalog /Pages \(pages) 0 R >>".utf8)
         objects[pages - 1] = Array("<< /Type /Pages /Kids [\(page) 0 R] /Count 1 >>".utf8)
         var resourceText = ""

@@ -166,46 +166,48 @@ public enum PNGRenderer {
 public enum PNGWriter {
     public static func encode(_ image: RGBAImage, level: Int32 = 6) -> [UInt8] {
         let rowBytes = image.width * 4
-        var raw = [UInt8]()
-        raw.reserveCapacity(image.height * (rowBytes + 1))
-        var previous = [UInt8](repeating: 0, count: rowBytes)
-        var candidate = [UInt8](repeating: 0, count: rowBytes)
-        var best = [UInt8](repeating: 0, count: rowBytes)
+        var raw = [UInt8](repeating: 0, count: image.height * (rowBytes + 1))
+        let zeros = [UInt8](repeating: 0, count: rowBytes)
         image.pixels.withUnsafeBufferPointer { pixels in
-            for y in 0..<image.height {
-                let row = UnsafeBufferPointer(rebasing: pixels[(y * rowBytes)..<((y + 1) * rowBytes)])
-                var bestType: UInt8 = 0
-                var bestCost = Int.max
-                for type in UInt8(0)...4 {
-                    var cost = 0
-                    for i in 0..<rowBytes {
-                        let a = i >= 4 ? Int(row[i - 4]) : 0
-                        let b = Int(previous[i])
-                        let c = i >= 4 ? Int(previous[i - 4]) : 0
-                        let predictor: Int
-                        switch type {
-                        case 0: predictor = 0
-                        case 1: predictor = a
-                        case 2: predictor = b
-                        case 3: predictor = (a + b) / 2
-                        default:
-                            let p = a + b - c
-                            let pa = abs(p - a), pb = abs(p - b), pc = abs(p - c)
-                            predictor = pa <= pb && pa <= pc ? a : pb <= pc ? b : c
+            zeros.withUnsafeBufferPointer { zeroRow in
+                raw.withUnsafeMutableBufferPointer { out in
+                    for y in 0..<image.height {
+                        let row = pixels.baseAddress! + y * rowBytes
+                        let above = y == 0 ? zeroRow.baseAddress! : pixels.baseAddress! + (y - 1) * rowBytes
+                        // The cost of each filter (sum of the residuals as signed bytes), in one pass.
+                        var costs = (0, 0, 0, 0, 0)
+                        for i in 0..<rowBytes {
+                            let x = Int(row[i]), b = Int(above[i])
+                            let a = i >= 4 ? Int(row[i - 4]) : 0
+                            let c = i >= 4 ? Int(above[i - 4]) : 0
+                            costs.0 += weight(x)
+                            costs.1 += weight(x - a)
+                            costs.2 += weight(x - b)
+                            costs.3 += weight(x - (a + b) / 2)
+                            costs.4 += weight(x - paeth(a, b, c))
                         }
-                        let value = UInt8(truncatingIfNeeded: Int(row[i]) - predictor)
-                        candidate[i] = value
-                        cost += value < 128 ? Int(value) : 256 - Int(value)
-                    }
-                    if cost < bestCost {
-                        bestCost = cost
-                        bestType = type
-                        swap(&best, &candidate)
+                        var type = 0, best = costs.0
+                        for (candidate, cost) in [(1, costs.1), (2, costs.2), (3, costs.3), (4, costs.4)] where cost < best {
+                            type = candidate
+                            best = cost
+                        }
+                        let start = y * (rowBytes + 1)
+                        out[start] = UInt8(type)
+                        for i in 0..<rowBytes {
+                            let x = Int(row[i]), b = Int(above[i])
+                            let a = i >= 4 ? Int(row[i - 4]) : 0
+                            let predictor: Int
+                            switch type {
+                            case 0: predictor = 0
+                            case 1: predictor = a
+                            case 2: predictor = b
+                            case 3: predictor = (a + b) / 2
+                            default: predictor = paeth(a, b, i >= 4 ? Int(above[i - 4]) : 0)
+                            }
+                            out[start + 1 + i] = UInt8(truncatingIfNeeded: x - predictor)
+                        }
                     }
                 }
-                raw.append(bestType)
-                raw += best
-                previous = Array(row)
             }
         }
         func be(_ value: UInt32) -> [UInt8] { [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
@@ -218,5 +220,16 @@ public enum PNGWriter {
         out += chunk("IDAT", Zlib.compress(raw, level: level))
         out += chunk("IEND", [])
         return out
+    }
+
+    @inline(__always) static func weight(_ residual: Int) -> Int {
+        let byte = residual & 0xFF
+        return byte < 128 ? byte : 256 - byte
+    }
+
+    @inline(__always) static func paeth(_ a: Int, _ b: Int, _ c: Int) -> Int {
+        let p = a + b - c
+        let pa = abs(p - a), pb = abs(p - b), pc = abs(p - c)
+        return pa <= pb && pa <= pc ? a : pb <= pc ? b : c
     }
 }

@@ -90,7 +90,15 @@ public enum SVGRenderer {
             if stroke.points.isEmpty { return #"<g id="\#(id)"/>"# + "\n" }
             return #"<circle id="\#(id)" cx="\#(number(point.x))" cy="\#(number(point.y))" r="\#(number(stroke.width / 2))" fill="\#(paint)"\#(opacity)/>"# + "\n"
         }
-        let points = stroke.points.map { "\(number($0.x)),\(number($0.y))" }.joined(separator: " ")
+        var pointBytes: [UInt8] = []
+        pointBytes.reserveCapacity(stroke.points.count * 12)
+        for (index, point) in stroke.points.enumerated() {
+            if index > 0 { pointBytes.append(UInt8(ascii: " ")) }
+            NumberText.append(point.x, to: &pointBytes)
+            pointBytes.append(UInt8(ascii: ","))
+            NumberText.append(point.y, to: &pointBytes)
+        }
+        let points = String(decoding: pointBytes, as: UTF8.self)
         return #"<polyline id="\#(id)" points="\#(points)" fill="none" stroke="\#(paint)" stroke-width="\#(number(stroke.width))" stroke-linecap="round" stroke-linejoin="round"\#(opacity)/>"# + "\n"
     }
 
@@ -123,11 +131,6 @@ public enum SVGRenderer {
 
     /// Shortest fixed notation with at most three decimals ("12", "0.5", "-3.125").
     static func number(_ value: Double) -> String {
-        guard value.isFinite else { return "0" }
-        let rounded = (value * 1000).rounded() / 1000
-        if rounded == rounded.rounded(), abs(rounded) < 1e15 { return String(Int64(rounded)) }
-        var text = String(format: "%.3f", rounded)
-        while text.hasSuffix("0") { text.removeLast() }
-        return text
+        NumberText.string(value)
     }
 }
