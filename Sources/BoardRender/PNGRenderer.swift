@@ -134,7 +134,8 @@ public enum PNGRenderer {
     /// The rendered pixels themselves (for tests and for callers that want them unencoded).
     public static func rasterize(_ board: BoardSnapshot, policy: ExportPolicy = ExportPolicy()) throws -> (RGBAImage, [String]) {
         let size = try policy.pixelSize(for: board.canvasSize)
-        var raster = Raster(width: size.width, height: size.height, background: policy.transparent ? (0, 0, 0, 0) : (1, 1, 1, 1))
+        var raster = Raster(width: size.width, height: size.height, background: policy.transparent ? (0, 0, 0, 0) : (1, 1, 1, 1),
+                            budget: policy.maxPixelVisits)
         let list = DrawList(board)
         let scale = Affine(a: policy.scale, b: 0, c: 0, d: policy.scale, tx: 0, ty: 0)
         var textures: [Int: Texture] = [:]
@@ -155,6 +156,9 @@ public enum PNGRenderer {
                 raster.stroke(points, lineWidth: stroke.width * policy.scale, color: straightColor(stroke.color))
             case .image(let ref, let transform):
                 raster.draw(texture(ref), transform: scale.concatenating(transform))
+            }
+            if raster.exhausted {
+                throw ExportError(message: "the board is too heavy to rasterize at this size (its strokes and images would take more than \(policy.maxPixelVisits) pixel visits); export PDF or SVG, or lower --scale")
             }
         }
         return (RGBAImage(width: size.width, height: size.height, pixels: raster.rgba8()), list.warnings)

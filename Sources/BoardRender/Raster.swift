@@ -73,8 +73,12 @@ struct Raster {
     /// overlapping segments and joins are painted once, at their highest coverage).
     private var coverage: [Float]
     private var touched: [Int32] = []
+    /// Pixel visits left: a hostile board (a million-point stroke as wide as the canvas, a
+    /// hundred thousand full-canvas stickers) runs out of it instead of drawing for hours.
+    private(set) var budget: Int
+    var exhausted: Bool { budget < 0 }
 
-    init(width: Int, height: Int, background: (Float, Float, Float, Float)) {
+    init(width: Int, height: Int, background: (Float, Float, Float, Float), budget: Int) {
         self.width = width
         self.height = height
         let (r, g, b, a) = background
@@ -86,11 +90,12 @@ struct Raster {
         }
         self.pixels = pixels
         coverage = [Float](repeating: 0, count: width * height)
+        self.budget = budget
     }
 
     /// A polyline `points` (canvas pixels) of `lineWidth` pixels in straight RGBA `color`.
     mutating func stroke(_ points: [(Double, Double)], lineWidth: Double, color: (Float, Float, Float, Float)) {
-        guard !points.isEmpty, lineWidth > 0, color.3 > 0 else { return }
+        guard !points.isEmpty, lineWidth > 0, color.3 > 0, !exhausted else { return }
         let radius = max(lineWidth / 2, 0.5)
         // Lines thinner than a pixel fade instead of thinning further.
         let thin = Float(min(1, lineWidth))
@@ -98,6 +103,7 @@ struct Raster {
         let width = self.width, height = self.height
         coverage.withUnsafeMutableBufferPointer { cover in
             for (p, q) in segments {
+                if budget < 0 { break }
                 let (x0, y0) = p, (x1, y1) = q
                 let reach = radius + 1
                 let top = max(0, Int((min(y0, y1) - reach).rounded(.down)))
@@ -135,6 +141,8 @@ struct Raster {
                     let left = max(0, Int((low - 0.5).rounded(.down)))
                     let right = min(width - 1, Int((high - 0.5).rounded(.up)))
                     guard left <= right else { continue }
+                    budget -= right - left + 1
+                    if budget < 0 { break }
                     for x in left...right {
                         let cx = Double(x) + 0.5
                         var t = lengthSquared > 0 ? ((cx - x0) * dx + (cy - y0) * dy) / lengthSquared : 0
@@ -172,7 +180,7 @@ struct Raster {
     /// Draws `texture` with `transform` mapping its pixel coordinates to canvas pixels; bilinear
     /// sampling inside, anti-aliased edges, source-over.
     mutating func draw(_ texture: Texture, transform: Affine) {
-        guard let inverse = transform.inverse else { return }
+        guard let inverse = transform.inverse, !exhausted else { return }
         let w = Double(texture.width), h = Double(texture.height)
         let corners = [transform.apply(0, 0), transform.apply(w, 0), transform.apply(0, h), transform.apply(w, h)]
         let left = max(0, Int((corners.map(\.0).min()! - 1).rounded(.down)))
@@ -180,6 +188,8 @@ struct Raster {
         let top = max(0, Int((corners.map(\.1).min()! - 1).rounded(.down)))
         let bottom = min(height - 1, Int((corners.map(\.1).max()! + 1).rounded(.up)))
         guard left <= right, top <= bottom else { return }
+        budget -= (right - left + 1) * (bottom - top + 1)
+        if budget < 0 { return }
         // Canvas pixels per texture pixel, for the width of the anti-aliased edge.
         let zoom = max(1e-9, min((transform.a * transform.a + transform.b * transform.b).squareRoot(),
                                  (transform.c * transform.c + transform.d * transform.d).squareRoot()))

@@ -11,6 +11,12 @@ public struct ExportPolicy: Sendable, Equatable {
     public static let maxPixelsPerSide = 32_768.0
     /// Raster exports with more pixels than this (about 1 GB of working memory) are refused too.
     public static let maxPixels = 64_000_000.0
+    /// Raster exports stop with an error after this many pixel visits (each stroke segment and
+    /// image visits the pixels it may cover): a hostile board cannot keep a server or a user's
+    /// machine drawing for hours. The default is reached in about 4 s (release build) by a
+    /// stroke of 20,000 points as wide as the canvas; the workload board of docs/PERFORMANCE.md
+    /// (5,000 strokes, 500 stickers) needs under 50 million.
+    public var maxPixelVisits = 400_000_000
 
     public init(scale: Double = 1, transparent: Bool = false) {
         self.scale = scale

@@ -129,6 +129,17 @@ import Testing
         let board = BoardSnapshot(canvasSize: CodableSize(width: 8000, height: 8000))
         #expect { _ = try PNGRenderer.render(board, policy: ExportPolicy(scale: 2)) } throws: { "\($0)".contains("more than") }
         #expect { _ = try PNGRenderer.render(board, policy: ExportPolicy(scale: 0)) } throws: { "\($0)".contains("positive") }
+        // A hostile board: a 20,000-point stroke as wide as the canvas. Rasterizing it would
+        // visit every pixel once per segment (38 billion visits); it runs out of its budget
+        // instead (a small one here, to keep the debug-build test quick; the default is 400 million).
+        let wide = InkStroke(id: Self.id(50), color: RGBAColor(red: 0, green: 0, blue: 0), width: 5000,
+                             points: (0..<20_000).map { CodablePoint(x: Double($0 % 1600), y: Double($0 % 1200)) })
+        let heavy = BoardSnapshot(canvasSize: CodableSize(width: 1600, height: 1200), strokes: [wide])
+        var limited = ExportPolicy()
+        limited.maxPixelVisits = 20_000_000
+        #expect { _ = try PNGRenderer.render(heavy, policy: limited) } throws: { "\($0)".contains("too heavy") }
+        #expect(try PNGRenderer.render(Self.sample(), policy: limited).bytes.count > 0, "an ordinary board is far within it")
+        #expect(try PDFRenderer.render(heavy).bytes.count > 0, "vector exports are linear in the points")
         let nan = BoardSnapshot(canvasSize: CodableSize(width: .nan, height: 5))
         #expect { _ = try PNGRenderer.render(nan, policy: ExportPolicy()) } throws: { "\($0)".contains("cannot be exported") }
     }
