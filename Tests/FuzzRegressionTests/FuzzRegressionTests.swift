@@ -31,6 +31,8 @@ import Testing
         for seed in FuzzTargets.seeds("frame") { #expect(FuzzTargets.accepts("frame", seed)) }
         for seed in FuzzTargets.seeds("oplog").prefix(1) { #expect(FuzzTargets.accepts("oplog", seed)) }
         for seed in FuzzTargets.seeds("manifest") { #expect(FuzzTargets.accepts("manifest", seed)) }
+        for seed in FuzzTargets.seeds("png") { #expect(FuzzTargets.accepts("png", seed)) }
+        #expect(!FuzzTargets.accepts("png", Array(FuzzTargets.seeds("png")[1].dropLast(20))))
         #expect(!FuzzTargets.accepts("operations", [0xFF, 0x00]))
         #expect(!FuzzTargets.accepts("manifest", Array("{".utf8)))
     }

@@ -1,5 +1,6 @@
 import BoardCRDT
 import BoardModel
+import BoardRender
 import BoardStore
 import BoardSync
 import Foundation
@@ -10,7 +11,7 @@ import Foundation
 /// encoder. `bin/fuzz TARGET` runs one under libFuzzer; `FuzzRegressionTests` replays every
 /// input in `Fuzz/Corpus/<target>/` (seeds and every crash ever found) in the normal test run.
 public enum FuzzTargets {
-    public static let names = ["frame", "operations", "session", "oplog", "manifest"]
+    public static let names = ["frame", "operations", "session", "oplog", "manifest", "png"]
 
     /// Runs target `name` on `bytes`. Unknown names trap (a usage error of the harness).
     public static func run(_ name: String, _ bytes: [UInt8]) {
@@ -20,6 +21,7 @@ public enum FuzzTargets {
         case "session": session(bytes)
         case "oplog": opLog(bytes)
         case "manifest": manifest(bytes)
+        case "png": png(bytes)
         default: preconditionFailure("unknown fuzz target '\(name)' (one of \(names.joined(separator: ", ")))")
         }
     }
@@ -42,6 +44,8 @@ public enum FuzzTargets {
             guard (try? fileSystem.writeFile("/log", bytes)) != nil,
                   let opened = try? OpLog.open("/log", fileSystem: fileSystem) else { return false }
             return !opened.batches.isEmpty
+        case "png":
+            return (try? PNGDecoder.decode(bytes)) != nil
         case "manifest":
             let fileSystem = MemoryFileSystem()
             guard (try? fileSystem.createDirectories("/p.boardpkg")) != nil,
@@ -160,6 +164,19 @@ public enum FuzzTargets {
         }
     }
 
+    /// The PNG decoder (stickers and backgrounds, decoded by exports): an image or an error;
+    /// an image it returns survives our encoder and decodes to the same pixels.
+    static func png(_ bytes: [UInt8]) {
+        guard let image = try? PNGDecoder.decode(bytes) else { return }
+        precondition(image.pixels.count == image.width * image.height * 4)
+        guard image.width * image.height <= 1 << 16 else { return }  // keep each run quick
+        let again: RGBAImage
+        do { again = try PNGDecoder.decode(PNGWriter.encode(image)) } catch {
+            preconditionFailure("a decoded image does not decode after encoding: \(error)")
+        }
+        precondition(again == image, "an image changed through encode and decode")
+    }
+
     /// The manifest reader (a package's view), given the input as manifest.json: a snapshot or
     /// an error, never a trap; a snapshot it returns encodes to canonical JSON.
     static func manifest(_ bytes: [UInt8]) {
@@ -189,6 +206,8 @@ extension FuzzTargets {
             return [board.opLog, [0] + board.opLog.dropFirst(OpLog.magic.count)]
         case "manifest":
             return [board.manifest]
+        case "png":
+            return board.images
         default:
             preconditionFailure("unknown fuzz target '\(name)'")
         }
@@ -203,6 +222,9 @@ struct SeedBoard {
     var messages: [Message]
     var opLog: [UInt8]
     var manifest: [UInt8]
+    /// PNGs of several kinds: our stored-deflate encoder's, the export encoder's (filtered,
+    /// zlib), one with a palette and transparency, one interlaced.
+    var images: [[UInt8]]
 
     init() throws {
         let fileSystem = MemoryFileSystem()
@@ -249,6 +271,8 @@ struct SeedBoard {
             .error(code: 4, message: "seed error"),
             .bye,
         ]
+        let gradient = RGBAImage(width: 9, height: 7, pixels: (0..<(9 * 7 * 4)).map { UInt8(truncatingIfNeeded: $0 * 37) })
+        images = [Array(png), PNGWriter.encode(gradient), SeedBoard.palettePNG, SeedBoard.interlacedPNG]
         opLog = try fileSystem.readFile(Path.join(path, PackageLayout.opLog))
         manifest = try fileSystem.readFile(Path.join(path, PackageLayout.manifest))
         package.close()
@@ -263,4 +287,34 @@ extension FuzzTargets {
             try Data(seed).write(to: URL(fileURLWithPath: directory).appendingPathComponent("seed-\(index)"))
         }
     }
+}
+
+extension SeedBoard {
+    static func chunk(_ type: String, _ body: [UInt8]) -> [UInt8] {
+        func be(_ value: UInt32) -> [UInt8] { [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
+        let typeBytes = Array(type.utf8)
+        return be(UInt32(body.count)) + typeBytes + body + be(CRC32.checksum(body, continuing: CRC32.checksum(typeBytes)))
+    }
+
+    static let signature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+
+    /// 4×2, 2-bit palette of three colours, the second half transparent.
+    static let palettePNG: [UInt8] = {
+        let rows: [UInt8] = [0, 0b0001_1000, 0, 0b1001_0000]  // filter 0, four 2-bit indices per row
+        return signature + chunk("IHDR", [0, 0, 0, 4, 0, 0, 0, 2, 2, 3, 0, 0, 0])
+            + chunk("PLTE", [255, 0, 0, 0, 255, 0, 0, 0, 255]) + chunk("tRNS", [255, 128])
+            + chunk("IDAT", Zlib.compress(rows)) + chunk("IEND", [])
+    }()
+
+    /// 3×3 gray 8-bit, Adam7-interlaced: passes 2 and 3 are empty at this size (they start
+    /// at x = 4 and y = 4); the other five hold the pixels listed below.
+    static let interlacedPNG: [UInt8] = {
+        let raw: [UInt8] = [0, 10,          // pass 1: (0,0)
+                            0, 20,          // pass 4: (2,0)
+                            0, 30, 40,      // pass 5: (0,2), (2,2)
+                            0, 50, 0, 60,   // pass 6: (1,0), (1,2)
+                            0, 70, 80, 90]  // pass 7: row 1
+        return signature + chunk("IHDR", [0, 0, 0, 3, 0, 0, 0, 3, 8, 0, 0, 0, 1])
+            + chunk("IDAT", Zlib.compress(raw)) + chunk("IEND", [])
+    }()
 }
