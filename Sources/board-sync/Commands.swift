@@ -22,6 +22,11 @@ struct Commands {
         case "sticker": try sticker(raw)
         case "move": try move(raw)
         case "transform": try transform(raw)
+        case "image": try image(raw)
+        case "style": try style(raw)
+        case "canvas": try canvas(raw)
+        case "background": try background(raw)
+        case "between": try between(raw)
         case "delete", "restore", "front", "back": try itemCommand(name, raw)
         case "undo", "redo": try undoRedo(name, raw)
         case "show": try show(raw)
@@ -123,6 +128,85 @@ struct Commands {
                 if let rotation { made += try replica.setRotation(id, to: rotation).operations }
                 return LocalEdit(item: id, operations: made)
             }
+        }
+        try report(edit, json: args.has("json"), printID: false)
+    }
+
+    /// Replaces a sticker's image (its place, scale and rotation stay).
+    private func image(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: ["image"], flags: ["json"])
+        let positionals = try args.positionals(["<package>", "<id>"])
+        let id = ItemID(uuid: try Parse.uuid(positionals[1]))
+        guard let imagePath = args.value("image") else { throw UsageError("missing --image FILE.png") }
+        let png = try readPNG(imagePath)
+        let edit = try withPackage(positionals[0]) { package in
+            try package.commit { try $0.replaceImage(id, withPNG: png) }
+        }
+        try report(edit, json: args.has("json"), printID: false)
+    }
+
+    /// A stroke's colour and/or width, as one undo step.
+    private func style(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: ["color", "width"], flags: ["json"])
+        let positionals = try args.positionals(["<package>", "<id>"])
+        let id = ItemID(uuid: try Parse.uuid(positionals[1]))
+        let color = try args.value("color").map(Parse.color)
+        let width = try args.value("width").map { try Parse.number($0, "--width") }
+        guard color != nil || width != nil else { throw UsageError("give --color, --width or both") }
+        if let width, width < 0 { throw UsageError("--width '\(width)' must not be negative") }
+        let edit = try withPackage(positionals[0]) { package in
+            try package.commit { replica in
+                replica.beginUndoGroup()
+                defer { replica.endUndoGroup() }
+                var made: [Op] = []
+                if let color { made += try replica.setColor(id, to: color).operations }
+                if let width { made += try replica.setWidth(id, to: width).operations }
+                return LocalEdit(item: id, operations: made)
+            }
+        }
+        try report(edit, json: args.has("json"), printID: false)
+    }
+
+    private func canvas(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: ["size"], flags: ["json"])
+        let path = try args.positionals(["<package>"])[0]
+        guard let sizeText = args.value("size") else { throw UsageError("missing --size WxH") }
+        let size = try Parse.size(sizeText, "--size")
+        let edit = try withPackage(path) { package in
+            try package.commit { try $0.setCanvasSize(size) }
+        }
+        try report(edit, json: args.has("json"), printID: false)
+    }
+
+    private func background(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: ["image"], flags: ["none", "json"])
+        let path = try args.positionals(["<package>"])[0]
+        let png: Data?
+        switch (args.value("image"), args.has("none")) {
+        case (let file?, false): png = try readPNG(file)
+        case (nil, true): png = nil
+        default: throw UsageError("give --image FILE.png or --none")
+        }
+        let edit = try withPackage(path) { package in
+            try package.commit { replica in
+                if let png { return try replica.setBackground(imagePNG: png) }
+                return try replica.setBackground(asset: nil)
+            }
+        }
+        try report(edit, json: args.has("json"), printID: false)
+    }
+
+    /// Paints an item between two others.
+    private func between(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: ["above", "below"], flags: ["json"])
+        let positionals = try args.positionals(["<package>", "<id>"])
+        let id = ItemID(uuid: try Parse.uuid(positionals[1]))
+        guard let aboveText = args.value("above"), let belowText = args.value("below") else {
+            throw UsageError("give --above ID and --below ID (the items it goes between)")
+        }
+        let lower = ItemID(uuid: try Parse.uuid(aboveText)), upper = ItemID(uuid: try Parse.uuid(belowText))
+        let edit = try withPackage(positionals[0]) { package in
+            try package.commit { try $0.put(id, between: lower, and: upper) }
         }
         try report(edit, json: args.has("json"), printID: false)
     }

@@ -48,6 +48,21 @@ let commandHelps: [String: CommandHelp] = [
                              usage: "transform <package> <id> [--scale S] [--rotation RADIANS] [--json]",
                              arguments: [packageArgument, idArgument],
                              options: [("--scale S", "New scale factor."), ("--rotation RADIANS", "New rotation."), jsonOption]),
+    "image": CommandHelp(name: "image", overview: "Replace a sticker's image (it keeps its place, scale and rotation).",
+                         usage: "image <package> <id> --image FILE.png [--json]", arguments: [packageArgument, idArgument],
+                         options: [("--image FILE.png", "The new image."), jsonOption]),
+    "style": CommandHelp(name: "style", overview: "Change a stroke's colour and/or width (one undo step).",
+                         usage: "style <package> <id> [--color #RRGGBBAA] [--width W] [--json]", arguments: [packageArgument, idArgument],
+                         options: [("--color #RRGGBB[AA]", "The new ink colour."), ("--width W", "The new line width in points."), jsonOption]),
+    "canvas": CommandHelp(name: "canvas", overview: "Resize the board's canvas.",
+                          usage: "canvas <package> --size WxH [--json]", arguments: [packageArgument],
+                          options: [("--size WxH", "The new canvas size in points."), jsonOption]),
+    "background": CommandHelp(name: "background", overview: "Set or clear the board's background image.",
+                              usage: "background <package> (--image FILE.png | --none) [--json]", arguments: [packageArgument],
+                              options: [("--image FILE.png", "The new background."), ("--none", "No background image."), jsonOption]),
+    "between": CommandHelp(name: "between", overview: "Paint an item just above one item and below another.",
+                           usage: "between <package> <id> --above ID --below ID [--json]", arguments: [packageArgument, idArgument],
+                           options: [("--above ID", "The item it goes above."), ("--below ID", "The item it goes below."), jsonOption]),
     "delete": CommandHelp(name: "delete", overview: "Erase a stroke or delete a sticker (restore brings it back).",
                           usage: "delete <package> <id> [--json]", arguments: [packageArgument, idArgument], options: [jsonOption]),
     "restore": CommandHelp(name: "restore", overview: "Bring back an erased stroke or deleted sticker with every edit merged meanwhile.",
@@ -124,7 +139,7 @@ let netHelps: [String: CommandHelp] = [
                                    ("--subject ID", "Who the token is for (default: a random id)."), jsonOption]),
 ]
 
-let commandOrder = ["demo", "serve", "sync", "peer", "token", "new", "stroke", "sticker", "move", "transform", "delete", "restore", "front", "back", "undo", "redo", "show", "export", "log", "repair"]
+let commandOrder = ["demo", "serve", "sync", "peer", "token", "new", "stroke", "sticker", "move", "transform", "image", "style", "canvas", "background", "between", "delete", "restore", "front", "back", "undo", "redo", "show", "export", "log", "repair"]
 
 let toolVersion = "0.3.0"
 

@@ -87,7 +87,8 @@ final class Workspace {
 }
 
 @Suite struct CLITests {
-    static let commands = ["demo", "serve", "sync", "peer", "token", "new", "stroke", "sticker", "move", "transform", "delete", "restore", "front", "back", "undo", "redo", "show", "log", "repair"]
+    static let commands = ["demo", "serve", "sync", "peer", "token", "new", "stroke", "sticker", "move", "transform", "image", "style", "canvas",
+                           "background", "between", "delete", "restore", "front", "back", "undo", "redo", "show", "export", "log", "repair"]
 
     @Test func everyCommandHasHelp() throws {
         let workspace = try Workspace()

@@ -1,0 +1,67 @@
+import BoardModel
+import Foundation
+import Testing
+
+/// Every edit the library has, from the command line: images, stroke style, canvas, background,
+/// paint order between two items.
+@Suite struct EditCLITests {
+    @Test func imagesStylesCanvasBackgroundAndBetween() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        try Data(PNGEncoder.solid(width: 5, height: 5, red: 0, green: 0, blue: 255)).write(to: URL(fileURLWithPath: workspace.path + "/blue.png"))
+        try cli.run("new", "E.boardpkg")
+        let sticker = try cli.run("sticker", "E.boardpkg", "--image", "red.png", "--at", "10,10").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let low = try cli.run("stroke", "E.boardpkg", "--points", "1,1 2,2").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let high = try cli.run("stroke", "E.boardpkg", "--points", "3,3 4,4").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let red = Data(PNGEncoder.solid(width: 8, height: 8, red: 255, green: 0, blue: 0))
+        let blue = try Data(contentsOf: URL(fileURLWithPath: workspace.path + "/blue.png"))
+
+        #expect(try cli.run("image", "E.boardpkg", sticker, "--image", "blue.png").status == 0)
+        var board = try workspace.board("E.boardpkg")
+        // `show --json` names images by hash (the manifest's shape).
+        #expect(board.stickers.first?.imageSHA256 == AssetHash.of(blue).hex && board.stickers.first?.position == CodablePoint(x: 10, y: 10))
+
+        #expect(try cli.run("style", "E.boardpkg", low, "--color", "#00FF0080", "--width", "7").status == 0)
+        board = try workspace.board("E.boardpkg")
+        let styled = try #require(board.strokes.first { $0.id.uuidString == low })
+        #expect(styled.width == 7 && styled.color.green == 1 && abs(styled.color.alpha - 128.0 / 255) < 0.01)
+        // One undo step for both fields.
+        try cli.run("undo", "E.boardpkg")
+        board = try workspace.board("E.boardpkg")
+        let unstyled = try #require(board.strokes.first { $0.id.uuidString == low })
+        #expect(unstyled.width == 2 && unstyled.color == RGBAColor.black)
+
+        #expect(try cli.run("canvas", "E.boardpkg", "--size", "640x480").status == 0)
+        #expect(try workspace.board("E.boardpkg").canvasSize == CodableSize(width: 640, height: 480))
+        #expect(try cli.run("background", "E.boardpkg", "--image", "red.png").status == 0)
+        #expect(try workspace.board("E.boardpkg").backgroundSHA256 == AssetHash.of(red).hex)
+        #expect(try cli.run("background", "E.boardpkg", "--none").status == 0)
+        #expect(try workspace.board("E.boardpkg").backgroundSHA256 == nil)
+
+        // Paint order: sticker, low, high → put the sticker between low and high.
+        #expect(try cli.run("between", "E.boardpkg", sticker, "--above", low, "--below", high).status == 0)
+        let order = try #require(try workspace.board("E.boardpkg").paintOrder).map(\.uuidString)
+        #expect(order == [low, sticker, high], "\(order)")
+
+        // Refusals change nothing.
+        let before = try cli.run("show", "E.boardpkg", "--json").stdout
+        let refused: [([String], Int32)] = [
+            (["style", "E.boardpkg", sticker, "--width", "3"], 1),            // a sticker has no ink
+            (["image", "E.boardpkg", low, "--image", "blue.png"], 1),          // a stroke has no image
+            (["style", "E.boardpkg", low], 64),
+            (["style", "E.boardpkg", low, "--width", "-1"], 64),
+            (["image", "E.boardpkg", sticker, "--image", "missing.png"], 1),
+            (["canvas", "E.boardpkg", "--size", "0x10"], 64),
+            (["background", "E.boardpkg", "--image", "red.png", "--none"], 64),
+            (["background", "E.boardpkg"], 64),
+            (["between", "E.boardpkg", sticker, "--above", sticker, "--below", high], 1),
+            (["between", "E.boardpkg", sticker, "--above", low], 64),
+        ]
+        for (arguments, code) in refused {
+            let result = try cli.run(arguments)
+            #expect(result.status == code, "\(arguments): \(result.stderr)")
+            #expect(result.stderr.hasPrefix("Error:"), "\(arguments): \(result.stderr)")
+        }
+        #expect(try cli.run("show", "E.boardpkg", "--json").stdout == before)
+    }
+}
