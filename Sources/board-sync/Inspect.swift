@@ -34,35 +34,59 @@ enum Inspect {
         "\(String(op.lamport).leftPad(7))@\(op.id.replica)  #\(String(op.id.seq).leftPad(5))  \(op.payload)"
     }
 
+    /// Every field of an operation, in board units (points; colours as #RRGGBBAA; z keys and
+    /// hashes in full hex), so a script can rebuild the board from `log --json`.
     static func json(_ op: Op) -> [String: Any] {
         var object: [String: Any] = [
             "replica": op.id.replica.description, "seq": op.id.seq, "lamport": op.lamport,
         ]
         if let item = op.payload.item { object["item"] = item.description }
+        func points(_ points: [GridPoint]) -> [[Double]] {
+            points.map { [FixedPoint.points($0.x), FixedPoint.points($0.y)] }
+        }
+        func hex(_ color: Color8) -> String {
+            "#" + [color.red, color.green, color.blue, color.alpha].map { String($0, radix: 16, uppercase: true).leftPad(2, "0") }.joined()
+        }
+        func field(_ field: ItemField) -> Any {
+            switch field {
+            case .exists(let exists): return exists
+            case .color(let color): return hex(color)
+            case .width(let width): return FixedPoint.points(width)
+            case .asset(let hash): return hash.hex
+            case .position(let point): return [FixedPoint.points(point.x), FixedPoint.points(point.y)]
+            case .scale(let scale): return scale
+            case .rotation(let rotation): return rotation
+            case .z(let key): return key.description
+            }
+        }
         switch op.payload {
         case .beginStroke(_, let start):
             object["kind"] = "beginStroke"
-            object["points"] = start.points.count
+            object["points"] = points(start.points)
             object["width"] = FixedPoint.points(start.width)
-            object["color"] = hex(start.color.rgba)
-        case .appendPoints(_, let points):
+            object["color"] = hex(start.color)
+            object["z"] = start.z.description
+        case .appendPoints(_, let added):
             object["kind"] = "appendPoints"
-            object["points"] = points.count
+            object["points"] = points(added)
         case .addSticker(_, let start):
             object["kind"] = "addSticker"
             object["asset"] = start.asset.hex
-            object["x"] = FixedPoint.points(start.position.x)
-            object["y"] = FixedPoint.points(start.position.y)
+            object["position"] = [FixedPoint.points(start.position.x), FixedPoint.points(start.position.y)]
             object["scale"] = start.scale
             object["rotation"] = start.rotation
-        case .setItem(_, let field):
+            object["z"] = start.z.description
+        case .setItem(_, let value):
             object["kind"] = "set"
-            object["field"] = "\(field.kind)"
-            object["value"] = "\(field)".split(separator: "=", maxSplits: 1).last.map(String.init) ?? ""
-        case .setBoard(let field):
+            object["field"] = "\(value.kind)"
+            object["value"] = field(value)
+        case .setBoard(let value):
             object["kind"] = "setBoard"
-            object["field"] = "\(field.kind)"
-            object["value"] = "\(field)".split(separator: "=", maxSplits: 1).last.map(String.init) ?? ""
+            object["field"] = "\(value.kind)"
+            switch value {
+            case .background(let hash): object["value"] = hash.map { $0.hex as Any } ?? NSNull()
+            case .canvas(let width, let height): object["value"] = [FixedPoint.points(width), FixedPoint.points(height)]
+            }
         }
         return object
     }

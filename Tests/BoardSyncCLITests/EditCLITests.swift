@@ -63,5 +63,19 @@ import Testing
             #expect(result.stderr.hasPrefix("Error:"), "\(arguments): \(result.stderr)")
         }
         #expect(try cli.run("show", "E.boardpkg", "--json").stdout == before)
+
+        // `log --json` carries every field: points, whole hashes, z keys, colours, canvas.
+        let log = try cli.run("log", "E.boardpkg", "--json")
+        let entries = try #require(try JSONSerialization.jsonObject(with: Data(log.stdout.utf8)) as? [[String: Any]])
+        let begin = try #require(entries.first { $0["kind"] as? String == "beginStroke" && $0["item"] as? String == high })
+        #expect(begin["points"] as? [[Double]] == [[3, 3], [4, 4]])
+        #expect(begin["color"] as? String == "#000000FF" && begin["width"] as? Double == 2)
+        #expect((begin["z"] as? String)?.isEmpty == false)
+        let replaced = try #require(entries.last { $0["kind"] as? String == "set" && $0["field"] as? String == "asset" })
+        #expect(replaced["value"] as? String == AssetHash.of(blue).hex, "the whole hash")
+        let resized = try #require(entries.last { $0["kind"] as? String == "setBoard" && $0["field"] as? String == "canvas" })
+        #expect(resized["value"] as? [Double] == [640, 480])
+        let cleared = try #require(entries.last { $0["kind"] as? String == "setBoard" && $0["field"] as? String == "background" })
+        #expect(cleared["value"] is NSNull)
     }
 }
