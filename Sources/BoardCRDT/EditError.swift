@@ -4,6 +4,9 @@ public enum EditError: Error, Hashable, CustomStringConvertible {
     case wrongKind(ItemID, expected: ItemKind)
     case notFinite(String)
     case noStrokeInProgress
+    /// `appendPoints(_:to:)` on a stroke this replica is not drawing (another replica's, or one
+    /// already finished).
+    case strokeNotInProgress(ItemID)
     case tooManyPoints(Int)
     case invalidWidth(Double)
     case invalidCanvas(width: Double, height: Double)
@@ -21,6 +24,7 @@ public enum EditError: Error, Hashable, CustomStringConvertible {
         case .wrongKind(let id, let expected): return "item \(id) is not a \(expected.rawValue)"
         case .notFinite(let what): return "\(what) must be a finite number"
         case .noStrokeInProgress: return "no stroke is being drawn: begin a stroke first"
+        case .strokeNotInProgress(let id): return "stroke \(id) is not being drawn by this replica (finished, or another replica's)"
         case .tooManyPoints(let count): return "\(count) points in one edit (at most \(Op.maxPoints))"
         case .invalidWidth(let width): return "stroke width \(width) must be between 0 and \(FixedPoint.points(FixedPoint.limit))"
         case .invalidCanvas(let width, let height): return "canvas size \(width)x\(height) must be positive and finite"

@@ -6,38 +6,51 @@ import Foundation
 extension Replica {
     // MARK: Strokes
 
-    /// Starts a stroke on top of the board. Until `finishStroke()`, `appendPoints` extends it and
-    /// the whole stroke is one undo step. `id` is for imports that keep an existing UUID; new
-    /// strokes leave it nil and are named after their creating operation.
+    /// Starts a stroke on top of the board and keeps it in progress until `finishStroke(_:)`:
+    /// `appendPoints(_:to:)` extends it. Several strokes may be in progress at once (fingers,
+    /// pens). A stroke is one undo step of its own, whatever else is edited while it is drawn.
+    /// `id` is for imports that keep an existing UUID; new strokes leave it nil and are named
+    /// after their creating operation.
     public mutating func beginStroke(id explicitID: ItemID? = nil, color: RGBAColor, width: Double, points: [CodablePoint] = []) throws -> LocalEdit {
         guard let color8 = Color8(color) else { throw EditError.notFinite("stroke color") }
         let widthUnits = try Replica.width(width)
         let grid = try Replica.grid(points)
         if let explicitID, items[explicitID]?.creation != nil { throw EditError.duplicateItem(explicitID) }
         try reserve(1)
-        if openStroke != nil { finishStroke() }
-        undoLog.begin()
         let item = explicitID ?? ItemID(createdBy: OpID(replica: id, seq: lastSeq + 1))
         let start = StrokeStart(color: color8, width: widthUnits, z: ZKey.after(topKey), points: grid)
         let op = makeOperation(.beginStroke(item, start))
-        openStroke = item
+        openStrokes.append(item)
         return LocalEdit(item: item, operations: [op])
     }
 
-    /// Adds points to the end of the stroke being drawn.
-    public mutating func appendPoints(_ points: [CodablePoint]) throws -> LocalEdit {
-        guard let stroke = openStroke else { throw EditError.noStrokeInProgress }
+    /// Adds points to the end of `stroke`, which this replica must be drawing (begun here and
+    /// not finished); anything else throws and changes nothing.
+    public mutating func appendPoints(_ points: [CodablePoint], to stroke: ItemID) throws -> LocalEdit {
+        guard openStrokes.contains(stroke) else {
+            try require(stroke, .stroke)
+            throw EditError.strokeNotInProgress(stroke)
+        }
         let grid = try Replica.grid(points)
         guard !grid.isEmpty else { return LocalEdit(item: stroke) }
         try reserve(1)
         return LocalEdit(item: stroke, operations: [makeOperation(.appendPoints(stroke, grid))])
     }
 
-    /// Ends the stroke being drawn (no operation: peers need no marker) and closes its undo step.
+    /// Adds points to the stroke begun most recently and not finished (one pen at a time).
+    public mutating func appendPoints(_ points: [CodablePoint]) throws -> LocalEdit {
+        guard let stroke = openStroke else { throw EditError.noStrokeInProgress }
+        return try appendPoints(points, to: stroke)
+    }
+
+    /// Ends one stroke in progress (no operation: peers need no marker).
+    public mutating func finishStroke(_ stroke: ItemID) {
+        openStrokes.removeAll { $0 == stroke }
+    }
+
+    /// Ends every stroke in progress.
     public mutating func finishStroke() {
-        guard openStroke != nil else { return }
-        openStroke = nil
-        undoLog.end()
+        openStrokes.removeAll()
     }
 
     public mutating func setColor(_ item: ItemID, to color: RGBAColor) throws -> LocalEdit {
@@ -104,6 +117,22 @@ extension Replica {
         try require(item, .sticker)
         let value = try Replica.finite(radians, "sticker rotation")
         return try set(item, .rotation(value))
+    }
+
+    /// Scales and/or rotates a sticker as one undo step (two registers, each merging on its
+    /// own: a concurrent rotation elsewhere keeps this scale). Both values are checked before
+    /// anything changes.
+    public mutating func transform(_ item: ItemID, scale: Double? = nil, rotation: Double? = nil) throws -> LocalEdit {
+        try require(item, .sticker)
+        let scaleValue = try scale.map { try Replica.finite($0, "sticker scale") }
+        let rotationValue = try rotation.map { try Replica.finite($0, "sticker rotation") }
+        try reserve(2)
+        undoLog.begin()
+        defer { undoLog.end() }
+        var made: [Op] = []
+        if let scaleValue { made += try set(item, .scale(scaleValue)).operations }
+        if let rotationValue { made += try set(item, .rotation(rotationValue)).operations }
+        return LocalEdit(item: item, operations: made)
     }
 
     // MARK: Any item

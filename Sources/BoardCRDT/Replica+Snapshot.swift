@@ -35,6 +35,28 @@ extension Replica {
 
     /// The points of a stroke as every replica shows them: the first points, then the creator's
     /// appended runs in sequence order.
+    /// A sticker's current registers, typed (nil for an unknown item or a stroke).
+    public func sticker(_ item: ItemID) -> StickerState? {
+        guard kind(of: item) == .sticker,
+              case .position(let position)? = value(of: .position, for: item),
+              case .scale(let scale)? = value(of: .scale, for: item),
+              case .rotation(let rotation)? = value(of: .rotation, for: item),
+              case .asset(let asset)? = value(of: .asset, for: item) else { return nil }
+        var exists = true
+        if case .exists(let flag)? = value(of: .exists, for: item) { exists = flag }
+        return StickerState(position: position.codable, scale: scale, rotation: rotation, asset: asset, isDeleted: !exists)
+    }
+
+    /// A stroke's current colour and width, typed (nil for an unknown item or a sticker).
+    public func strokeStyle(_ item: ItemID) -> StrokeStyle? {
+        guard kind(of: item) == .stroke,
+              case .color(let color)? = value(of: .color, for: item),
+              case .width(let width)? = value(of: .width, for: item) else { return nil }
+        var exists = true
+        if case .exists(let flag)? = value(of: .exists, for: item) { exists = flag }
+        return StrokeStyle(color: color.rgba, width: FixedPoint.points(width), isErased: !exists)
+    }
+
     public func points(of item: ItemID) -> [CodablePoint] {
         guard let state = items[item], case .stroke(let start)? = state.creation?.kind else { return [] }
         return strokePoints(state, start).map(\.codable)
@@ -72,4 +94,20 @@ extension Replica {
         sticker.imagePNG = assets.data(for: asset) ?? Data()
         return sticker
     }
+}
+
+/// A sticker's registers as `Replica.sticker(_:)` reads them.
+public struct StickerState: Hashable, Sendable {
+    public var position: CodablePoint
+    public var scale: Double
+    public var rotation: Double
+    public var asset: AssetHash
+    public var isDeleted: Bool
+}
+
+/// A stroke's style as `Replica.strokeStyle(_:)` reads it (its points: `points(of:)`).
+public struct StrokeStyle: Hashable, Sendable {
+    public var color: RGBAColor
+    public var width: Double
+    public var isErased: Bool
 }

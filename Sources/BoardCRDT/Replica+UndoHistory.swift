@@ -95,7 +95,7 @@ extension Replica {
             undoLog = UndoLog()
             undoLog.undoStack = newValue.undo.suffix(UndoLog.limit).map(group)
             undoLog.redoStack = newValue.redo.suffix(UndoLog.limit).map(group)
-            openStroke = nil
+            openStrokes = []
         }
     }
 }

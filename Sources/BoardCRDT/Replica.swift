@@ -46,8 +46,11 @@ public struct Replica: Sendable {
     var zRange: (lowest: ZKey, highest: ZKey)?
 
     var undoLog = UndoLog()
-    /// The stroke this replica is drawing, if any.
-    public internal(set) var openStroke: ItemID?
+    /// The strokes this replica is drawing (several at once: multi-touch, several pens), oldest
+    /// first. Not persisted: a reopened replica has none in progress.
+    public internal(set) var openStrokes: [ItemID] = []
+    /// The stroke begun most recently and not yet finished, if any.
+    public var openStroke: ItemID? { openStrokes.last }
 
     public init(id: ReplicaID) {
         self.id = id

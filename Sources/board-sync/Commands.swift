@@ -120,14 +120,7 @@ struct Commands {
         let rotation = try args.value("rotation").map { try Parse.number($0, "--rotation") }
         guard scale != nil || rotation != nil else { throw UsageError("give --scale, --rotation or both") }
         let edit = try withPackage(positionals[0]) { package in
-            try package.commit { replica in
-                replica.beginUndoGroup()
-                defer { replica.endUndoGroup() }
-                var made: [Op] = []
-                if let scale { made += try replica.setScale(id, to: scale).operations }
-                if let rotation { made += try replica.setRotation(id, to: rotation).operations }
-                return LocalEdit(item: id, operations: made)
-            }
+            try package.commit { try $0.transform(id, scale: scale, rotation: rotation) }
         }
         try report(edit, json: args.has("json"), printID: false)
     }

@@ -1,5 +1,6 @@
 import BoardCRDT
 import BoardModel
+import BoardRender
 import BoardStore
 import Foundation
 import Testing
@@ -40,14 +41,27 @@ import Testing
         #expect(try copy.apply(snapshot: read, previous: nil).operations.isEmpty)
     }
 
-    @Test func exportTypesFailClearlyUntilTheirRenderersArrive() throws {
+    @Test func theWriterRoutesExportsToTheirRenderersAndWritesThemWhole() throws {
         let document = try BoardDocument(replicaID: ReplicaID(1))
-        let snapshot = try document.snapshot(contentType: .png)
+        _ = try document.edit { try $0.addSticker(asset: AssetHash.of([1, 2, 3]), at: CodablePoint(x: 5, y: 5)) }
+        let fileSystem = MemoryFileSystem()
+        let signatures: [ContentType: [UInt8]] = [.png: [0x89, 0x50, 0x4E, 0x47], .pdf: Array("%PDF".utf8), .svg: Array("<?xml".utf8)]
         for type in [ContentType.png, .pdf, .svg] {
-            let writer = document.writer(configuration: WriteConfiguration(contentType: type, fileSystem: MemoryFileSystem()))
-            #expect(throws: StoreError.unsupportedContentType(type.description)) {
-                try writer.write(content: snapshot, to: "/x.\(type.fileExtension)", previous: nil)
-            }
+            let snapshot = try document.snapshot(contentType: type)
+            let writer = document.writer(configuration: WriteConfiguration(contentType: type, fileSystem: fileSystem,
+                                                                           export: ExportPolicy(scale: 0.25)))
+            let report = try writer.write(content: snapshot, to: "/x.\(type.fileExtension)", previous: nil)
+            #expect(report.written == ["/x.\(type.fileExtension)"])
+            #expect(report.warnings.count == 1 && report.warnings[0].contains("not arrived"), "the pending sticker: \(report.warnings)")
+            #expect(try fileSystem.readFile("/x.\(type.fileExtension)").starts(with: signatures[type]!))
+        }
+        // A folder in the way is refused, not replaced; readers read packages only.
+        try fileSystem.createDirectory("/folder.png")
+        let writer = document.writer(configuration: WriteConfiguration(contentType: .png, fileSystem: fileSystem))
+        #expect(throws: StoreError.self) { try writer.write(content: try document.snapshot(contentType: .png), to: "/folder.png", previous: nil) }
+        #expect(fileSystem.isDirectory("/folder.png"))
+        #expect(throws: StoreError.unsupportedContentType(ContentType.png.description)) {
+            _ = try document.reader(configuration: ReadConfiguration(contentType: .png, fileSystem: fileSystem)).read(from: "/x.png")
         }
         #expect(ContentType.forPath("/a/Weekend.boardpkg/") == .boardPackage)
         #expect(ContentType.forPath("export.PNG") == .png)
