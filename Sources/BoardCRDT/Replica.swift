@@ -107,6 +107,21 @@ public struct Replica: Sendable {
         return hashes
     }
 
+    /// Of `hashes`, those the board refers to now and holds no bytes for, in order — without
+    /// scanning every item: `named` pairs each hash with the item whose register named it
+    /// (nil for the background), as the operations that carried them say.
+    public func missingAssets(named: [(hash: AssetHash, item: ItemID?)]) -> [AssetHash] {
+        var missing = Set<AssetHash>()
+        for (hash, item) in named where !assets.contains(hash) {
+            if let item {
+                if case .asset(hash)? = items[item]?[.asset] { missing.insert(hash) }
+            } else if case .background(hash?) = background.value {
+                missing.insert(hash)
+            }
+        }
+        return missing.sorted()
+    }
+
     /// Referenced assets whose bytes are not in `assets` yet.
     public var missingAssets: [AssetHash] {
         referencedAssets.filter { !assets.contains($0) }.sorted()

@@ -442,7 +442,10 @@ public final class BoardHub {
             for op in fresh { if let hash = op.payload.asset { lacking.remove(hash) } }
             unavailable[id] = lacking
         }
-        requestMissing(preferring: id)
+        // Only images the new operations name can have gone missing by this merge: no scan of
+        // every item on the board per frame (session events rescan all).
+        let named = fresh.compactMap { op in op.payload.asset.map { (hash: $0, item: op.payload.item) } }
+        if !named.isEmpty { requestMissing(preferring: id, named: named) }
         sessions[id]?.acknowledge(store.replica.versionVector)
         // A complete delta may raise the vector over operations its sender compacted away
         // without carrying a single new operation: the others must hear of that too, or the
@@ -472,9 +475,11 @@ public final class BoardHub {
         return (batch.operations.filter { !replica.hasIntegrated($0.id) }, replica.versionVector)
     }
 
-    /// Asks for every referenced asset that is missing and not already on its way.
-    private func requestMissing(preferring preferred: SessionID?) {
-        let missing = store.replica.missingAssets.filter { fetching[$0] == nil }
+    /// Asks for every referenced asset that is missing and not already on its way (with
+    /// `named`, only the images those operations named that the board still shows and lacks).
+    private func requestMissing(preferring preferred: SessionID?, named: [(hash: AssetHash, item: ItemID?)]? = nil) {
+        let missing = (named.map { store.replica.missingAssets(named: $0) } ?? store.replica.missingAssets)
+            .filter { fetching[$0] == nil }
         guard !missing.isEmpty else { return }
         var byPeer: [SessionID: [AssetRequest]] = [:]
         let open = sessions.filter { $0.value.isOpen }.keys.sorted()
