@@ -57,6 +57,9 @@ let tls = arguments.contains("--tls")
 let certificateDirectory = arguments.firstIndex(of: "--certificates").map { arguments[$0 + 1] }
 /// Set in the worker processes the coordinator starts: `--worker INDEX --address HOST:PORT`.
 let workerIndex: Int? = arguments.firstIndex(of: "--worker").flatMap { Int(arguments[$0 + 1]) }
+/// Every how many operations of a client one is timed: about twenty per client, at most one
+/// in fifty (short runs with many clients would otherwise time none).
+let sampleEvery = UInt64(max(1, min(50, Int(rate * seconds / Double(max(1, clients)) / 20))))
 func progress(_ line: String) { FileHandle.standardError.write(Data("board-load: \(line)\n".utf8)) }
 
 func residentKB(_ pid: Int32) -> Int {
@@ -82,7 +85,7 @@ final class TimedStore: HostedStore {
     func merge(_ batch: OperationBatch) throws -> Int {
         let now = EventLoop.now()
         let count = try replica.apply(batch)
-        for op in batch.operations where op.id.seq % 50 == 0 {
+        for op in batch.operations where op.id.seq % sampleEvery == 0 {
             if let at = sent.times.withLock({ $0[op.id] }) { latencies.append(now - at) }
         }
         return count
@@ -172,7 +175,7 @@ final class Load {
             }
             if let op = edit?.operations.first {
                 made += 1
-                if op.id.seq % 50 == 0 { let now = EventLoop.now(); sent.times.withLock { $0[op.id] = now } }
+                if op.id.seq % sampleEvery == 0 { let now = EventLoop.now(); sent.times.withLock { $0[op.id] = now } }
             }
         }
         onTick()
