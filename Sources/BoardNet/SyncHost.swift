@@ -37,6 +37,7 @@ public final class SyncHost {
         public var clientTLS: TLSContext?
 
         public init() {
+            endpoint.groupCommit = true
             endpoint.jitter = { delay in
                 var generator = SystemRandomNumberGenerator()
                 return delay * Double.random(in: 0.5...1.5, using: &generator)

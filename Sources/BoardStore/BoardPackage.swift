@@ -27,6 +27,8 @@ public final class BoardPackage {
     private var undoSaved: UndoHistory?
     private var storedAssets: Set<AssetHash> = []
     private var assetDirectoryDirty = false
+    /// Log records appended by deferred merges and not yet fsynced (group commit).
+    private var logUnsynced = false
 
     /// Records beyond which `save` considers compacting the log.
     public var compactionRecordThreshold = 512
@@ -43,7 +45,7 @@ public final class BoardPackage {
 
     /// Releases the lock. The package must not be used afterwards.
     public func close() {
-        if lock != nil { try? syncAssetDirectoryIfNeeded() }
+        if lock != nil { try? syncMerges(); try? syncAssetDirectoryIfNeeded() }
         lock?.release()
         lock = nil
     }
@@ -203,6 +205,7 @@ public final class BoardPackage {
             do {
                 try storeAssets(referencedBy: edit.operations, from: next)
                 try log.append(OperationBatch(operations: edit.operations))
+                logUnsynced = false  // the fsync covered every record before this one too
             } catch {
                 // A failed commit changes nothing: images stored for it go again.
                 for hash in storedAssets.subtracting(before) { try? fileSystem.removeFile(assetPath(hash)) }
@@ -218,6 +221,15 @@ public final class BoardPackage {
     /// many were new. Asset bytes should be added with `addAsset` as they arrive.
     @discardableResult
     public func merge(_ batch: OperationBatch) throws -> Int {
+        try merge(batch, deferringSync: false)
+    }
+
+    /// `merge`, but the log record is durable only after `syncMerges()`: a host merging many
+    /// peers' frames in one turn of its loop pays one fsync for all of them, and acknowledges
+    /// them after it (group commit). Until then a crash may lose them; nobody was told they
+    /// were saved.
+    @discardableResult
+    public func merge(_ batch: OperationBatch, deferringSync: Bool) throws -> Int {
         try requireOpen()
         // Validate first, log second, apply in place last: applying a validated batch cannot
         // fail, so a failed log write still changes nothing, and the replica is never copied
@@ -227,8 +239,17 @@ public final class BoardPackage {
         let raisesVector = batch.covers.map { !replica.versionVector.dominates($0) } ?? false
         guard !fresh.isEmpty || raisesVector else { return 0 }
         let record = OperationBatch(operations: fresh, base: batch.base, covers: batch.covers)
-        try log.append(record)
+        try log.append(record, sync: !deferringSync)
+        if deferringSync { logUnsynced = true }
         return try replica.apply(record, from: .ownLog)
+    }
+
+    /// Makes every deferred merge durable (one fsync of the log).
+    public func syncMerges() throws {
+        try requireOpen()
+        guard logUnsynced else { return }
+        try log.sync()
+        logUnsynced = false
     }
 
     /// Stores asset bytes durably and makes them available to snapshots. With `claimedHash`,
@@ -265,6 +286,7 @@ public final class BoardPackage {
     @discardableResult
     public func save(progress: (PackageWriter.Progress) -> Void = { _ in }) throws -> PackageWriter.Report {
         try requireOpen()
+        try syncMerges()  // the view never shows what the log does not durably hold
         try syncAssetDirectoryIfNeeded()
         let board = replica.snapshot()
         let writer = PackageWriter(fileSystem: fileSystem)
@@ -284,6 +306,7 @@ public final class BoardPackage {
     /// Rewrites the log as one record of the replica's surviving operations.
     public func compactLog() throws {
         try log.compact(to: replica.fullState())
+        logUnsynced = false
     }
 
     private func compactIfWorthwhile() throws {
@@ -291,6 +314,7 @@ public final class BoardPackage {
         let state = replica.fullState()
         if log.size > 2 * (state.encoded().count + OpLog.magic.count + 8) {
             try log.compact(to: state)
+            logUnsynced = false
         }
     }
 

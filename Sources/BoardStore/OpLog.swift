@@ -149,12 +149,15 @@ public struct OpLog: Sendable {
     /// the fsync fails (a full disk, a read-only folder), the file is cut back to where it was,
     /// so no torn record stays in front of later appends; if even that fails, the log refuses
     /// further appends until it is opened again.
-    public mutating func append(_ batch: OperationBatch) throws {
+    /// Appends a record and (with `sync`, the default) makes it durable before returning.
+    /// Without `sync` the record is written but durable only after the next `sync()` (or a
+    /// synced append): group commit, one fsync for many merges.
+    public mutating func append(_ batch: OperationBatch, sync: Bool = true) throws {
         if let broken { throw StoreError.writeFailed(path: path, "an earlier write failed and could not be undone (\(broken)); reopen the package") }
         let record = OpLog.frame(batch.encoded())
         do {
             try fileSystem.appendFile(path, record)
-            try fileSystem.syncFile(path)
+            if sync { try fileSystem.syncFile(path) }
         } catch {
             do {
                 try fileSystem.truncateFile(path, to: size)
@@ -166,6 +169,18 @@ public struct OpLog: Sendable {
         }
         size += record.count
         recordCount += 1
+    }
+
+    /// Makes every appended record durable. A failure leaves the log unusable until the
+    /// package is reopened (what reached the disk is unknown; reopening reads what did).
+    public mutating func sync() throws {
+        if let broken { throw StoreError.writeFailed(path: path, "an earlier write failed and could not be undone (\(broken)); reopen the package") }
+        do {
+            try fileSystem.syncFile(path)
+        } catch {
+            broken = "fsync failed: \(error)"
+            throw error
+        }
     }
 
     /// Replaces the log with a single record holding `state` (a complete delta from the empty

@@ -8,6 +8,11 @@ public protocol ReplicaStore: AnyObject {
     var replica: Replica { get }
     /// Merges a peer's operations durably; returns how many were new.
     @discardableResult func merge(_ batch: OperationBatch) throws -> Int
+    /// Merges a peer's operations, durable only after `syncMerges()` (group commit: the hub
+    /// acknowledges them after that). Stores without a log merge durably at once.
+    @discardableResult func merge(_ batch: OperationBatch, deferringSync: Bool) throws -> Int
+    /// Makes every merge since the last sync durable.
+    func syncMerges() throws
     /// Stores asset bytes a peer sent, refusing bytes that do not match `claimedHash`. (A store
     /// may defer the directory fsync: a received asset lost to a crash is fetched again.)
     @discardableResult func addReceivedAsset(_ data: Data, claimedHash: AssetHash?) throws -> AssetHash
@@ -19,6 +24,8 @@ public protocol ReplicaStore: AnyObject {
 }
 
 extension ReplicaStore {
+    @discardableResult public func merge(_ batch: OperationBatch, deferringSync: Bool) throws -> Int { try merge(batch) }
+    public func syncMerges() throws {}
     public func loadAuthors() throws -> [ReplicaID: String] { [:] }
     public func bindAuthor(_ replica: ReplicaID, to subject: String) throws {}
 }
@@ -96,6 +103,14 @@ public final class BoardHub {
     private var unavailable: [SessionID: Set<AssetHash>] = [:]
     /// Peers' handshakes and what they acknowledged / finished sending.
     public private(set) var acknowledged: [SessionID: VersionVector] = [:]
+    /// Group commit: merges are logged at once but synced once per turn of the host's loop (at
+    /// `nextDeadline`, through `handleTimers`), and acknowledged after that sync; relays do not
+    /// wait. Off: every merge is synced and acknowledged on its own.
+    public var groupCommit = false
+    /// Sessions whose merged operations wait for the next sync before their ACK.
+    private var awaitingSync: Set<SessionID> = []
+    /// When the oldest merge waiting for a sync was made (the hub's deadline).
+    public private(set) var syncPendingSince: Double?
     public private(set) var syncedFrom: Set<SessionID> = []
     /// A lower bound of what each peer holds: its handshake vector merged with its acks.
     private var peerVersions: [SessionID: VersionVector] = [:]
@@ -241,6 +256,8 @@ public final class BoardHub {
     }
 
     public func handleTimers(now: Double) -> [(SessionID, SessionEvent)] {
+        self.now = now
+        commitMerges()
         var fired: [(SessionID, SessionEvent)] = []
         for id in Array(sessions.keys) {
             let events = withSession(id) { $0.handleTimer(now: now) } ?? []
@@ -250,7 +267,28 @@ public final class BoardHub {
     }
 
     public var nextDeadline: Double? {
-        sessions.values.compactMap(\.nextDeadline).min()
+        let sessionDeadline = sessions.values.compactMap(\.nextDeadline).min()
+        guard let since = syncPendingSince else { return sessionDeadline }
+        return min(since, sessionDeadline ?? since)
+    }
+
+    /// Group commit: makes the merges deferred since the last commit durable with one sync of
+    /// the store, then acknowledges them. A failed sync closes the sessions that waited (they
+    /// send their operations again when they reconnect; nothing was acknowledged).
+    public func commitMerges() {
+        guard syncPendingSince != nil else { return }
+        syncPendingSince = nil
+        let waiting = awaitingSync.sorted()
+        awaitingSync.removeAll()
+        do {
+            try store.syncMerges()
+        } catch {
+            log?("could not save merged operations: \(error)")
+            for id in waiting { sessions[id]?.close(SessionError(.internalError, "could not save operations: \(error)")) }
+            return
+        }
+        let version = store.replica.versionVector
+        for id in waiting { sessions[id]?.acknowledge(version) }
     }
 
     /// Output waiting for one session's socket.
@@ -427,7 +465,7 @@ public final class BoardHub {
         // Authorship: new operations only (a handshake echoes some the board already holds).
         if subjectOf[id] != nil, !claim(Array(Set(fresh.map(\.id.replica))), for: id) { return }
         do {
-            try store.merge(batch)
+            try store.merge(batch, deferringSync: groupCommit)
         } catch let error as OperationError {
             log?("session \(id): refused operations: \(error)")
             sessions[id]?.close(SessionError(.invalidOperations, error.description))
@@ -446,7 +484,13 @@ public final class BoardHub {
         // every item on the board per frame (session events rescan all).
         let named = fresh.compactMap { op in op.payload.asset.map { (hash: $0, item: op.payload.item) } }
         if !named.isEmpty { requestMissing(preferring: id, named: named) }
-        sessions[id]?.acknowledge(store.replica.versionVector)
+        if groupCommit {
+            // Acknowledged after the store's next sync (this loop turn's, `commitMerges`).
+            awaitingSync.insert(id)
+            if syncPendingSince == nil { syncPendingSince = now }
+        } else {
+            sessions[id]?.acknowledge(store.replica.versionVector)
+        }
         // A complete delta may raise the vector over operations its sender compacted away
         // without carrying a single new operation: the others must hear of that too, or the
         // next loose operation leaves them a gap that never closes (found by the simulator).

@@ -101,6 +101,9 @@ public final class SyncEndpoint {
         public var credentials: [UInt8] = []
         /// Operator log lines (boards, refusals, errors).
         public var log: (String) -> Void = { _ in }
+        /// One sync of a board's log per turn of the host's loop for every peer frame merged in
+        /// it, acknowledged after the sync (`BoardHub.groupCommit`). `SyncHost` turns it on.
+        public var groupCommit = false
 
         public init() {}
     }
@@ -182,6 +185,7 @@ public final class SyncEndpoint {
             board.scheduler.noteChange(now: self.now)
         }
         board.hub.maxOperationsPerSecond = options.maxOperationsPerSecond
+        board.hub.groupCommit = options.groupCommit
         board.hub.maxAssets = options.maxAssetsPerBoard
         board.hub.queuedInTransport = { [weak self] in
             guard let self else { return 0 }
@@ -425,6 +429,7 @@ public final class SyncEndpoint {
         guard isServer else { return }
         for (name, board) in boards.sorted(by: { $0.key < $1.key })
         where board.hub.sessions.isEmpty && now - board.lastActive >= age && !route.values.contains(name) {
+            board.hub.commitMerges()
             save(board)
             board.store.closeStore()
             boards[name] = nil
@@ -514,6 +519,7 @@ public final class SyncEndpoint {
         self.now = now
         setReconnecting(false, now: now)
         for board in boards.values {
+            board.hub.commitMerges()  // acknowledge what is saved before saying goodbye
             board.hub.closeAll(nil)
             if saving { save(board) }
         }

@@ -26,6 +26,10 @@ public final class World {
         /// The server acknowledges operations before they are in its op log (they reach the log
         /// only at the next view save), so a crash loses acknowledged operations.
         case acknowledgeBeforeLogging = "acknowledge-before-logging"
+        /// Group commit that forgets its sync: the server's merges are appended to its log but
+        /// never fsynced before they are acknowledged, so a power loss loses acknowledged
+        /// operations.
+        case acknowledgeBeforeSync = "acknowledge-before-sync"
         /// Peers never serve image bytes (every WANT is answered "no"): a liveness bug.
         case imagesNeverServed = "images-never-served"
         /// Registers break Lamport ties by arrival order (the first to arrive wins) instead of
@@ -215,6 +219,8 @@ public final class World {
 
     private func endpointOptions(_ host: String, index: Int) -> SyncEndpoint.Options {
         var options = SyncEndpoint.Options()
+        // As deployed (SyncHost): merges synced once per turn, acknowledged after the sync.
+        options.groupCommit = true
         if plan.access {
             if index == plan.server {
                 options.access = SyncEndpoint.AccessControl(authority: World.authority, wallClock: { 1_800_000_000 })
@@ -235,6 +241,7 @@ public final class World {
     private func wrap(_ package: BoardPackage, server: Bool) -> any HostedStore {
         switch plan.mutation {
         case .acknowledgeBeforeLogging where server: LateLoggingStore(package)
+        case .acknowledgeBeforeSync where server: UnsyncedStore(package)
         case .imagesNeverServed where !server: ImagelessStore(package)
         case .tieBreakByArrival: ArrivalOrderStore(package)
         default: package
@@ -783,6 +790,23 @@ struct EventQueue<Element> {
 // MARK: Planted bugs (mutation testing of the oracles)
 
 /// Acknowledges merges before they are durable: they are logged only at the next view save.
+/// The planted `acknowledge-before-sync` bug: merges are deferred (appended, not fsynced) and
+/// the group commit's sync does nothing.
+final class UnsyncedStore: HostedStore {
+    let package: BoardPackage
+    init(_ package: BoardPackage) { self.package = package }
+    var replica: Replica { package.replica }
+    func merge(_ batch: OperationBatch) throws -> Int { try package.merge(batch, deferringSync: true) }
+    func merge(_ batch: OperationBatch, deferringSync: Bool) throws -> Int { try package.merge(batch, deferringSync: true) }
+    func syncMerges() throws {}
+    func addReceivedAsset(_ data: Data, claimedHash: AssetHash?) throws -> AssetHash { try package.addReceivedAsset(data, claimedHash: claimedHash) }
+    func loadAuthors() throws -> [ReplicaID: String] { try package.loadAuthors() }
+    func bindAuthor(_ replica: ReplicaID, to subject: String) throws { try package.bindAuthor(replica, to: subject) }
+    func commitEdit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit { try package.commit(body) }
+    func saveView() throws { try package.save() }
+    func closeStore() {}
+}
+
 final class LateLoggingStore: HostedStore {
     let package: BoardPackage
     private var unlogged: [OperationBatch] = []

@@ -34,7 +34,8 @@ OPTIONS:
                            still fails the same way and print it as a world scenario.
   --out FILE               With --shrink: also write the scenario to FILE.
   --plant BUG              Plant a bug the oracles must catch (mutation testing):
-                           acknowledge-before-logging, images-never-served, tie-break-by-arrival.
+                           acknowledge-before-logging, acknowledge-before-sync, images-never-served,
+                           tie-break-by-arrival.
   --json                   Print JSON for scripts.
   --verbose                With --seed: print every host's log and every fault, with the time.
   -h, --help               Show help information.
