@@ -108,6 +108,15 @@ if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "export" {
     for (key, unit, value) in figures { print(key, value, unit) }
     exit(0)
 }
+if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "latency" {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("board-bench-lat-\(ProcessInfo.processInfo.processIdentifier)").path
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let latency = try SyncBench.latency(scratch: directory, clients: 8, rounds: 400)
+    print("sync_latency_8_clients_median", latency.median, "ms")
+    print("sync_latency_8_clients_p99", latency.p99, "ms")
+    exit(0)
+}
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "apply" {
     let ops = Workload().generate(seed: 1).operations
     let start = ContinuousClock.now
