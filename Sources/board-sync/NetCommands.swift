@@ -217,6 +217,7 @@ enum ServeLimits {
         ("max-queued-mib", 64, "Output queued for one connection, MiB; beyond, `slow reader`."),
         ("idle-timeout", 20, "Seconds without a byte before a connection closes."),
         ("handshake-timeout", 10, "Seconds a new connection has to send its HELLO."),
+        ("view-save-seconds", 10, "Longest a busy board's view (manifest.json, images) may lag its op log; the log, what ACKs promise, is always current, and a view found older is rebuilt at open."),
     ]
 
     static func apply(_ args: Arguments, to options: inout SyncHost.Options) throws {
@@ -238,6 +239,10 @@ enum ServeLimits {
         options.limits.maxQueuedBytes = Int(try value("max-queued-mib") * 1_048_576)
         options.timing.idleTimeout = try value("idle-timeout")
         options.timing.handshakeTimeout = try value("handshake-timeout")
+        // A server's views are for people and backups; saving 100 busy boards' views every
+        // second cost half of a 1,000-client load's latency (docs/PERFORMANCE.md).
+        options.saveMaxDelay = try value("view-save-seconds")
+        options.saveQuietPeriod = min(2, options.saveMaxDelay / 4)
         guard options.timing.keepAlive < options.timing.idleTimeout else {
             throw UsageError("--idle-timeout must be longer than the \(Int(options.timing.keepAlive)) s keep-alive")
         }
