@@ -81,6 +81,33 @@ if let index = arguments.firstIndex(of: "--measure-load"), index + 1 < arguments
     exit(0)
 }
 
+// bin/bench --peers: the workload's trace for Yrs and Loro, BoardSync's figures, peak memory.
+if let index = arguments.firstIndex(of: "--export-trace"), index + 1 < arguments.count {
+    let workload = Workload().generate(seed: 1)
+    try PeersBench.writeTrace(workload.operations, to: arguments[index + 1])
+    try Data(workload.replica.fullState().encoded()).write(to: URL(fileURLWithPath: arguments[index + 1] + ".state"))
+    exit(0)
+}
+if arguments.contains("--peers-figures") {
+    let figures = try PeersBench.figures(Workload().generate(seed: 1))
+    let data = try JSONSerialization.data(withJSONObject: figures, options: [.sortedKeys])
+    print(String(decoding: data, as: UTF8.self))
+    exit(0)
+}
+if let index = arguments.firstIndex(of: "--import-peak"), index + 1 < arguments.count {
+    // A fresh process: import a saved full state, materialize it, report the peak resident set.
+    let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: arguments[index + 1])))
+    var usage = rusage()
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+    let baseline = usage.ru_maxrss
+    var fresh = Replica(id: ReplicaID(0xBE7C))
+    try fresh.apply(try OperationBatch(decoding: bytes))
+    let board = fresh.snapshot()
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+    print("{\"baseline_kb\": \(baseline), \"peak_kb\": \(usage.ru_maxrss)}")
+    withExtendedLifetime((fresh, board)) {}
+    exit(0)
+}
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "throughput" {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("board-bench-tp-\(ProcessInfo.processInfo.processIdentifier)").path
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
