@@ -140,6 +140,48 @@ final class VirtualNet {
         #expect(view.stickers.first?.position == CodablePoint(x: 40, y: 40))
     }
 
+    /// Group commit: merged frames are relayed at once but acknowledged only after the next
+    /// sync of the log (the endpoint's deadline); what a power loss takes before it was never
+    /// acknowledged, and nothing acknowledged is lost.
+    @Test(arguments: [false, true])
+    func groupCommitAcknowledgesOnlyWhatASyncMadeDurable(syncFirst: Bool) throws {
+        var options = SyncEndpoint.Options()
+        options.groupCommit = true
+        let (fs, net, server) = try Self.serverOnSimulatedDisk(options: options)
+        let alice = MemoryReplicaStore(replica: Replica(id: ReplicaID(0xA)))
+        let bob = MemoryReplicaStore(replica: Replica(id: ReplicaID(0xB)))
+        let a = net.add(SyncEndpoint(board: "team", store: alice, now: 0))
+        let b = net.add(SyncEndpoint(board: "team", store: bob, now: 0))
+        net.connect(a, to: server)
+        net.connect(b, to: server)
+        net.advance(until: 1)
+        let own = ReplicaID(0xA)
+        func acknowledgedToAlice() -> UInt64 {
+            net.endpoints[a].boards["team"]!.hub.acknowledged.values.map { $0[own] }.max() ?? 0
+        }
+        for step in 0..<3 {
+            try net.endpoints[a].edit(now: net.now) { try $0.addSticker(asset: AssetHash.of([UInt8(step)]), at: CodablePoint(x: 1, y: 1)) }
+        }
+        // Bytes only, no timers: merged and relayed, not yet acknowledged.
+        #expect(net.deliver())
+        let serverHub = try #require(net.endpoints[server].boards["team"]?.hub)
+        #expect(serverHub.store.replica.versionVector[own] == 3)
+        #expect(bob.replica.versionVector[own] == 3, "relayed before the sync")
+        #expect(acknowledgedToAlice() == 0, "no ACK before the sync")
+        #expect(serverHub.syncPendingSince == net.now && net.endpoints[server].nextDeadline! <= net.now)
+        if syncFirst {
+            // The deadline fires: one sync, then the ACK.
+            net.advance(until: net.now + 0.001)
+            #expect(acknowledgedToAlice() == 3)
+        }
+        // A power loss now: the server's disk keeps only what was synced.
+        fs.restart(.powerLoss(tornTail: false))
+        let package = try BoardPackage.open(at: "/data/team.boardpkg", fileSystem: fs, newReplicaID: { ReplicaID(0x77) })
+        defer { package.close() }
+        #expect(package.replica.versionVector[own] == (syncFirst ? 3 : 0),
+                syncFirst ? "acknowledged, so durable" : "never acknowledged, so allowed to be lost")
+    }
+
     @Test func keepAlivesIdleTimeoutsAndIdleBoardsRunOnVirtualTime() throws {
         var options = SyncEndpoint.Options()
         options.idleBoardTimeout = 60
