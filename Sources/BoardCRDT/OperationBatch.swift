@@ -108,7 +108,9 @@ extension Op {
         guard (1...Op.maxCounter).contains(lamport) else { throw OperationError.lamportOutOfRange(id, lamport) }
         func check(_ points: [GridPoint]) throws {
             guard points.count <= Op.maxPoints else { throw OperationError.tooManyPoints(id, points.count) }
-            for point in points where abs(point.x) > FixedPoint.limit || abs(point.y) > FixedPoint.limit {
+            // `magnitude`, not `abs`: abs(Int64.min) traps, and a peer can send that value (found by
+            // the operations fuzz target: one crafted point crashed any replica decoding it).
+            for point in points where point.x.magnitude > UInt64(FixedPoint.limit) || point.y.magnitude > UInt64(FixedPoint.limit) {
                 throw OperationError.coordinateOutOfRange(id)
             }
         }

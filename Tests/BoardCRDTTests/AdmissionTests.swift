@@ -162,4 +162,19 @@ import Testing
         try d.apply(s.operations)
         #expect(d.waitingOperations == 0)
     }
+
+    /// Found by the `operations` fuzz target: a point at Int64.min made validation trap
+    /// (`abs` overflows), so one crafted operation crashed every replica and server decoding it.
+    /// It is an out-of-range coordinate like any other, refused by the decoder with a reason.
+    @Test func aPointAtTheSmallestInt64IsRefusedNotATrap() throws {
+        let author = ReplicaID(0xBAD)
+        for point in [GridPoint(x: .min, y: 0), GridPoint(x: 0, y: .min), GridPoint(x: .min, y: .min), GridPoint(x: .max, y: 0)] {
+            let start = StrokeStart(color: Color8(red: 0, green: 0, blue: 0, alpha: 255), width: 16, z: ZKey.after(nil), points: [point])
+            let item = ItemID(createdBy: OpID(replica: author, seq: 1))
+            let op = Op(id: OpID(replica: author, seq: 1), lamport: 1, payload: .beginStroke(item, start))
+            #expect(throws: OperationError.coordinateOutOfRange(op.id)) { try op.validate() }
+            let bytes = OperationBatch(operations: [op]).encoded()
+            #expect(throws: (any Error).self) { _ = try OperationBatch(decoding: bytes) }
+        }
+    }
 }
