@@ -27,6 +27,8 @@ public enum FuzzTargets {
     }
 
     static let limits = SessionLimits()
+    /// The HELLO every `session` input follows (encoded once, not per input).
+    static let helloFrame = Message.hello(Hello(board: "fuzz", replica: ReplicaID(0xC1), credentials: [], capabilities: 0, version: .empty)).frame().encoded()
 
     /// Whether `bytes` are an input the target reads as valid (for checking seeds): a frame
     /// stream with a message, a batch, an op log with a record, a manifest.
@@ -110,7 +112,6 @@ public enum FuzzTargets {
     static func session(_ bytes: [UInt8]) {
         var session = SyncSession(role: .acceptor, localReplica: ReplicaID(0x5E55))
         session.listen(now: 0)
-        let hello = Message.hello(Hello(board: "fuzz", replica: ReplicaID(0xC1), credentials: [], capabilities: 0, version: .empty))
         var replica = Replica(id: ReplicaID(0x5E55))
         var assets = AssetAssembler(maxPartialBytes: 1 << 20)
         func handle(_ events: [SessionEvent]) {
@@ -125,7 +126,7 @@ public enum FuzzTargets {
                 }
             }
         }
-        handle(session.receive(hello.frame().encoded(), now: 0))
+        handle(session.receive(helloFrame, now: 0))
         let split = bytes.isEmpty ? 0 : Int(bytes[0]) % (bytes.count + 1)
         handle(session.receive(Array(bytes[..<split]), now: 1))
         handle(session.receive(Array(bytes[split...]), now: 2))
