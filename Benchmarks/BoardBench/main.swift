@@ -144,6 +144,17 @@ if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "latency" {
     print("sync_latency_8_clients_p99", latency.p99, "ms")
     exit(0)
 }
+if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "encode" {
+    let replica = Workload().generate(seed: 1).replica
+    var state = OperationBatch(operations: [])
+    let collect = measure { state = replica.fullState() }
+    let encode = measure { _ = state.encoded() }
+    let both = measure { _ = replica.fullState().encoded() }
+    print("full_state_collect", collect, "s")
+    print("full_state_encode_only", encode, "s")
+    print("encode_full_state", both, "s")
+    exit(0)
+}
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "apply" {
     let ops = Workload().generate(seed: 1).operations
     let start = ContinuousClock.now

@@ -72,6 +72,8 @@ private struct BatchEncoder {
     }
 
     mutating func encode() -> [UInt8] {
+        // Most operations take under 16 bytes (points a byte or two per coordinate).
+        writer = ByteWriter(capacity: 64 + batch.operations.count * 16)
         var replicas = Set<ReplicaID>()
         for op in batch.operations {
             replicas.insert(op.id.replica)
@@ -183,24 +185,33 @@ private struct BatchEncoder {
     }
 
     private mutating func write(_ color: Color8) {
-        writer.write(bytes: [color.red, color.green, color.blue, color.alpha])
+        // Byte by byte: an array literal here was a heap allocation per stroke.
+        writer.write(byte: color.red)
+        writer.write(byte: color.green)
+        writer.write(byte: color.blue)
+        writer.write(byte: color.alpha)
     }
 
     private mutating func write(_ points: [GridPoint], of item: ItemID) {
         writer.write(varint: UInt64(points.count))
         guard let last = points.last else { return }
-        var previous = lastPoint[item] ?? GridPoint(x: 0, y: 0)
-        var deltas: [Int64] = []
-        deltas.reserveCapacity(points.count * 2)
+        let origin = lastPoint[item] ?? GridPoint(x: 0, y: 0)
+        // Two passes over the points instead of an array of deltas per operation: the common
+        // shift of every delta, then the deltas themselves.
+        var combined: Int64 = 0
+        var previous = origin
         for point in points {
-            deltas.append(point.x &- previous.x)
-            deltas.append(point.y &- previous.y)
+            combined |= (point.x &- previous.x) | (point.y &- previous.y)
             previous = point
         }
-        let combined = deltas.reduce(Int64(0)) { $0 | $1 }
         let shift = combined == 0 ? 0 : min(combined.trailingZeroBitCount, 32)
         writer.write(byte: UInt8(shift))
-        for delta in deltas { writer.write(zigzag: delta >> Int64(shift)) }
+        previous = origin
+        for point in points {
+            writer.write(zigzag: (point.x &- previous.x) >> Int64(shift))
+            writer.write(zigzag: (point.y &- previous.y) >> Int64(shift))
+            previous = point
+        }
         lastPoint[item] = last
     }
 }
