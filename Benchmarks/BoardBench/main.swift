@@ -279,6 +279,17 @@ for index in 0..<200 {
 let mergeStart = ContinuousClock.now
 for batch in peerBatches { try package.merge(batch) }
 record("merge_one_op_batch_on_big_board", "ms", seconds(ContinuousClock.now - mergeStart) / Double(peerBatches.count) * 1000)
+// The same on a server's path: merges appended at once, one sync per 20 (a loop turn's worth).
+var groupBatches: [OperationBatch] = []
+for index in 0..<200 {
+    groupBatches.append(OperationBatch(operations: try peerReplica.move(stickerToMove, to: CodablePoint(x: Double(index), y: 11)).operations))
+}
+let groupStart = ContinuousClock.now
+for (index, batch) in groupBatches.enumerated() {
+    try package.merge(batch, deferringSync: true)
+    if index % 20 == 19 { try package.syncMerges() }
+}
+record("merge_one_op_batch_group_commit_20", "ms", seconds(ContinuousClock.now - groupStart) / Double(groupBatches.count) * 1000)
 if scheduler.isPending { try package.save(); scheduler.didSave(); viewSaves += 1 }
 let burstSeconds = seconds(ContinuousClock.now - burstStart)
 record("burst_1000_edits_log_records", "records", Double(burstRecords))
