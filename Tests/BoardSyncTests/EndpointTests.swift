@@ -103,6 +103,20 @@ final class VirtualNet {
         return (fs, net, net.add(serverEndpoint(fs, ids: ids, options: options)))
     }
 
+    /// A server on a simulated disk and two in-memory peers, alice (replica 0xA) and bob (0xB),
+    /// each connected to it for board "team".
+    static func aliceAndBobOnAServer(options: SyncEndpoint.Options = SyncEndpoint.Options()) throws
+        -> (MemoryFileSystem, VirtualNet, server: Int, alice: MemoryReplicaStore, bob: MemoryReplicaStore, a: Int, b: Int) {
+        let (fs, net, server) = try serverOnSimulatedDisk(options: options)
+        let alice = MemoryReplicaStore(replica: Replica(id: ReplicaID(0xA)))
+        let bob = MemoryReplicaStore(replica: Replica(id: ReplicaID(0xB)))
+        let a = net.add(SyncEndpoint(board: "team", store: alice, now: 0))
+        let b = net.add(SyncEndpoint(board: "team", store: bob, now: 0))
+        net.connect(a, to: server)
+        net.connect(b, to: server)
+        return (fs, net, server, alice, bob, a, b)
+    }
+
     final class SeededIDs: @unchecked Sendable {  // used on the test's thread only
         var value: UInt64 = 0x5E00
         func next() -> ReplicaID {
@@ -112,13 +126,7 @@ final class VirtualNet {
     }
 
     @Test func peersConvergeThroughAServerEndpointOnASimulatedDisk() throws {
-        let (fs, net, server) = try Self.serverOnSimulatedDisk()
-        let alice = MemoryReplicaStore(replica: Replica(id: ReplicaID(0xA)))
-        let bob = MemoryReplicaStore(replica: Replica(id: ReplicaID(0xB)))
-        let a = net.add(SyncEndpoint(board: "team", store: alice, now: 0))
-        let b = net.add(SyncEndpoint(board: "team", store: bob, now: 0))
-        net.connect(a, to: server)
-        net.connect(b, to: server)
+        let (fs, net, server, alice, bob, a, b) = try Self.aliceAndBobOnAServer()
         #expect(net.deliver())
         let png = Data(PNGEncoder.solid(width: 3, height: 3, red: 9, green: 8, blue: 7))
         let sticker = try net.endpoints[a].edit(now: net.now) { try $0.addSticker(imagePNG: png, at: CodablePoint(x: 5, y: 5)) }.item!
@@ -147,13 +155,7 @@ final class VirtualNet {
     func groupCommitAcknowledgesOnlyWhatASyncMadeDurable(syncFirst: Bool) throws {
         var options = SyncEndpoint.Options()
         options.groupCommit = true
-        let (fs, net, server) = try Self.serverOnSimulatedDisk(options: options)
-        let alice = MemoryReplicaStore(replica: Replica(id: ReplicaID(0xA)))
-        let bob = MemoryReplicaStore(replica: Replica(id: ReplicaID(0xB)))
-        let a = net.add(SyncEndpoint(board: "team", store: alice, now: 0))
-        let b = net.add(SyncEndpoint(board: "team", store: bob, now: 0))
-        net.connect(a, to: server)
-        net.connect(b, to: server)
+        let (fs, net, server, _, bob, a, _) = try Self.aliceAndBobOnAServer(options: options)
         net.advance(until: 1)
         let own = ReplicaID(0xA)
         func acknowledgedToAlice() -> UInt64 {
