@@ -127,4 +127,21 @@ import Testing
         // 801 points, 1,602 coordinates.
         #expect(bytes.count < 2300, "\(bytes.count) bytes for 801 points")
     }
+
+    /// Found by the `operations` fuzz target: an item named by its author with a low word of
+    /// 2^63 or more came back from encode-decode as another item (the short form shifted the top
+    /// bit away), so a relay re-encoding a hostile peer's batch made its peers diverge.
+    @Test func itemIDsWithTheTopBitOfTheLowWordSet() throws {
+        let author = ReplicaID(0xA11CF)
+        for low: UInt64 in [1 << 63, (1 << 63) + 5, .max, (1 << 63) - 1, 0] {
+            let item = ItemID(high: author.rawValue, low: low)
+            let ops = [
+                Op(id: OpID(replica: author, seq: 1), lamport: 1, payload: .appendPoints(item, [GridPoint(x: 16, y: 32)])),
+                Op(id: OpID(replica: author, seq: 2), lamport: 2, payload: .setItem(item, .exists(false))),
+            ]
+            let batch = OperationBatch(operations: ops)
+            let again = try OperationBatch(decoding: batch.encoded())
+            #expect(again == batch, "low word \(String(low, radix: 16))")
+        }
+    }
 }
