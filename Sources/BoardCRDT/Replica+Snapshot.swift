@@ -33,8 +33,6 @@ extension Replica {
         return board
     }
 
-    /// The points of a stroke as every replica shows them: the first points, then the creator's
-    /// appended runs in sequence order.
     /// A sticker's current registers, typed (nil for an unknown item or a stroke).
     public func sticker(_ item: ItemID) -> StickerState? {
         guard kind(of: item) == .sticker,
@@ -42,9 +40,7 @@ extension Replica {
               case .scale(let scale)? = value(of: .scale, for: item),
               case .rotation(let rotation)? = value(of: .rotation, for: item),
               case .asset(let asset)? = value(of: .asset, for: item) else { return nil }
-        var exists = true
-        if case .exists(let flag)? = value(of: .exists, for: item) { exists = flag }
-        return StickerState(position: position.codable, scale: scale, rotation: rotation, asset: asset, isDeleted: !exists)
+        return StickerState(position: position.codable, scale: scale, rotation: rotation, asset: asset, isDeleted: !isShown(item))
     }
 
     /// A stroke's current colour and width, typed (nil for an unknown item or a sticker).
@@ -52,11 +48,17 @@ extension Replica {
         guard kind(of: item) == .stroke,
               case .color(let color)? = value(of: .color, for: item),
               case .width(let width)? = value(of: .width, for: item) else { return nil }
-        var exists = true
-        if case .exists(let flag)? = value(of: .exists, for: item) { exists = flag }
-        return StrokeStyle(color: color.rgba, width: FixedPoint.points(width), isErased: !exists)
+        return StrokeStyle(color: color.rgba, width: FixedPoint.points(width), isErased: !isShown(item))
     }
 
+    /// The item's existence register (true until a delete or erase, and after a restore).
+    private func isShown(_ item: ItemID) -> Bool {
+        if case .exists(let flag)? = value(of: .exists, for: item) { return flag }
+        return true
+    }
+
+    /// The points of a stroke as every replica shows them: the first points, then the creator's
+    /// appended runs in sequence order.
     public func points(of item: ItemID) -> [CodablePoint] {
         guard let state = items[item], case .stroke(let start)? = state.creation?.kind else { return [] }
         return strokePoints(state, start).map(\.codable)

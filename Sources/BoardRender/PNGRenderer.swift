@@ -60,20 +60,20 @@ struct DrawList {
             return ref
         }
         let canvas = board.canvasSize
+        /// An image stretched over the whole canvas.
+        func stretched(_ ref: ImageRef) -> (ImageRef, Affine) {
+            (ref, Affine(a: canvas.width / Double(ref.image.width), b: 0, c: 0, d: canvas.height / Double(ref.image.height), tx: 0, ty: 0))
+        }
         if let png = board.backgroundPNG, !png.isEmpty {
             if let ref = decoded(png) {
-                background = (ref, Affine(a: canvas.width / Double(ref.image.width), b: 0, c: 0,
-                                          d: canvas.height / Double(ref.image.height), tx: 0, ty: 0))
+                background = stretched(ref)
             } else {
                 warnings.append("the background image is damaged; drawn as a placeholder")
+                background = stretched(placeholder())
             }
         } else if let hash = board.backgroundSHA256 {
             warnings.append("the background image \(hash.prefix(12)) has not arrived yet; drawn as a placeholder")
-        }
-        if background == nil && (board.backgroundPNG.map { !$0.isEmpty } == true || board.backgroundSHA256 != nil) {
-            let ref = placeholder()
-            background = (ref, Affine(a: canvas.width / Double(ref.image.width), b: 0, c: 0,
-                                      d: canvas.height / Double(ref.image.height), tx: 0, ty: 0))
+            background = stretched(placeholder())
         }
         let strokes = Dictionary(board.strokes.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         let stickers = Dictionary(board.stickers.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
@@ -82,7 +82,7 @@ struct DrawList {
             if let stroke = strokes[id] {
                 items.append(.stroke(stroke))
             } else if let sticker = stickers[id] {
-                var ref: ImageRef
+                let ref: ImageRef
                 if sticker.isPending || sticker.imagePNG.isEmpty {
                     warnings.append("sticker \(sticker.id.uuidString) shows an image that has not arrived yet; drawn as a placeholder")
                     ref = placeholder()
@@ -214,16 +214,24 @@ public enum PNGWriter {
                 }
             }
         }
-        func be(_ value: UInt32) -> [UInt8] { [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
-        func chunk(_ type: String, _ body: [UInt8]) -> [UInt8] {
-            let typeBytes = Array(type.utf8)
-            return be(UInt32(body.count)) + typeBytes + body + be(CRC32.checksum(body, continuing: CRC32.checksum(typeBytes)))
-        }
-        var out: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
-        out += chunk("IHDR", be(UInt32(image.width)) + be(UInt32(image.height)) + [8, 6, 0, 0, 0])
+        var out = signature
+        out += chunk("IHDR", bigEndian(UInt32(image.width)) + bigEndian(UInt32(image.height)) + [8, 6, 0, 0, 0])
         out += chunk("IDAT", Zlib.compress(raw, level: level))
         out += chunk("IEND", [])
         return out
+    }
+
+    /// The eight bytes every PNG file starts with.
+    public static let signature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+
+    /// One chunk: length, type, body, CRC-32 of type and body.
+    public static func chunk(_ type: String, _ body: [UInt8]) -> [UInt8] {
+        let typeBytes = Array(type.utf8)
+        return bigEndian(UInt32(body.count)) + typeBytes + body + bigEndian(CRC32.checksum(body, continuing: CRC32.checksum(typeBytes)))
+    }
+
+    public static func bigEndian(_ value: UInt32) -> [UInt8] {
+        [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
     }
 
     @inline(__always) static func weight(_ residual: Int) -> Int {

@@ -27,8 +27,6 @@ public final class BoardPackage {
     private var undoSaved: UndoHistory?
     private var storedAssets: Set<AssetHash> = []
     private var assetDirectoryDirty = false
-    /// Log records appended by deferred merges and not yet fsynced (group commit).
-    private var logUnsynced = false
 
     /// Records beyond which `save` considers compacting the log.
     public var compactionRecordThreshold = 512
@@ -205,7 +203,6 @@ public final class BoardPackage {
             do {
                 try storeAssets(referencedBy: edit.operations, from: next)
                 try log.append(OperationBatch(operations: edit.operations))
-                logUnsynced = false  // the fsync covered every record before this one too
             } catch {
                 // A failed commit changes nothing: images stored for it go again.
                 for hash in storedAssets.subtracting(before) { try? fileSystem.removeFile(assetPath(hash)) }
@@ -240,16 +237,13 @@ public final class BoardPackage {
         guard !fresh.isEmpty || raisesVector else { return 0 }
         let record = OperationBatch(operations: fresh, base: batch.base, covers: batch.covers)
         try log.append(record, sync: !deferringSync)
-        if deferringSync { logUnsynced = true }
         return try replica.apply(record, from: .ownLog)
     }
 
     /// Makes every deferred merge durable (one fsync of the log).
     public func syncMerges() throws {
         try requireOpen()
-        guard logUnsynced else { return }
         try log.sync()
-        logUnsynced = false
     }
 
     /// Stores asset bytes durably and makes them available to snapshots. With `claimedHash`,
@@ -306,7 +300,6 @@ public final class BoardPackage {
     /// Rewrites the log as one record of the replica's surviving operations.
     public func compactLog() throws {
         try log.compact(to: replica.fullState())
-        logUnsynced = false
     }
 
     private func compactIfWorthwhile() throws {
@@ -314,7 +307,6 @@ public final class BoardPackage {
         let state = replica.fullState()
         if log.size > 2 * (state.encoded().count + OpLog.magic.count + 8) {
             try log.compact(to: state)
-            logUnsynced = false
         }
     }
 

@@ -32,6 +32,9 @@ public struct OpLog: Sendable {
     /// Set when a failed append could not be rolled back: nothing more is written until the
     /// package is opened again (which cuts the torn record).
     public private(set) var broken: String?
+    /// Records appended without a sync and not yet durable (`append(_:sync: false)`); a synced
+    /// append, a `sync()` or a rewrite makes them durable.
+    public private(set) var needsSync = false
 
     /// What `open` found and did.
     public struct Recovery: Sendable, Equatable {
@@ -153,7 +156,7 @@ public struct OpLog: Sendable {
     /// Without `sync` the record is written but durable only after the next `sync()` (or a
     /// synced append): group commit, one fsync for many merges.
     public mutating func append(_ batch: OperationBatch, sync: Bool = true) throws {
-        if let broken { throw StoreError.writeFailed(path: path, "an earlier write failed and could not be undone (\(broken)); reopen the package") }
+        try requireUsable()
         let record = OpLog.frame(batch.encoded())
         do {
             try fileSystem.appendFile(path, record)
@@ -169,18 +172,25 @@ public struct OpLog: Sendable {
         }
         size += record.count
         recordCount += 1
+        needsSync = !sync  // a synced append made every record before it durable too
     }
 
     /// Makes every appended record durable. A failure leaves the log unusable until the
     /// package is reopened (what reached the disk is unknown; reopening reads what did).
     public mutating func sync() throws {
-        if let broken { throw StoreError.writeFailed(path: path, "an earlier write failed and could not be undone (\(broken)); reopen the package") }
+        guard needsSync else { return }
+        try requireUsable()
         do {
             try fileSystem.syncFile(path)
         } catch {
             broken = "fsync failed: \(error)"
             throw error
         }
+        needsSync = false
+    }
+
+    private func requireUsable() throws {
+        if let broken { throw StoreError.writeFailed(path: path, "an earlier write failed and could not be undone (\(broken)); reopen the package") }
     }
 
     /// Replaces the log with a single record holding `state` (a complete delta from the empty
@@ -197,6 +207,7 @@ public struct OpLog: Sendable {
         size = bytes.count
         recordCount = batches.count
         broken = nil
+        needsSync = false
     }
 
     static func frame(_ payload: [UInt8]) -> [UInt8] {

@@ -81,12 +81,8 @@ import Testing
 enum PNGFixture {
     static func png(width: UInt32, height: UInt32, colorType: UInt8, depth: UInt8, idat: [UInt8],
                     extra: [(String, [UInt8])] = []) -> [UInt8] {
-        func be(_ value: UInt32) -> [UInt8] { [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
-        func chunk(_ type: String, _ body: [UInt8]) -> [UInt8] {
-            let typeBytes = Array(type.utf8)
-            return be(UInt32(body.count)) + typeBytes + body + be(CRC32.checksum(body, continuing: CRC32.checksum(typeBytes)))
-        }
-        var out: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+        let be = PNGWriter.bigEndian, chunk = PNGWriter.chunk
+        var out = PNGWriter.signature
         out += chunk("IHDR", be(width) + be(height) + [depth, colorType, 0, 0, 0])
         for (type, body) in extra { out += chunk(type, body) }
         out += chunk("IDAT", idat) + chunk("IEND", [])

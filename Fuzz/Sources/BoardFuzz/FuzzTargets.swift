@@ -291,13 +291,8 @@ extension FuzzTargets {
 }
 
 extension SeedBoard {
-    static func chunk(_ type: String, _ body: [UInt8]) -> [UInt8] {
-        func be(_ value: UInt32) -> [UInt8] { [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
-        let typeBytes = Array(type.utf8)
-        return be(UInt32(body.count)) + typeBytes + body + be(CRC32.checksum(body, continuing: CRC32.checksum(typeBytes)))
-    }
-
-    static let signature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+    static let chunk = PNGWriter.chunk
+    static let signature = PNGWriter.signature
 
     /// 4×2, 2-bit palette of three colours, the second half transparent.
     static let palettePNG: [UInt8] = {
