@@ -144,6 +144,29 @@ if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "latency" {
     print("sync_latency_8_clients_p99", latency.p99, "ms")
     exit(0)
 }
+/// One local edit on the big board without the disk's fsync (a memory file system), per edit:
+/// what `BoardPackage.commit` itself costs (it used to copy the whole replica to be able to roll
+/// an edit back).
+func commitMilliseconds(_ workload: Workload.Result, moving sticker: ItemID) throws -> Double {
+    let disk = MemoryFileSystem()
+    try disk.createDirectory("/b")
+    let package = try BoardPackage.create(at: "/b/Workload.boardpkg", fileSystem: disk, replicaID: ReplicaID(0xD15D))
+    defer { package.close() }
+    for (_, data) in workload.assets { try package.addAsset(data) }
+    try package.merge(workload.replica.fullState())
+    let edits = 1000
+    let start = ContinuousClock.now
+    for index in 0..<edits {
+        try package.commit { try $0.move(sticker, to: CodablePoint(x: Double(index), y: 7)) }
+    }
+    return seconds(ContinuousClock.now - start) / Double(edits) * 1000
+}
+if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "commit" {
+    let workload = Workload().generate(seed: 1)
+    let sticker = workload.replica.itemIDs.first { workload.replica.kind(of: $0) == .sticker && workload.replica.isVisible($0) }!
+    print("local_edit_commit_on_big_board", try commitMilliseconds(workload, moving: sticker), "ms")
+    exit(0)
+}
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "encode" {
     let replica = Workload().generate(seed: 1).replica
     var state = OperationBatch(operations: [])
@@ -295,6 +318,7 @@ let burstSeconds = seconds(ContinuousClock.now - burstStart)
 record("burst_1000_edits_log_records", "records", Double(burstRecords))
 record("burst_1000_edits_view_saves", "saves", Double(viewSaves))
 record("burst_1000_durable_edits", "s", burstSeconds)
+record("local_edit_commit_on_big_board", "ms", try commitMilliseconds(workload, moving: stickerToMove))
 package.close()
 let openTime = try measure {
     let reopened = try BoardPackage.open(at: packagePath, fileSystem: disk, newReplicaID: { nextID += 1; return ReplicaID(nextID) })

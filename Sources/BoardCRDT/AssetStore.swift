@@ -15,6 +15,16 @@ public struct AssetStore: Sendable {
         return hash
     }
 
+    /// Stores `data` under `hash`, which the caller computed from it.
+    mutating func insert(_ data: Data, hash: AssetHash) {
+        blobs[hash] = data
+    }
+
+    /// Forgets the bytes of `hash` (a rolled-back transaction's images).
+    mutating func remove(_ hash: AssetHash) {
+        blobs[hash] = nil
+    }
+
     /// Stores bytes that arrived under a claimed hash; throws when they do not match it, and then
     /// stores nothing.
     public mutating func insert(_ data: Data, claimedHash: AssetHash) throws {

@@ -24,6 +24,7 @@ extension Replica {
         }
         if complete, let covers = batch.covers {
             for (replica, seq) in covers.entries {
+                noteSeen(replica)
                 seen[replica, default: SeenSet()].raisePrefix(to: seq)
                 if replica == id { lastSeq = max(lastSeq, seq) }
             }
@@ -41,6 +42,7 @@ extension Replica {
     /// Integrates one valid operation; false when it was seen before.
     @discardableResult
     mutating func integrate(_ op: Op) -> Bool {
+        noteSeen(op.id.replica)
         guard seen[op.id.replica, default: SeenSet()].insert(op.id.seq) else { return false }
         lamport = max(lamport, op.lamport)
         if op.id.replica == id {
@@ -53,6 +55,7 @@ extension Replica {
         switch op.payload {
         case .beginStroke(let item, let start):
             create(item, by: op, as: .stroke(start))
+            noteItem(item)
             var state = items[item, default: ItemState()]
             for field: ItemField in [.exists(true), .color(start.color), .width(start.width), .z(start.z)] {
                 _ = state.write(field, stamp: stamp, writer: nil)
@@ -61,6 +64,7 @@ extension Replica {
             store(op)
         case .addSticker(let item, let start):
             create(item, by: op, as: .sticker(start))
+            noteItem(item)
             var state = items[item, default: ItemState()]
             let fields: [ItemField] = [
                 .exists(true), .asset(start.asset), .position(start.position),
@@ -72,9 +76,11 @@ extension Replica {
             items[item] = state
             store(op)
         case .appendPoints(let item, let points):
+            noteItem(item)
             if items[item, default: ItemState()].insertAppend(op: op.id, points: points) { waitingOperations += 1 }
             store(op)
         case .setItem(let item, let field):
+            noteItem(item)
             let (outcome, waits) = items[item, default: ItemState()].writeNoting(field, stamp: stamp, writer: op.id)
             if waits { waitingOperations += 1 }
             settle(outcome, of: op)
@@ -96,6 +102,7 @@ extension Replica {
     }
 
     private mutating func create(_ item: ItemID, by op: Op, as kind: ItemState.Creation) {
+        noteItem(item)
         var state = items[item, default: ItemState()]
         if let existing = state.creation, existing.stamp < op.timestamp {
             return
@@ -118,10 +125,12 @@ extension Replica {
     }
 
     private mutating func store(_ op: Op) {
+        noteLog(op.id)
         log[op.id.replica, default: [:]][op.id.seq] = op
     }
 
     private mutating func drop(_ op: OpID) {
+        noteLog(op)
         log[op.replica]?[op.seq] = nil
     }
 }

@@ -84,7 +84,7 @@ extension Replica {
     public mutating func addSticker(imagePNG: Data, at position: CodablePoint, scale: Double = 1, rotation: Double = 0) throws -> LocalEdit {
         let hash = AssetHash.of(imagePNG)
         let edit = try addSticker(asset: hash, at: position, scale: scale, rotation: rotation)
-        assets.insert(imagePNG)
+        _ = storeAsset(imagePNG)
         return edit
     }
 
@@ -96,7 +96,7 @@ extension Replica {
     public mutating func replaceImage(_ item: ItemID, withPNG imagePNG: Data) throws -> LocalEdit {
         try require(item, .sticker)
         try reserve(1)  // before the bytes go into the store: a refused edit changes nothing
-        return try set(item, .asset(assets.insert(imagePNG)))
+        return try set(item, .asset(storeAsset(imagePNG)))
     }
 
     /// Moves a sticker's centre. Call between `beginUndoGroup()` and `endUndoGroup()` for a drag,
@@ -203,7 +203,7 @@ extension Replica {
     /// Stores the PNG bytes and makes them the background.
     public mutating func setBackground(imagePNG: Data) throws -> LocalEdit {
         try reserve(1)  // before the bytes go into the store: a refused edit changes nothing
-        return try setBackground(asset: assets.insert(imagePNG))
+        return try setBackground(asset: storeAsset(imagePNG))
     }
 
     public mutating func setCanvasSize(_ size: CodableSize) throws -> LocalEdit {

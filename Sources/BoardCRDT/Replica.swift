@@ -46,6 +46,8 @@ public struct Replica: Sendable {
     var zRange: (lowest: ZKey, highest: ZKey)?
 
     var undoLog = UndoLog()
+    /// Old values of what the running transaction changed (`transaction(_:)`), if one runs.
+    var journal: Journal?
     /// The strokes this replica is drawing (several at once: multi-touch, several pens), oldest
     /// first. Not persisted: a reopened replica has none in progress.
     public internal(set) var openStrokes: [ItemID] = []

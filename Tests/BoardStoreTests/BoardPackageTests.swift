@@ -104,6 +104,56 @@ import Testing
         #expect(fs.isDirectory("/boards/Seed.boardpkg/sync"))
     }
 
+    /// A commit rolls back in place (no copy of the replica): a full disk failing the log
+    /// append, or the image file, leaves the replica as it was, undo history included, and the
+    /// same edit then commits with the next sequence number as if the failure never happened.
+    @Test func aCommitFailingOnAFullDiskChangesNothingAndTheSameEditThenCommits() throws {
+        struct Seen: Equatable {
+            let state: OperationBatch, board: Data, undo: UndoHistory, lastSeq: UInt64, assets: [AssetHash]
+            init(_ replica: Replica) throws {
+                state = replica.fullState(); board = try replica.snapshot().canonicalJSON()
+                undo = replica.undoHistory; lastSeq = replica.lastSeq; assets = replica.assets.hashes
+            }
+        }
+        let edits: [(String, (inout Replica, ItemID) throws -> LocalEdit)] = [
+            ("a drag and a delete (the log append fails)", { replica, sticker in
+                replica.beginUndoGroup()
+                defer { replica.endUndoGroup() }
+                var made = try replica.move(sticker, to: pt(20, 20)).operations
+                made += try replica.move(sticker, to: pt(30, 30)).operations
+                made += try replica.delete(sticker).operations
+                return LocalEdit(operations: made)
+            }),
+            ("a sticker with a new image (the image file fails)", { replica, _ in
+                try replica.addSticker(imagePNG: pngGreen, at: pt(7, 7))
+            }),
+        ]
+        for (name, edit) in edits {
+            let fs = MemoryFileSystem()
+            try fs.createDirectory("/boards")
+            let ids = IDSource()
+            let (package, sticker, _, _) = try makeSamplePackage(fs, ids: ids)
+            let before = try Seen(package.replica)
+            let files = try fs.listDirectory("\(Self.root)/sync/assets")
+            fs.setCapacity(0)
+            #expect(throws: FileSystemError.self, "\(name)") { try package.commit { try edit(&$0, sticker) } }
+            #expect(try Seen(package.replica) == before, "\(name)")
+            #expect(try fs.listDirectory("\(Self.root)/sync/assets") == files, "\(name)")
+            fs.setCapacity(nil)
+            let made = try package.commit { try edit(&$0, sticker) }
+            #expect(made.operations.first?.id.seq == before.lastSeq + 1, "\(name)")
+            // Undo takes back exactly the committed edit.
+            try package.commit { try $0.undo() }
+            #expect(try package.replica.snapshot().canonicalJSON() == before.board, "\(name)")
+            let version = package.replica.versionVector
+            package.close()
+            let reopened = try BoardPackage.open(at: Self.root, fileSystem: fs, newReplicaID: ids.make)
+            #expect(reopened.replica.versionVector == version, "\(name)")
+            #expect(try reopened.replica.snapshot().canonicalJSON() == before.board, "\(name)")
+            reopened.close()
+        }
+    }
+
     @Test func tornLastLogRecordIsCutAndEarlierRecordsKept() throws {
         let fs = MemoryFileSystem()
         try fs.createDirectory("/boards")
