@@ -303,9 +303,13 @@ public final class BoardHub {
     /// Local edits made on this hub's store: stream them to every open session.
     public func broadcast(_ operations: [Op], except excluded: SessionID? = nil) {
         guard !operations.isEmpty else { return }
-        let batch = OperationBatch(operations: operations)
-        for id in Array(sessions.keys) where id != excluded && sessions[id]!.isOpen {
-            withSession(id) { $0.send(batch) }
+        let recipients = sessions.keys.filter { $0 != excluded && sessions[$0]!.isOpen }.sorted()
+        guard !recipients.isEmpty else { return }
+        // Encoded once for every recipient (it was once per session, each coalescing its own
+        // copy: the host takes every session's output right after each read anyway).
+        let frame = Message.operations(OperationBatch(operations: operations).encoded()).frame().encoded()
+        for id in recipients {
+            withSession(id) { $0.sendOperationsFrame(frame) }
             operationsSent += operations.count
         }
     }

@@ -271,6 +271,14 @@ public struct SyncSession: Sendable {
         queue(.operations(batch))
     }
 
+    /// Sends a whole OPS frame encoded once by the caller for several sessions (a hub relaying
+    /// one peer's operations to every other peer encodes them once, not once per peer).
+    public mutating func sendOperationsFrame(_ frame: [UInt8]) {
+        guard isOpen else { return }
+        flushLive()
+        append(frame)
+    }
+
     /// Marks the end of the initial delta.
     public mutating func sendSynced(_ version: VersionVector) {
         guard isOpen else { return }
@@ -347,7 +355,11 @@ public struct SyncSession: Sendable {
 
     private mutating func queue(_ message: Message) {
         flushLive()
-        outbox += message.frame().encoded()
+        append(message.frame().encoded())
+    }
+
+    private mutating func append(_ frame: [UInt8]) {
+        outbox += frame
         // A peer that does not read cannot make this side hold more than the limit.
         if outbox.count > limits.maxQueuedBytes, !isClosed {
             outbox = []
