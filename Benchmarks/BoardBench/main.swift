@@ -167,6 +167,52 @@ if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "commit" {
     print("local_edit_commit_on_big_board", try commitMilliseconds(workload, moving: sticker), "ms")
     exit(0)
 }
+// Where the full state's bytes go, by kind of operation (each kind's share is the encoding
+// without it subtracted from the whole).
+if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "bytes" {
+    let replica = Workload().generate(seed: 1).replica
+    let full = replica.fullState()
+    let total = full.encoded().count
+    print("total", total, "ops", full.operations.count)
+    func kind(_ op: Op) -> String {
+        switch op.payload {
+        case .beginStroke: return "begin"
+        case .appendPoints: return "append"
+        case .addSticker: return "sticker"
+        case .setItem(_, let field): return "set \(field.kind)"
+        case .setBoard: return "board"
+        }
+    }
+    var kinds: [String: Int] = [:]
+    for op in full.operations { kinds[kind(op), default: 0] += 1 }
+    for (k, n) in kinds.sorted(by: { $0.key < $1.key }) {
+        let without = OperationBatch(operations: full.operations.filter { kind($0) != k }).encoded().count
+        print(k, n, "ops", total - without, "bytes", Double(total - without) / Double(n), "per op")
+    }
+    var points = 0
+    for op in full.operations {
+        if case .appendPoints(_, let p) = op.payload { points += p.count }
+        if case .beginStroke(_, let s) = op.payload { points += s.points.count }
+    }
+    print("points", points)
+    exit(0)
+}
+if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "load" {
+    let bytes = Workload().generate(seed: 1).replica.fullState().encoded()
+    var decodeApply: [Double] = [], snapshots: [Double] = []
+    for _ in 0..<10 {
+        var fresh = Replica(id: ReplicaID(0xBE7C))
+        let start = ContinuousClock.now
+        try fresh.apply(try OperationBatch(decoding: bytes))
+        let applied = ContinuousClock.now
+        _ = fresh.snapshot()
+        decodeApply.append(seconds(applied - start))
+        snapshots.append(seconds(ContinuousClock.now - applied))
+    }
+    print("decode_and_apply_full_state", decodeApply.sorted()[5], "s")
+    print("snapshot", snapshots.sorted()[5], "s")
+    exit(0)
+}
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "encode" {
     let replica = Workload().generate(seed: 1).replica
     var state = OperationBatch(operations: [])

@@ -19,8 +19,21 @@ extension Replica {
             complete = false
         }
         var integrated = 0
-        for op in batch.operations where integrate(op) {
-            integrated += 1
+        if complete, let covers = batch.covers, Self.increasesPerAuthor(batch.operations) {
+            // A complete delta (a full state, a catch-up): its prefixes rise to `covers` below,
+            // so operations at or under them are not recorded one by one on the way (a gapped
+            // compacted history went into each seen set's `ahead` set, a hash insert per
+            // operation, only to be dropped at the end). No operation repeats inside the batch
+            // (each author's sequence numbers increase), and ones held already are skipped.
+            reserveCapacity(for: batch.operations)
+            for op in batch.operations {
+                let deferred = op.id.seq <= covers[op.id.replica]
+                if deferred ? integrateUnrecorded(op) : integrate(op) { integrated += 1 }
+            }
+        } else {
+            for op in batch.operations where integrate(op) {
+                integrated += 1
+            }
         }
         if complete, let covers = batch.covers {
             for (replica, seq) in covers.entries {
@@ -39,11 +52,65 @@ extension Replica {
         try apply(OperationBatch(operations: operations))
     }
 
+    /// Whether each author's sequence numbers strictly increase along `operations` (then no
+    /// operation appears twice).
+    static func increasesPerAuthor(_ operations: [Op]) -> Bool {
+        var last: [ReplicaID: UInt64] = [:]
+        var runAuthor: ReplicaID?
+        var runLast: UInt64 = 0
+        for op in operations {
+            if op.id.replica != runAuthor {
+                if let runAuthor { last[runAuthor] = runLast }
+                runAuthor = op.id.replica
+                runLast = last[op.id.replica] ?? 0
+            }
+            guard op.id.seq > runLast else { return false }
+            runLast = op.id.seq
+        }
+        return true
+    }
+
+    /// Room in the log and the item table for a batch of surviving operations (a complete
+    /// delta holds no overwritten ones), so they do not grow by rehashing as it is applied.
+    private mutating func reserveCapacity(for operations: [Op]) {
+        guard operations.count >= 1024 else { return }
+        var perAuthor: [ReplicaID: Int] = [:]
+        var runAuthor: ReplicaID?
+        var runCount = 0
+        var creations = 0
+        for op in operations {
+            if op.id.replica != runAuthor {
+                if let runAuthor { perAuthor[runAuthor, default: 0] += runCount }
+                runAuthor = op.id.replica
+                runCount = 0
+            }
+            runCount += 1
+            switch op.payload {
+            case .beginStroke, .addSticker: creations += 1
+            default: break
+            }
+        }
+        if let runAuthor { perAuthor[runAuthor, default: 0] += runCount }
+        for (author, count) in perAuthor {
+            log[author, default: [:]].reserveCapacity((log[author]?.count ?? 0) + count)
+        }
+        items.reserveCapacity(items.count + creations)
+    }
+
+    /// `integrate` for an operation whose sequence number a complete delta's `covers` will
+    /// mark as seen: checks that it is new, without recording it.
+    private mutating func integrateUnrecorded(_ op: Op) -> Bool {
+        guard !hasIntegrated(op.id) else { return false }
+        return integrate(op, record: false)
+    }
+
     /// Integrates one valid operation; false when it was seen before.
     @discardableResult
-    mutating func integrate(_ op: Op) -> Bool {
-        noteSeen(op.id.replica)
-        guard seen[op.id.replica, default: SeenSet()].insert(op.id.seq) else { return false }
+    mutating func integrate(_ op: Op, record: Bool = true) -> Bool {
+        if record {
+            noteSeen(op.id.replica)
+            guard seen[op.id.replica, default: SeenSet()].insert(op.id.seq) else { return false }
+        }
         lamport = max(lamport, op.lamport)
         if op.id.replica == id {
             lastSeq = max(lastSeq, op.id.seq)

@@ -1,5 +1,7 @@
 import BoardCRDT
 import BoardModel
+import BoardSimulation
+import Foundation
 import Testing
 
 @Suite struct CompactionTests {
@@ -12,6 +14,32 @@ import Testing
         // The creation, the last move and the last scale survive.
         #expect(a.storedOperationCount == 3)
         #expect(a.versionVector[a.id] == 103)
+    }
+
+    /// A complete delta skips recording each operation's sequence number (its `covers` lifts
+    /// the prefixes at the end): operations the receiver holds already, loose or ahead of a gap,
+    /// are still recognized and not integrated twice (appended points would double), and a
+    /// batch repeating an operation takes the one-by-one path. Random histories, seeded.
+    @Test func completeDeltasOverLooseOperationsIntegrateEachOperationOnce() throws {
+        for seed in 0..<UInt64(120) {
+            let rerun = "seed \(seed)"
+            let history = HistoryGenerator(replicaCount: 2...4, steps: 30...120).generate(seed: seed)
+            var source = Replica(id: ReplicaID(0x5011))
+            try source.apply(history.operations)
+            var rng = SeededRandom(seed: seed)
+            // The receiver holds a random subset: gaps, and operations ahead of them.
+            var receiver = Replica(id: ReplicaID(0x5012))
+            try receiver.apply(history.operations.filter { _ in rng.chance(0.4) })
+            var delta = source.operations(since: receiver.versionVector)
+            if rng.chance(0.5), let repeated = delta.operations.randomElement(using: &rng) {
+                delta.operations.append(repeated)
+            }
+            try receiver.apply(try OperationBatch(decoding: delta.encoded()))
+            for data in history.assets.values { receiver.assets.insert(data); source.assets.insert(data) }
+            #expect(try canonical(receiver) == canonical(source), "\(rerun)")
+            #expect(receiver.versionVector == source.versionVector, "\(rerun)")
+            #expect(receiver.fullState().operations == source.fullState().operations, "\(rerun)")
+        }
     }
 
     @Test func aCompleteDeltaCoversCompactedOperations() throws {

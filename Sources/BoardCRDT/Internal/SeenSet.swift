@@ -5,7 +5,7 @@ struct SeenSet: Sendable {
     private(set) var ahead: Set<UInt64> = []
 
     func contains(_ seq: UInt64) -> Bool {
-        seq <= prefix || ahead.contains(seq)
+        seq <= prefix || !ahead.isEmpty && ahead.contains(seq)
     }
 
     /// Records `seq`; false when it was already recorded.
