@@ -140,6 +140,7 @@ public final class BoardHub {
     public func attach(_ id: SessionID, _ session: SyncSession, hello: Hello, readOnly: Bool = false,
                        subject: String? = nil, relay: Bool = false) {
         sessions[id] = session
+        now = max(now, session.lastReceivedAt)  // its HELLO's arrival: the hub's clock may lag
         if readOnly { self.readOnly.insert(id) }
         if let subject {
             subjectOf[id] = subject
@@ -206,6 +207,13 @@ public final class BoardHub {
 
     public func remove(_ id: SessionID) {
         sessions[id] = nil
+        // Whoever this session brought has left (others hear "gone").
+        for (replica, entry) in presences.sorted(by: { $0.key < $1.key }) where entry.from == id {
+            presences[replica] = nil
+            let gone = Presence.gone(replica, clock: entry.presence.clock)
+            relayPresence(gone, except: id)
+            onPresence?(gone)
+        }
         buckets[id] = nil
         readOnly.remove(id)
         subjectOf[id] = nil
@@ -258,6 +266,7 @@ public final class BoardHub {
     public func handleTimers(now: Double) -> [(SessionID, SessionEvent)] {
         self.now = now
         commitMerges()
+        expirePresences()
         var fired: [(SessionID, SessionEvent)] = []
         for id in Array(sessions.keys) {
             let events = withSession(id) { $0.handleTimer(now: now) } ?? []
@@ -267,7 +276,8 @@ public final class BoardHub {
     }
 
     public var nextDeadline: Double? {
-        let sessionDeadline = sessions.values.compactMap(\.nextDeadline).min()
+        let sessionDeadline = [sessions.values.compactMap(\.nextDeadline).min(), presences.values.map(\.expires).min()]
+            .compactMap { $0 }.min()
         guard let since = syncPendingSince else { return sessionDeadline }
         return min(since, sessionDeadline ?? since)
     }
@@ -322,6 +332,69 @@ public final class BoardHub {
         let result = body(&session)
         sessions[id] = session
         return result
+    }
+
+    // MARK: Presence
+
+    /// What a replica said last about itself on this board, which session brought it (nil: this
+    /// host's own), and when it expires.
+    public struct PresenceEntry: Equatable, Sendable {
+        public var presence: Presence
+        public var from: SessionID?
+        public var expires: Double
+    }
+
+    /// Who is on the board now, by replica (ephemeral: never stored).
+    public private(set) var presences: [ReplicaID: PresenceEntry] = [:]
+    /// Called for every presence this hub takes (including "gone" ones), for hosts that show them.
+    public var onPresence: ((Presence) -> Void)?
+
+    /// Announces a presence of this host (its own replica, or one it edits for, like a web page):
+    /// kept, and sent to every session whose peer understands presence.
+    public func setLocalPresence(_ presence: Presence, now: Double) {
+        self.now = now
+        take(presence, from: nil)
+    }
+
+    private func receivePresence(_ presence: Presence, from id: SessionID) {
+        guard let hello = sessions[id]?.peer else { return }
+        // With access control, a session speaks only for its own replica unless it is a
+        // trusted relay; nobody speaks for this host's replica.
+        if presence.replica == store.replica.id
+            || (subjectOf[id] != nil && !relays.contains(id) && presence.replica != hello.replica) {
+            log?("session \(id): dropped a presence for replica \(presence.replica), which it may not speak for")
+            return
+        }
+        take(presence, from: id)
+    }
+
+    /// Latest wins by clock; a "gone" removes. What is taken is relayed to every other session.
+    private func take(_ presence: Presence, from id: SessionID?) {
+        let held = presences[presence.replica]
+        if presence.isGone {
+            guard let held, presence.clock >= held.presence.clock else { return }
+            presences[presence.replica] = nil
+        } else {
+            if let held, presence.clock <= held.presence.clock { return }
+            presences[presence.replica] = PresenceEntry(presence: presence, from: id,
+                                                        expires: now + min(presence.ttl, Presence.maxTTL))
+        }
+        relayPresence(presence, except: id)
+        onPresence?(presence)
+    }
+
+    private func relayPresence(_ presence: Presence, except excluded: SessionID?) {
+        for id in sessions.keys.sorted() where id != excluded {
+            withSession(id) { $0.sendPresence(presence) }
+        }
+    }
+
+    /// Forgets presences whose time-to-live ran out (peers expire them on their own clocks).
+    private func expirePresences() {
+        for (replica, entry) in presences.sorted(by: { $0.key < $1.key }) where entry.expires <= now {
+            presences[replica] = nil
+            onPresence?(Presence.gone(replica, clock: entry.presence.clock))
+        }
     }
 
     // MARK: Protocol
@@ -379,6 +452,8 @@ public final class BoardHub {
             if fetching[hash] == nil {
                 for waiter in waiting.removeValue(forKey: hash) ?? [] { sessions[waiter]?.sendNoAsset(hash) }
             }
+        case .presence(let presence):
+            receivePresence(presence, from: id)
         case .closed(let error):
             if let error { log?("session \(id) closed: \(error)") }
         }
@@ -440,6 +515,12 @@ public final class BoardHub {
         sessions[id]?.sendEncoded(bytes)
         if bytes.count > 1 << 16 { deltasInFlight[id] = bytes.count }
         sessions[id]?.sendSynced(current)
+        // Who is on the board, with what is left of each presence's time-to-live.
+        for (_, entry) in presences.sorted(by: { $0.key < $1.key }) where entry.from != id && entry.expires > now {
+            var presence = entry.presence
+            presence.ttl = entry.expires - now
+            sessions[id]?.sendPresence(presence)
+        }
         // Images nobody could offer before may be with this peer: ask it now.
         requestMissing(preferring: id)
         log?("session \(id): replica \(hello.replica) joined board '\(hello.board)'")

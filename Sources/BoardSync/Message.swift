@@ -21,9 +21,11 @@ public enum Message: Equatable, Sendable {
     case error(code: UInt16, message: String)
     /// A clean goodbye.
     case bye
+    /// Who is on the board and what they are doing (ephemeral; never logged).
+    case presence(Presence)
 
     public enum Kind: UInt8, Sendable {
-        case hello = 1, operations, ack, synced, want, assetChunk, noAsset, ping, pong, error, bye
+        case hello = 1, operations, ack, synced, want, assetChunk, noAsset, ping, pong, error, bye, presence
     }
 
     public var kind: Kind {
@@ -39,6 +41,7 @@ public enum Message: Equatable, Sendable {
         case .pong: return .pong
         case .error: return .error
         case .bye: return .bye
+        case .presence: return .presence
         }
     }
 }
@@ -58,7 +61,7 @@ public struct Hello: Equatable, Sendable {
     public var replica: ReplicaID
     /// Reserved for authentication (a token); empty today.
     public var credentials: [UInt8]
-    /// Bit set of optional features; none are defined in version 1.
+    /// Bit set of optional features (`Capabilities`): presence.
     public var capabilities: UInt64
     public var version: VersionVector
 
@@ -143,6 +146,8 @@ extension Message {
             w.write(lengthPrefixed: Array(message.utf8.prefix(1024)))
         case .bye:
             break
+        case .presence(let presence):
+            presence.write(&w)
         }
         return Frame(type: kind.rawValue, payload: w.bytes)
     }
@@ -205,6 +210,7 @@ extension Message {
                 let text = try r.readLengthPrefixed(max: 4096, "error message")
                 self = .error(code: UInt16(code), message: String(decoding: text, as: UTF8.self))
             case .bye: self = .bye
+            case .presence: self = .presence(try Presence.read(&r))
             }
         } catch let error as SessionError {
             throw error

@@ -104,6 +104,9 @@ public final class SyncEndpoint {
         /// One sync of a board's log per turn of the host's loop for every peer frame merged in
         /// it, acknowledged after the sync (`BoardHub.groupCommit`). `SyncHost` turns it on.
         public var groupCommit = false
+        /// Where this endpoint's presence clock starts (`Presence.clock` must grow across a
+        /// replica's restarts: hosts pass wall-clock milliseconds; simulations 0).
+        public var presenceClockStart: UInt64 = 0
 
         public init() {}
     }
@@ -512,6 +515,26 @@ public final class SyncEndpoint {
         board.hub.broadcast(edit.operations)
         board.scheduler.noteChange(now: now)
         return edit
+    }
+
+    /// Announces what this host's replica (or one it edits for) is doing on a board: the
+    /// endpoint stamps the presence with its next clock and the hub sends it to every peer that
+    /// understands presence. `presence.ttl` 0 says the replica left.
+    public func setPresence(_ presence: Presence, on name: String? = nil, now: Double) {
+        self.now = now
+        guard let name = name ?? boards.keys.sorted().first, let board = boards[name] else { return }
+        presenceClock = max(presenceClock + 1, options.presenceClockStart)
+        var stamped = presence
+        stamped.clock = presenceClock
+        board.hub.setLocalPresence(stamped, now: now)
+    }
+
+    private lazy var presenceClock: UInt64 = options.presenceClockStart
+
+    /// Who is on a board (other replicas' live presences), by replica id order.
+    public func presences(on name: String? = nil) -> [Presence] {
+        guard let name = name ?? boards.keys.sorted().first, let board = boards[name] else { return [] }
+        return board.hub.presences.values.filter { $0.from != nil }.map(\.presence).sorted { $0.replica < $1.replica }
     }
 
     /// Says goodbye on every session and saves every board (unless `save` is false).

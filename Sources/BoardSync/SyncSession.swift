@@ -16,6 +16,9 @@ public struct SessionLimits: Sendable {
     /// Largest frame before the handshake is done: a HELLO needs little, and an unauthenticated
     /// connection must not make the host buffer 16 MiB.
     public var maxHandshakeFrame = 1 << 20
+    /// PRESENCE messages taken from a peer per second (a burst of twice as many is allowed);
+    /// the rest are dropped unseen: a cursor's flood must not become every other peer's.
+    public var presencePerSecond: Double = 30
 
     public init() {}
 }
@@ -55,6 +58,8 @@ public enum SessionEvent: Equatable, Sendable {
     /// A chunk of an asset this side asked for (feed it to an `AssetAssembler`).
     case assetChunk(AssetChunk)
     case assetUnavailable(AssetHash)
+    /// What a peer (or a replica behind it) is doing on the board (ephemeral).
+    case presence(Presence)
     /// The session is over: nil for a clean goodbye, else why.
     case closed(SessionError?)
 }
@@ -101,6 +106,13 @@ public struct SyncSession: Sendable {
     /// costs one pending PONG, not a queue of them.
     private var pendingPong: UInt64?
     private var pendingLive: [Op] = []
+    /// Presence waiting for output, latest per replica (a slow reader holds one per replica).
+    private var pendingPresence: [ReplicaID: Presence] = [:]
+    /// Token bucket for the peer's PRESENCE messages.
+    private var presenceTokens: Double?
+    private var presenceRefilledAt: Double = 0
+    /// PRESENCE messages from the peer dropped by the rate limit.
+    public private(set) var presenceDropped = 0
     private var lastReceived: Double = 0
     /// When bytes last arrived (hosts resume a handshake's buffered frames at this time).
     public var lastReceivedAt: Double { lastReceived }
@@ -154,7 +166,8 @@ public struct SyncSession: Sendable {
         lastReceived = now
         lastFrame = (now, bytesReceived)
         lastSent = now
-        queue(.hello(Hello(board: board, replica: localReplica, credentials: credentials, version: version)))
+        queue(.hello(Hello(board: board, replica: localReplica, credentials: credentials,
+                           capabilities: Capabilities.supported, version: version)))
         state = .awaitingHello
     }
 
@@ -182,7 +195,7 @@ public struct SyncSession: Sendable {
     /// Acceptor: answer the peer's HELLO, saying we hold `version` of its board.
     public mutating func accept(version: VersionVector) {
         guard case .awaitingAccept(let hello) = state else { return }
-        queue(.hello(Hello(board: hello.board, replica: localReplica, version: version)))
+        queue(.hello(Hello(board: hello.board, replica: localReplica, capabilities: Capabilities.supported, version: version)))
         state = .open(hello)
         decoder.maxFrame = limits.maxFrame
     }
@@ -279,6 +292,19 @@ public struct SyncSession: Sendable {
         append(frame)
     }
 
+    /// Whether the peer announced that it understands PRESENCE.
+    public var peerSupportsPresence: Bool {
+        (peer?.capabilities ?? 0) & Capabilities.presence != 0
+    }
+
+    /// Sends what a replica is doing on the board. Latest wins: a newer presence of the same
+    /// replica replaces one not yet taken as output. Dropped for peers that did not announce
+    /// the capability (they would refuse an unknown message).
+    public mutating func sendPresence(_ presence: Presence) {
+        guard isOpen, peerSupportsPresence else { return }
+        pendingPresence[presence.replica] = presence
+    }
+
     /// Marks the end of the initial delta.
     public mutating func sendSynced(_ version: VersionVector) {
         guard isOpen else { return }
@@ -323,13 +349,18 @@ public struct SyncSession: Sendable {
 
     /// Bytes waiting in the session (frames not yet taken, plus queued asset bytes).
     public var pendingOutputCount: Int {
-        outbox.count + pendingLive.count + (pendingPong == nil ? 0 : 16) + assetQueue.reduce(0) { $0 + $1.data.count - $1.offset }
+        outbox.count + pendingLive.count + pendingPresence.count * 64 + (pendingPong == nil ? 0 : 16) + assetQueue.reduce(0) { $0 + $1.data.count - $1.offset }
     }
 
     /// Takes up to about `maxBytes` of output for the socket. Asset chunks are cut lazily here,
     /// so a large asset never sits in memory twice.
     public mutating func takeOutput(maxBytes: Int = Int.max, now: Double? = nil) -> [UInt8] {
         flushLive()
+        if !pendingPresence.isEmpty {
+            let presences = pendingPresence.values.sorted { $0.replica < $1.replica }
+            pendingPresence = [:]
+            for presence in presences { queue(.presence(presence)) }
+        }
         if let nonce = pendingPong {
             pendingPong = nil
             queue(.pong(nonce))
@@ -364,6 +395,7 @@ public struct SyncSession: Sendable {
         if outbox.count > limits.maxQueuedBytes, !isClosed {
             outbox = []
             pendingLive = []
+            pendingPresence = [:]
             assetQueue = []
             let error = SessionError(.slowReader, "more than \(limits.maxQueuedBytes) bytes queued for a peer that does not read")
             outbox += Message.error(code: error.code.rawValue, message: error.message).frame().encoded()
@@ -439,6 +471,20 @@ public struct SyncSession: Sendable {
                 pendingPong = nonce
                 return nil
             case .pong: return nil
+            case .presence(let presence):
+                // Token bucket: `presencePerSecond`, bursts of twice that.
+                let burst = limits.presencePerSecond * 2
+                let elapsed = max(0, lastReceived - presenceRefilledAt)
+                var tokens = min(burst, (presenceTokens ?? burst) + elapsed * limits.presencePerSecond)
+                presenceRefilledAt = lastReceived
+                guard tokens >= 1 else {
+                    presenceTokens = tokens
+                    presenceDropped += 1
+                    return nil
+                }
+                tokens -= 1
+                presenceTokens = tokens
+                return .presence(presence)
             case .error, .bye: return nil
             }
         case .idle, .closed:

@@ -270,6 +270,11 @@ struct SeedBoard {
             .ping(7),
             .pong(7),
             .error(code: 4, message: "seed error"),
+            .presence(Presence(replica: ReplicaID(0xA11CE), name: "seed ✏️", color: .black, pointer: GridPoint(x: 16, y: -32),
+                               selection: [ItemID(high: 0xA11CE, low: 1)],
+                               stroke: InkPreview(item: ItemID(high: 0xA11CE, low: 2), color: .black, width: 32,
+                                                  points: [GridPoint(x: 1, y: 2), GridPoint(x: 5, y: 9)]),
+                               ttl: 10, clock: 3)),
             .bye,
         ]
         let gradient = RGBAImage(width: 9, height: 7, pixels: (0..<(9 * 7 * 4)).map { UInt8(truncatingIfNeeded: $0 * 37) })
