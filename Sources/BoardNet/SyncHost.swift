@@ -104,7 +104,7 @@ public final class SyncHost {
             for notice in package.notices { log("board '\(name)': \(notice)") }
             log("board '\(name)': \(existed ? "opened" : "created") \(path) (\(package.replica.versionVector.totalCount) operations)")
             return package
-        }, options: options.endpoint, now: EventLoop.now())
+        }, options: Self.withPresenceClock(options.endpoint), now: EventLoop.now())
         wire()
         try startListening(listen)
     }
@@ -114,12 +114,21 @@ public final class SyncHost {
                 loop: EventLoop, options: Options = Options()) throws {
         self.loop = loop
         self.options = options
-        endpoint = SyncEndpoint(board: board, store: store, options: options.endpoint, now: EventLoop.now())
+        endpoint = SyncEndpoint(board: board, store: store, options: Self.withPresenceClock(options.endpoint), now: EventLoop.now())
         wire()
         if let listen { try startListening(listen) }
     }
 
+    /// A replica's presence clock must grow across restarts: real hosts start it at the wall
+    /// clock's milliseconds (unless the caller chose a start).
+    private static func withPresenceClock(_ options: SyncEndpoint.Options) -> SyncEndpoint.Options {
+        var options = options
+        if options.presenceClockStart == 0 { options.presenceClockStart = UInt64(Date().timeIntervalSince1970 * 1000) }
+        return options
+    }
+
     private func wire() {
+        endpoint.onPresence = { [weak self] board, presence in self?.onPresence?(board, presence) }
         endpoint.transportQueued = { [weak self] id in self?.connections[id]?.queuedBytes ?? 0 }
         if !options.reconnect { endpoint.setReconnecting(false, now: EventLoop.now()) }
         armTimer()
@@ -330,6 +339,22 @@ public final class SyncHost {
         flushSoon()
         return edit
     }
+
+    /// Announces what this host's replica is doing on a board (`SyncEndpoint.setPresence`);
+    /// refresh it before its time-to-live runs out.
+    public func setPresence(_ presence: Presence, on board: String? = nil) {
+        endpoint.setPresence(presence, on: board, now: EventLoop.now())
+        flushSoon()
+        armTimer()
+    }
+
+    /// Who else is on a board now.
+    public func presences(on board: String? = nil) -> [Presence] {
+        endpoint.presences(on: board)
+    }
+
+    /// Called for every presence this host takes: arrivals, updates, and "gone" ones.
+    public var onPresence: ((String, Presence) -> Void)?
 
     /// Closes every link abruptly (a test's or demo's "go offline").
     public func dropConnections() {

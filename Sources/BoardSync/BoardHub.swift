@@ -346,7 +346,8 @@ public final class BoardHub {
 
     /// Who is on the board now, by replica (ephemeral: never stored).
     public private(set) var presences: [ReplicaID: PresenceEntry] = [:]
-    /// Called for every presence this hub takes (including "gone" ones), for hosts that show them.
+    /// Called for every presence of another replica this hub takes (arrivals, updates, and
+    /// "gone" ones: left, expired, or its session closed), for hosts that show them.
     public var onPresence: ((Presence) -> Void)?
 
     /// Announces a presence of this host (its own replica, or one it edits for, like a web page):
@@ -380,7 +381,7 @@ public final class BoardHub {
                                                         expires: now + min(presence.ttl, Presence.maxTTL))
         }
         relayPresence(presence, except: id)
-        onPresence?(presence)
+        if id != nil { onPresence?(presence) }
     }
 
     private func relayPresence(_ presence: Presence, except excluded: SessionID?) {
@@ -393,7 +394,7 @@ public final class BoardHub {
     private func expirePresences() {
         for (replica, entry) in presences.sorted(by: { $0.key < $1.key }) where entry.expires <= now {
             presences[replica] = nil
-            onPresence?(Presence.gone(replica, clock: entry.presence.clock))
+            if entry.from != nil { onPresence?(Presence.gone(replica, clock: entry.presence.clock)) }
         }
     }
 

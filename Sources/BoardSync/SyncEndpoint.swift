@@ -187,6 +187,7 @@ public final class SyncEndpoint {
             guard let self, let board else { return }
             board.scheduler.noteChange(now: self.now)
         }
+        board.hub.onPresence = { [weak self] presence in self?.onPresence?(name, presence) }
         board.hub.maxOperationsPerSecond = options.maxOperationsPerSecond
         board.hub.groupCommit = options.groupCommit
         board.hub.maxAssets = options.maxAssetsPerBoard
@@ -530,6 +531,10 @@ public final class SyncEndpoint {
     }
 
     private lazy var presenceClock: UInt64 = options.presenceClockStart
+
+    /// Called with the board's name for every presence a hub takes (arrivals, updates, and
+    /// "gone" ones when a replica leaves or expires).
+    public var onPresence: ((String, Presence) -> Void)?
 
     /// Who is on a board (other replicas' live presences), by replica id order.
     public func presences(on name: String? = nil) -> [Presence] {

@@ -35,6 +35,11 @@ struct Demo {
         }
     }
 
+    /// A peer's name from its replica id (presence "gone" messages carry only the id).
+    static func name(of replica: ReplicaID, _ packages: [BoardPackage], _ names: [String]) -> String {
+        packages.firstIndex { $0.replica.id == replica }.map { names[$0] } ?? "\(replica)"
+    }
+
     func say(_ line: String) {
         if !json { print(line) }
     }
@@ -66,6 +71,27 @@ struct Demo {
             peers.append(host)
             packages.append(package)
         }
+        // Presence: each peer shows its name, colour, pointer and the stroke it is drawing; what
+        // each one saw of the others is reported at the end.
+        var seen: [Set<String>] = Array(repeating: [], count: names.count)
+        var presenceUpdates = 0
+        var departures: [String] = []
+        for (index, host) in peers.enumerated() {
+            host.onPresence = { _, presence in
+                if presence.isGone {
+                    departures.append("\(names[index]) saw \(Self.name(of: presence.replica, packages, names)) leave")
+                } else {
+                    seen[index].insert(presence.name)
+                    presenceUpdates += 1
+                }
+            }
+        }
+        func show(_ index: Int, pointer: CodablePoint, stroke: [CodablePoint]? = nil) {
+            let color = Color8(red: colors[index].0, green: colors[index].1, blue: colors[index].2, alpha: 255)
+            peers[index].setPresence(Presence(
+                replica: packages[index].replica.id, name: names[index], color: color, pointer: GridPoint(pointer),
+                stroke: stroke.map { InkPreview(color: color, width: 48, points: $0.compactMap(GridPoint.init)) }, ttl: 2))
+        }
         let images = colors.map { color in
             Data(PNGEncoder.solid(width: 32, height: 32, red: color.0, green: color.1, blue: color.2))
         }
@@ -89,6 +115,7 @@ struct Demo {
                 return pen
             }
             let host = peers[index]
+            show(index, pointer: pen)
             if step % 8 == index || stickers.isEmpty {
                 made[index] += try host.edit { try $0.addSticker(imagePNG: images[index], at: walk(), scale: 1.5) }.operations.count
             } else if step % 3 == 0 {
@@ -102,9 +129,14 @@ struct Demo {
                 }.operations.count
             } else {
                 let color = RGBAColor(red: Double(colors[index].0) / 255, green: Double(colors[index].1) / 255, blue: Double(colors[index].2) / 255)
-                made[index] += try host.edit { try $0.beginStroke(color: color, width: 3, points: (0..<4).map { _ in walk() }) }.operations.count
+                var ink = (0..<4).map { _ in walk() }
+                show(index, pointer: pen, stroke: ink)
+                made[index] += try host.edit { try $0.beginStroke(color: color, width: 3, points: ink) }.operations.count
                 for _ in 0..<2 {
-                    made[index] += try host.edit { try $0.appendPoints((0..<4).map { _ in walk() }) }.operations.count
+                    let more = (0..<4).map { _ in walk() }
+                    ink += more
+                    show(index, pointer: pen, stroke: ink)
+                    made[index] += try host.edit { try $0.appendPoints(more) }.operations.count
                 }
                 made[index] += try host.edit { replica in replica.finishStroke(); return LocalEdit() }.operations.count
             }
@@ -122,6 +154,9 @@ struct Demo {
             do {
                 if step < steps {
                     if step == offlineFrom { peers[2].setOffline(true); say("  step \(step): carol goes offline (keeps editing)") }
+                    if step == offlineFrom + 2 {
+                        say("  step \(step): alice sees on the board: \(peers[0].presences().map(\.name).joined(separator: ", "))")
+                    }
                     if step == offlineUntil { peers[2].setOffline(false); say("  step \(step): carol comes back online") }
                     for index in peers.indices { try edit(index) }
                     step += 1
@@ -156,6 +191,7 @@ struct Demo {
 
         var wireBytes = 0
         for host in peers { wireBytes += host.sessionBytes.sent + host.sessionBytes.received }
+        for host in peers { host.onPresence = nil }  // leaving at the end is not news
         for host in peers { host.shutdown() }
         server.shutdown()
         loop.schedule(after: 0.05) { loop.stop() }
@@ -181,12 +217,19 @@ struct Demo {
                 "identical": identical, "strokes": board.strokes.count, "stickers": board.stickers.count,
                 "packages": names.map { "\(out)/\($0).boardpkg" } + ["\(out)/server/demo.boardpkg"],
                 "picture": picture, "pictureWarnings": pictureReport.warnings,
+                "presenceSeen": Dictionary(uniqueKeysWithValues: zip(names, seen.map { $0.sorted() })),
+                "presenceUpdates": presenceUpdates, "presenceDepartures": departures,
             ])
         } else {
             say("")
             for (index, name) in names.enumerated() {
                 say("  \(name.padding(toLength: 6, withPad: " ", startingAt: 0)) made \(made[index]) operations\(index == 2 ? " (offline for steps \(offlineFrom)-\(offlineUntil))" : "")")
             }
+            say("  presence: " + names.indices.map { "\(names[$0]) saw \(seen[$0].sorted().joined(separator: " and "))" }.joined(separator: "; ")
+                + " (\(presenceUpdates) cursor and ink updates)")
+            var said = Set<String>()
+            let left = departures.filter { said.insert($0).inserted }
+            if !left.isEmpty { say("  departures seen: " + left.joined(separator: ", ")) }
             say("  converged: \(identical ? "yes, all three peers and the server hold byte-identical boards" : "NO")")
             say("  board: \(board.strokes.count) strokes, \(board.stickers.count) stickers, \(totalOps) operations")
             say("  bytes on the wire: \(wireBytes / 2) (each byte counted once)")

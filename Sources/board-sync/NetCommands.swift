@@ -163,7 +163,7 @@ struct NetCommands {
     }
 
     private func peer(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: Set(["listen", "connect", "board", "token", "token-file", "secret-file"] + Access.serverTLSOptions + Access.clientTLSOptions), flags: ["tls"])
+        let args = try Arguments(raw, options: Set(["listen", "connect", "board", "token", "token-file", "secret-file", "name", "color"] + Access.serverTLSOptions + Access.clientTLSOptions), flags: ["tls"])
         let credentials = try Access.token(args)
         let path = try args.positionals(["<package>"])[0]
         let listen = try args.value("listen").map { try address($0, "--listen") }
@@ -194,12 +194,41 @@ struct NetCommands {
         } else if listen != nil {
             NetCommands.log("WARNING: no --secret-file: anyone who can reach the --listen address can read and write this board")
         }
+        let name = Presence.clipped(args.value("name") ?? ProcessInfo.processInfo.environment["USER"] ?? "peer")
+        let color = try args.value("color").map { text -> Color8 in
+            guard let color = Color8(hex: text) else { throw UsageError("--color '\(text)' is not #RRGGBB or #RRGGBBAA") }
+            return color
+        } ?? Color8(red: 90, green: 90, blue: 90, alpha: 255)
         let host = try SyncHost(board: board, store: package, listen: listen, loop: loop, options: options)
         slot.host = host
+        // Who is on the board: logged as replicas arrive and leave (not every pointer move).
+        var present: [ReplicaID: String] = [:]
+        host.onPresence = { _, presence in
+            if presence.isGone {
+                if let left = present.removeValue(forKey: presence.replica) {
+                    NetCommands.log("presence: \(left) (\(presence.replica)) left; on the board: \(NetCommands.names(present))")
+                }
+            } else if present.updateValue(presence.name, forKey: presence.replica) == nil {
+                NetCommands.log("presence: \(presence.name) (\(presence.replica)) is here; on the board: \(NetCommands.names(present))")
+            }
+        }
+        // This peer's own presence, refreshed before its time-to-live runs out.
+        func announce() {
+            host.setPresence(Presence(replica: package.replica.id, name: name, color: color, ttl: Presence.defaultTTL))
+            loop.schedule(after: Presence.defaultTTL / 2) { announce() }
+        }
+        announce()
         for dial in dials { host.connect(to: dial) }
-        NetCommands.log("peer \(package.replica.id) for \(path) (board '\(board)')\(host.listenAddress.map { ", listening on \($0)" } ?? "")")
+        NetCommands.log("peer \(package.replica.id) for \(path) (board '\(board)') as '\(name)'\(host.listenAddress.map { ", listening on \($0)" } ?? "")")
         loop.run()
         withExtendedLifetime(signals) {}
+    }
+}
+
+extension NetCommands {
+    /// "ann, bob" for a log line (or "nobody else").
+    static func names(_ present: [ReplicaID: String]) -> String {
+        present.isEmpty ? "nobody else" : present.sorted { $0.key < $1.key }.map(\.value).joined(separator: ", ")
     }
 }
 

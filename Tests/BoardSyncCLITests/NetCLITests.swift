@@ -157,6 +157,27 @@ final class Daemon {
         #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]))
         let board = try workspace.board(packages[0])
         #expect(Int(png[16...19].reduce(0) { $0 << 8 | UInt32($1) }) == Int(board.canvasSize.width))
+        // Presence: each peer saw the other two; carol's going offline was seen as her leaving.
+        let seen = try #require(summary["presenceSeen"] as? [String: [String]])
+        #expect(seen == ["alice": ["bob", "carol"], "bob": ["alice", "carol"], "carol": ["alice", "bob"]])
+        let departures = try #require(summary["presenceDepartures"] as? [String])
+        #expect(departures.contains("alice saw carol leave") && departures.contains("bob saw carol leave"), "\(departures)")
         #expect(try workspace.cli.run("demo", "--out", "demo-out").status == 1, "refuses a non-empty folder")
+    }
+
+    /// Two `peer` processes: each logs the other's arrival under its --name, and its departure
+    /// when the other stops.
+    @Test func peersLogWhoJoinsAndLeavesTheBoard() throws {
+        let workspace = try Workspace()
+        for name in ["A", "B"] { try workspace.cli.run("new", "\(name).boardpkg") }
+        let a = try Daemon(["peer", "A.boardpkg", "--listen", "127.0.0.1:0", "--board", "room", "--name", "Ana", "--color", "#cc2244"], in: workspace.path)
+        let address = try #require(a.listeningAddress(), "\(a.log)")
+        let b = try Daemon(["peer", "B.boardpkg", "--connect", address, "--board", "room", "--name", "Bo"], in: workspace.path)
+        #expect(a.waitFor("presence: Bo") != nil, "\(a.log)")
+        #expect(b.waitFor("presence: Ana") != nil, "\(b.log)")
+        #expect(b.terminate() == 0)
+        #expect(a.waitFor("presence: Bo") != nil && a.waitFor("left; on the board: nobody else") != nil, "\(a.log)")
+        #expect(a.terminate() == 0)
+        #expect(try workspace.cli.run("peer", "A.boardpkg", "--connect", address, "--color", "red").status == 64)
     }
 }
