@@ -68,7 +68,7 @@ let package = Package(
         // their corpus replayed by FuzzRegressionTests.
         .target(
             name: "BoardFuzz",
-            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardRender"],
+            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardRender", "BoardNet"],
             path: "Fuzz/Sources/BoardFuzz"
         ),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["BoardFuzz"]),

@@ -1,5 +1,6 @@
 import BoardCRDT
 import BoardModel
+import BoardNet
 import BoardRender
 import BoardStore
 import BoardSync
@@ -11,7 +12,7 @@ import Foundation
 /// encoder. `bin/fuzz TARGET` runs one under libFuzzer; `FuzzRegressionTests` replays every
 /// input in `Fuzz/Corpus/<target>/` (seeds and every crash ever found) in the normal test run.
 public enum FuzzTargets {
-    public static let names = ["frame", "operations", "session", "oplog", "manifest", "png"]
+    public static let names = ["frame", "operations", "session", "oplog", "manifest", "png", "http", "websocket"]
 
     /// Runs target `name` on `bytes`. Unknown names trap (a usage error of the harness).
     public static func run(_ name: String, _ bytes: [UInt8]) {
@@ -22,6 +23,8 @@ public enum FuzzTargets {
         case "oplog": opLog(bytes)
         case "manifest": manifest(bytes)
         case "png": png(bytes)
+        case "http": http(bytes)
+        case "websocket": websocket(bytes)
         default: preconditionFailure("unknown fuzz target '\(name)' (one of \(names.joined(separator: ", ")))")
         }
     }
@@ -48,6 +51,18 @@ public enum FuzzTargets {
             return !opened.batches.isEmpty
         case "png":
             return (try? PNGDecoder.decode(bytes)) != nil
+        case "http":
+            var parser = HTTPRequestParser()
+            var next: HTTPRequest?
+            do { next = try parser.append(bytes) } catch { return false }
+            guard next != nil else { return false }
+            while next != nil {
+                do { next = try parser.next() } catch { return false }
+            }
+            return parser.remaining.isEmpty
+        case "websocket":
+            var connection = WebSocketConnection(maxMessage: 1 << 16)
+            return connection.receive(bytes).contains { if case .failed = $0 { return false } else { return true } }
         case "manifest":
             let fileSystem = MemoryFileSystem()
             guard (try? fileSystem.createDirectories("/p.boardpkg")) != nil,
@@ -178,6 +193,57 @@ public enum FuzzTargets {
         precondition(again == image, "an image changed through encode and decode")
     }
 
+    /// The HTTP request parser (`serve --web`), the stream split where the input says: each head
+    /// it returns is well-formed, and the WebSocket handshake and error responses over it never
+    /// trap. At most as many requests as input bytes.
+    static func http(_ bytes: [UInt8]) {
+        var parser = HTTPRequestParser(limits: HTTPLimits())
+        let split = bytes.isEmpty ? 0 : Int(bytes[0]) % (bytes.count + 1)
+        var requests = 0
+        for part in [Array(bytes[..<split]), Array(bytes[split...])] {
+            var next: HTTPRequest?
+            do { next = try parser.append(part) } catch {
+                _ = HTTPResponse.error(error).encoded()
+                return
+            }
+            while let request = next {
+                requests += 1
+                precondition(requests <= bytes.count, "more requests than input bytes")
+                precondition(request.target.hasPrefix("/") && !request.method.isEmpty, "a malformed head was returned")
+                _ = (request.path, request.query)
+                switch WebSocket.handshake(request) {
+                case .success(let response): _ = response.encoded()
+                case .failure(let error): _ = HTTPResponse.error(error).encoded()
+                }
+                do { next = try parser.next() } catch { return }
+            }
+        }
+        precondition(parser.remaining.count <= bytes.count)
+    }
+
+    /// A WebSocket connection fed the input as client frames in two reads: messages come out
+    /// whole and within the limit, output stays bounded, and nothing is read after a failure
+    /// or a close.
+    static func websocket(_ bytes: [UInt8]) {
+        let limit = 1 << 16
+        var connection = WebSocketConnection(maxMessage: limit)
+        let split = bytes.isEmpty ? 0 : Int(bytes[0]) % (bytes.count + 1)
+        var ended = false
+        for part in [Array(bytes[..<split]), Array(bytes[split...])] {
+            let events = connection.receive(part)
+            precondition(!ended || events.isEmpty, "events after the connection ended")
+            for event in events {
+                switch event {
+                case .text(let text): precondition(text.utf8.count <= limit)
+                case .binary(let data): precondition(data.count <= limit)
+                case .closed, .failed: ended = true
+                }
+            }
+        }
+        connection.send(text: "x")
+        precondition(connection.takeOutput().count <= 2 * bytes.count + 256, "output grew past the input")
+    }
+
     /// The manifest reader (a package's view), given the input as manifest.json: a snapshot or
     /// an error, never a trap; a snapshot it returns encodes to canonical JSON.
     static func manifest(_ bytes: [UInt8]) {
@@ -209,6 +275,16 @@ extension FuzzTargets {
             return [board.manifest]
         case "png":
             return board.images
+        case "http":
+            return [Array(("GET /ws/seed?token=bst1.x.y HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                           + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8),
+                    Array("GET /b/seed HTTP/1.1\r\nHost: a\r\n\r\nGET /b/seed/asset/00ff HTTP/1.0\r\n\r\n".utf8)]
+        case "websocket":
+            let mask: [UInt8] = [1, 2, 3, 4]
+            return [WebSocket.frame(.text, Array("{\"type\":\"move\"}".utf8), mask: mask),
+                    WebSocket.frame(.binary, [9, 8, 7], fin: false, mask: mask) + WebSocket.frame(.ping, [1], mask: mask)
+                        + WebSocket.frame(.continuation, [6], mask: mask) + WebSocket.frame(.close, [3, 232, 65], mask: mask),
+                    WebSocket.frame(.binary, [UInt8](repeating: 5, count: 300), mask: mask)]
         default:
             preconditionFailure("unknown fuzz target '\(name)'")
         }
