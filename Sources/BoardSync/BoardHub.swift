@@ -384,7 +384,12 @@ public final class BoardHub {
         if id != nil { onPresence?(presence) }
     }
 
+    /// A planted bug for the simulator's oracles (`board-sim --plant presence-not-relayed`):
+    /// presences from sessions are kept but never passed on. Never set outside such runs.
+    @_spi(Mutations) public var dropsRelayedPresence = false
+
     private func relayPresence(_ presence: Presence, except excluded: SessionID?) {
+        if dropsRelayedPresence, excluded != nil { return }
         for id in sessions.keys.sorted() where id != excluded {
             withSession(id) { $0.sendPresence(presence) }
         }

@@ -107,6 +107,8 @@ public final class SyncEndpoint {
         /// Where this endpoint's presence clock starts (`Presence.clock` must grow across a
         /// replica's restarts: hosts pass wall-clock milliseconds; simulations 0).
         public var presenceClockStart: UInt64 = 0
+        /// A planted bug for the simulator (`BoardHub.dropsRelayedPresence` on every board).
+        @_spi(Mutations) public var dropsRelayedPresence = false
 
         public init() {}
     }
@@ -188,6 +190,7 @@ public final class SyncEndpoint {
             board.scheduler.noteChange(now: self.now)
         }
         board.hub.onPresence = { [weak self] presence in self?.onPresence?(name, presence) }
+        board.hub.dropsRelayedPresence = options.dropsRelayedPresence
         board.hub.maxOperationsPerSecond = options.maxOperationsPerSecond
         board.hub.groupCommit = options.groupCommit
         board.hub.maxAssets = options.maxAssetsPerBoard

@@ -298,7 +298,8 @@ final class VirtualNet {
 
     /// The oracles catch planted bugs (mutation testing), each as the failure it is: a tie broken
     /// by arrival order (replicas diverge), an ACK sent before the log append (acknowledged
-    /// operations lost in a crash), and a WANT nobody answers (no convergence: images missing).
+    /// operations lost in a crash), a WANT nobody answers (no convergence: images missing), and
+    /// hubs that never pass presence on (peers do not see each other).
     @Test(arguments: [
         (World.Mutation.tieBreakByArrival, ["divergence", "contract"]),
         (.acknowledgeBeforeLogging, ["acknowledged loss"]),
@@ -306,6 +307,7 @@ final class VirtualNet {
         // refuses a view ahead of the log it lost.
         (.acknowledgeBeforeSync, ["acknowledged loss", "restart"]),
         (.imagesNeverServed, ["liveness"]),
+        (.presenceNotRelayed, ["presence"]),
     ])
     func theOraclesCatchPlantedBugs(mutation: World.Mutation, kinds: [String]) {
         var caught: World.Report?

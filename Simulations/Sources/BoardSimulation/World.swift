@@ -1,7 +1,7 @@
 import BoardModel
 import BoardStore
 @_spi(Mutations) import BoardCRDT
-import BoardSync
+@_spi(Mutations) import BoardSync
 import Dispatch
 import Foundation
 import Synchronization
@@ -35,6 +35,8 @@ public final class World {
         /// Registers break Lamport ties by arrival order (the first to arrive wins) instead of
         /// by replica id: a broken merge rule.
         case tieBreakByArrival = "tie-break-by-arrival"
+        /// Hubs keep peers' presences but never pass them on: nobody behind a hub sees anyone.
+        case presenceNotRelayed = "presence-not-relayed"
     }
 
     /// What happened, and what the oracles found.
@@ -131,6 +133,8 @@ public final class World {
         case online(peer: Int)
         case heal
         case check
+        /// After convergence: every peer announced itself; each must see all the others.
+        case presenceCheck
     }
 
     /// The images peers put on stickers and backgrounds: small real PNGs in five colours, so
@@ -221,6 +225,11 @@ public final class World {
         var options = SyncEndpoint.Options()
         // As deployed (SyncHost): merges synced once per turn, acknowledged after the sync.
         options.groupCommit = true
+        options.dropsRelayedPresence = plan.mutation == .presenceNotRelayed
+        // As SyncHost does with the wall clock: a restarted peer's presence clock starts above
+        // where it was, or the others' copies of its old presence would shadow the new one
+        // until they expired (found by this simulator's presence oracle).
+        options.presenceClockStart = UInt64(now * 1000) + 1
         if plan.access {
             if index == plan.server {
                 options.access = SyncEndpoint.AccessControl(authority: World.authority, wallClock: { 1_800_000_000 })
@@ -464,12 +473,16 @@ public final class World {
             case .check:
                 if converged() {
                     report.convergedAfter = now - plan.faultyPhase
-                    break
+                    announcePresence()
+                    queue.push(now + 1, .presenceCheck)
                 }
                 queue.push(now + 0.25, .check)
                 continue
+            case .presenceCheck:
+                checkPresence()
+                presenceChecked = true
             }
-            if report.convergedAfter != nil { break }
+            if presenceChecked { break }
         }
         report.simulatedSeconds = now
         check()
@@ -545,7 +558,13 @@ public final class World {
                 LocalEdit(operations: editor.edit(&replica))
             }
             report.operationsMade += edit.operations.count
-            if let replica = replica(host) { host.saved = replica.versionVector }
+            if let replica = replica(host) {
+                host.saved = replica.versionVector
+                // Where this peer is working, shown to the others while links fail and heal.
+                endpoint.setPresence(Presence(replica: replica.id, name: host.name, color: .black,
+                                              pointer: GridPoint(x: Int64(report.operationsMade), y: Int64(host.index)), ttl: 3),
+                                     on: board, now: now)
+            }
             note("edit \(host.index) \(edit.operations.count)")
         } catch {
             // A full disk refuses the edit, and the edit must change nothing.
@@ -645,6 +664,31 @@ public final class World {
     }
 
     // MARK: Oracles
+
+    /// Set once the presence oracle ran (the run ends there).
+    private var presenceChecked = false
+
+    /// Every live peer says who it is (a long time-to-live: the check comes a second later).
+    private func announcePresence() {
+        for host in hosts where host.index != plan.server {
+            guard let endpoint = host.endpoint, let replica = replica(host) else { continue }
+            endpoint.setPresence(Presence(replica: replica.id, name: host.name, color: .black, ttl: Presence.maxTTL), on: board, now: now)
+            flush(host)
+        }
+    }
+
+    /// A second after convergence, every peer sees every other peer on the board (presence
+    /// relayed through the server and across peers, never stored).
+    private func checkPresence() {
+        let peers = hosts.filter { $0.index != plan.server && $0.endpoint != nil }
+        for host in peers {
+            let seen = Set(host.endpoint!.presences(on: board).map(\.name))
+            let missing = peers.filter { $0 !== host && !seen.contains($0.name) }.map(\.name)
+            if !missing.isEmpty {
+                fail("presence", "\(host.name) does not see \(missing.joined(separator: ", ")) on the board a second after convergence (sees \(seen.sorted().joined(separator: ", ")))")
+            }
+        }
+    }
 
     private func converged() -> Bool {
         guard let reference = replica(serverHost), reference.missingAssets.isEmpty else { return false }
