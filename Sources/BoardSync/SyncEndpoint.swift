@@ -188,6 +188,7 @@ public final class SyncEndpoint {
         board.hub.onChange = { [weak self, weak board] in
             guard let self, let board else { return }
             board.scheduler.noteChange(now: self.now)
+            self.onBoardChange?(name)
         }
         board.hub.onPresence = { [weak self] presence in self?.onPresence?(name, presence) }
         board.hub.dropsRelayedPresence = options.dropsRelayedPresence
@@ -303,6 +304,30 @@ public final class SyncEndpoint {
     @discardableResult
     public func preload(board name: String) -> Bool {
         openBoard(name) != nil
+    }
+
+    /// Called with a board's name whenever its replica changed (merged operations or images,
+    /// local edits): for views that show boards live.
+    public var onBoardChange: ((String) -> Void)?
+
+    /// Views (web pages) looking at each board: a board with viewers is not closed when idle.
+    private var viewers: [String: Int] = [:]
+
+    /// Opens `name` for a view and keeps it open until `removeViewer`; false when it cannot be
+    /// opened.
+    public func addViewer(board name: String, now: Double) -> Bool {
+        self.now = now
+        guard let board = openBoard(name) else { return false }
+        viewers[name, default: 0] += 1
+        board.lastActive = now
+        return true
+    }
+
+    public func removeViewer(board name: String, now: Double) {
+        self.now = now
+        guard let count = viewers[name] else { return }
+        viewers[name] = count > 1 ? count - 1 : nil
+        boards[name]?.lastActive = now
     }
 
     private func openBoard(_ name: String) -> Board? {
@@ -435,7 +460,7 @@ public final class SyncEndpoint {
     private func closeIdleBoards(olderThan age: Double) {
         guard isServer else { return }
         for (name, board) in boards.sorted(by: { $0.key < $1.key })
-        where board.hub.sessions.isEmpty && now - board.lastActive >= age && !route.values.contains(name) {
+        where board.hub.sessions.isEmpty && now - board.lastActive >= age && !route.values.contains(name) && viewers[name, default: 0] == 0 {
             board.hub.commitMerges()
             save(board)
             board.store.closeStore()
@@ -518,6 +543,7 @@ public final class SyncEndpoint {
         let edit = try board.store.commitEdit(body)
         board.hub.broadcast(edit.operations)
         board.scheduler.noteChange(now: now)
+        if !edit.operations.isEmpty { onBoardChange?(name) }
         return edit
     }
 

@@ -99,9 +99,10 @@ let netHelps: [String: CommandHelp] = [
                                   ("--steps N", "Editing rounds per peer (default 40)."),
                                   ("--json", "Print the summary as JSON.")]),
     "serve": CommandHelp(name: "serve", overview: "Run a sync server hosting every board in a data directory.",
-                         usage: "serve --data DIR [--listen HOST:PORT] [--secret-file FILE] [--tls-cert CERT --tls-key KEY] [--max-... N]",
+                         usage: "serve --data DIR [--listen HOST:PORT] [--web HOST:PORT] [--secret-file FILE] [--tls-cert CERT --tls-key KEY] [--max-... N]",
                          options: [("--data DIR", "Where boards live, one DIR/<name>.boardpkg each (created if missing)."),
                                    ("--listen HOST:PORT", "Address to listen on (default 127.0.0.1:7420; port 0 picks one)."),
+                                   ("--web HOST:PORT", "Also serve a live, read-only view of the boards to web browsers here (off by default): http://HOST:PORT/ lists them, /b/NAME shows one changing live with everyone's pointers. With --secret-file a page needs ?token=..."),
                                    ("--secret-file FILE", "Require a token (see `token`) for every connection; FILE holds the signing secret and is created (mode 0600) when missing. Without it anyone who can connect reads and writes every board."),
                                    ("--tls-cert CERT", "Speak TLS (1.2 or newer): CERT is the server's PEM certificate chain."),
                                    ("--tls-key KEY", "The PEM private key of --tls-cert (keep it mode 0600).")]

@@ -64,10 +64,11 @@ struct NetCommands {
     }
 
     private func serve(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: Set(["data", "listen", "secret-file"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name)), flags: [])
+        let args = try Arguments(raw, options: Set(["data", "listen", "secret-file", "web"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name)), flags: [])
         _ = try args.positionals([])
         guard let data = args.value("data") else { throw UsageError("missing --data DIR") }
         let listen = try address(args.value("listen") ?? "127.0.0.1:7420", "--listen")
+        let webAddress = try args.value("web").map { try address($0, "--web") }
         var options = SyncHost.Options()
         options.log = NetCommands.log
         try ServeLimits.apply(args, to: &options)
@@ -95,8 +96,20 @@ struct NetCommands {
         }
         slot.host = host
         NetCommands.log("serving boards from \(data) on \(host.listenAddress!) (SIGINT or SIGTERM stops)")
+        var web: WebView?
+        if let webAddress {
+            var webOptions = WebView.Options()
+            webOptions.access = options.access
+            webOptions.log = NetCommands.log
+            do {
+                web = try WebView(listen: webAddress, host: host, dataDirectory: data, loop: loop, options: webOptions)
+            } catch {
+                throw Failure("cannot start the web view on \(webAddress): \(error)")
+            }
+            NetCommands.log("web view (read-only) at http://\(web!.listenAddress)/\(options.access == nil ? "" : " (pages need ?token=...)")")
+        }
         loop.run()
-        withExtendedLifetime(signals) {}
+        withExtendedLifetime((signals, web)) {}
     }
 
     private func sync(_ raw: [String]) throws {

@@ -1,0 +1,302 @@
+import BoardCRDT
+import BoardModel
+import BoardSync
+import Foundation
+
+/// `serve --web`: a read-only live view of a server's boards in a web browser, on its own
+/// address. `GET /` lists the boards, `GET /b/NAME` is the board page (one embedded HTML file:
+/// no build step, no CDN), `GET /b/NAME/asset/HASH` serves an image by content hash (cached for
+/// a year), and `GET /ws/NAME` upgrades to a WebSocket that sends the board as JSON on join and
+/// again as it changes (at most ten times a second), plus the presence of everyone on it. A
+/// page's pointer becomes a presence others see (peers and other pages). With access control a
+/// token for the board is needed (`?token=`); the page passes its own on.
+///
+/// Editing from the page is not here yet (issue 12 goes on): the view is read-only.
+public final class WebView {
+    public struct Options {
+        /// Tokens, as the sync server checks them (nil: open, for loopback development).
+        public var access: SyncEndpoint.AccessControl?
+        public var log: (String) -> Void = { _ in }
+        public var limits = HTTPLimits()
+        /// Largest message a page may send.
+        public var maxMessage = 64 << 10
+        /// Pages connected at once.
+        public var maxPages = 256
+
+        public init() {}
+    }
+
+    public let listenAddress: SocketAddress
+    private let host: SyncHost
+    private let dataDirectory: String
+    private let options: Options
+    private let loop: EventLoop
+    private let listener: TCPListener
+    private var clients: [ObjectIdentifier: Client] = [:]
+    /// Boards with a page waiting for its next update (sent at most every 0.1 s).
+    private var dirty: Set<String> = []
+    private var flushScheduled = false
+    private var nextTab: UInt64 = 1
+
+    private final class Client {
+        let connection: TCPConnection
+        var parser: HTTPRequestParser
+        var socket: WebSocketConnection?
+        var board: String?
+        /// The replica id this page's presence is announced under.
+        var tab = ReplicaID(0)
+        var name = ""
+
+        init(_ connection: TCPConnection, limits: HTTPLimits) {
+            self.connection = connection
+            parser = HTTPRequestParser(limits: limits)
+        }
+    }
+
+    public init(listen: SocketAddress, host: SyncHost, dataDirectory: String, loop: EventLoop, options: Options = Options()) throws {
+        self.host = host
+        self.dataDirectory = dataDirectory
+        self.options = options
+        self.loop = loop
+        listener = try TCPListener(address: listen, on: loop)
+        listenAddress = listener.address
+        listener.onAccept = { [weak self] connection in self?.accepted(connection) }
+        let previousChange = host.endpoint.onBoardChange
+        host.endpoint.onBoardChange = { [weak self] board in
+            previousChange?(board)
+            self?.changed(board)
+        }
+        let previousPresence = host.onPresence
+        host.onPresence = { [weak self] board, presence in
+            previousPresence?(board, presence)
+            self?.relay(presence, on: board)
+        }
+    }
+
+    public func close() {
+        listener.close()
+        for client in clients.values { client.connection.close() }
+    }
+
+    // MARK: Connections
+
+    private func accepted(_ connection: TCPConnection) {
+        guard clients.count < options.maxPages else {
+            _ = connection.send(HTTPResponse.error(HTTPError(503, "too many pages are open; try again later")).encoded())
+            connection.close()
+            return
+        }
+        let client = Client(connection, limits: options.limits)
+        let key = ObjectIdentifier(client)
+        clients[key] = client
+        connection.onData = { [weak self, weak client] bytes in
+            guard let self, let client else { return }
+            self.received(bytes, from: client)
+        }
+        connection.onClose = { [weak self, weak client] _ in
+            guard let self, let client else { return }
+            self.disconnected(client)
+        }
+    }
+
+    private func disconnected(_ client: Client) {
+        clients[ObjectIdentifier(client)] = nil
+        if let board = client.board {
+            let gone = Presence.gone(client.tab, clock: 0)  // the endpoint stamps its next clock
+            host.setPresence(gone, on: board)
+            relay(gone, on: board)
+            host.endpoint.removeViewer(board: board, now: EventLoop.now())
+        }
+    }
+
+    private func received(_ bytes: [UInt8], from client: Client) {
+        if client.socket != nil {
+            handleSocket(bytes, from: client)
+            return
+        }
+        do {
+            guard let request = try client.parser.append(bytes) else { return }
+            respond(to: request, client: client)
+        } catch {
+            options.log("web: refused a request from \(client.connection.remote): \(error)")
+            finish(client, HTTPResponse.error(error))
+        }
+    }
+
+    private func finish(_ client: Client, _ response: HTTPResponse) {
+        _ = client.connection.send(response.encoded())
+        client.connection.close()
+    }
+
+    // MARK: Routes
+
+    private func respond(to request: HTTPRequest, client: Client) {
+        guard request.method == "GET" || request.method == "HEAD" else {
+            return finish(client, HTTPResponse.error(HTTPError(405, "only GET is served")))
+        }
+        let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        // "/" → ["", ""]; "/b/x" → ["", "b", "x"]
+        switch (parts.count, parts.count > 1 ? parts[1] : "") {
+        case (2, ""):
+            finish(client, page(WebPage.index(boards: boardNames()), type: "text/html; charset=utf-8"))
+        case (3, "b"):
+            guard let board = viewable(parts[2], request, client) else { return }
+            finish(client, page(WebPage.board(name: board), type: "text/html; charset=utf-8"))
+        case (5, "b") where parts[3] == "asset":
+            guard let board = viewable(parts[2], request, client) else { return }
+            guard let hash = AssetHash(hex: parts[4]), host.endpoint.addViewer(board: board, now: EventLoop.now()) else {
+                return finish(client, HTTPResponse.error(HTTPError(404, "no such image")))
+            }
+            defer { host.endpoint.removeViewer(board: board, now: EventLoop.now()) }
+            guard let data = host.endpoint.boards[board]?.store.replica.assets.data(for: hash) else {
+                return finish(client, HTTPResponse.error(HTTPError(404, "this board holds no image \(hash.hex.prefix(12))")))
+            }
+            finish(client, HTTPResponse(status: 200, headers: [("Content-Type", "image/png"), ("Cache-Control", "public, max-age=31536000, immutable"),
+                                                                ("Connection", "close")], body: Array(data)))
+        case (3, "ws"):
+            guard let board = viewable(parts[2], request, client) else { return }
+            upgrade(client, request, board: board)
+        default:
+            finish(client, HTTPResponse.error(HTTPError(404, "nothing at \(request.path.prefix(80))")))
+        }
+    }
+
+    private func page(_ html: String, type: String) -> HTTPResponse {
+        HTTPResponse(status: 200, headers: [("Content-Type", type), ("Cache-Control", "no-cache"), ("Connection", "close"),
+                                            ("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'")],
+                     body: Array(html.utf8))
+    }
+
+    /// The board a request names, when it exists and the request may see it; otherwise the
+    /// client got its answer (404 for names that are not boards, 401 without a valid token:
+    /// the same answer whether or not the board exists).
+    private func viewable(_ raw: String, _ request: HTTPRequest, _ client: Client) -> String? {
+        let name = raw.removingPercentEncoding ?? raw
+        if let access = options.access {
+            let token = Array((request.query["token"] ?? "").utf8)
+            guard case .success = access.authority.verify(token, board: name, now: access.wallClock()) else {
+                finish(client, HTTPResponse.error(HTTPError(401, "access denied: this page needs a valid token for the board (?token=...)")))
+                return nil
+            }
+        }
+        guard Hello.isValidBoardName(name), FileManager.default.fileExists(atPath: dataDirectory + "/" + name + ".boardpkg") else {
+            finish(client, HTTPResponse.error(HTTPError(404, "no board named '\(name.prefix(60))'")))
+            return nil
+        }
+        return name
+    }
+
+    private func boardNames() -> [String] {
+        guard options.access == nil else { return [] }  // with tokens, names are not listed
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: dataDirectory)) ?? []
+        return names.filter { $0.hasSuffix(".boardpkg") }.map { String($0.dropLast(".boardpkg".count)) }
+            .filter(Hello.isValidBoardName).sorted()
+    }
+
+    // MARK: WebSocket
+
+    private func upgrade(_ client: Client, _ request: HTTPRequest, board: String) {
+        switch WebSocket.handshake(request) {
+        case .failure(let error):
+            var response = HTTPResponse.error(error)
+            if error.status == 426 { response.headers.append(("Sec-WebSocket-Version", "13")) }
+            finish(client, response)
+        case .success(let response):
+            guard host.endpoint.addViewer(board: board, now: EventLoop.now()) else {
+                return finish(client, HTTPResponse.error(HTTPError(503, "the board cannot be opened now")))
+            }
+            _ = client.connection.send(response.encoded())
+            client.socket = WebSocketConnection(maxMessage: options.maxMessage)
+            client.board = board
+            client.tab = ReplicaID(0x7AB0_0000_0000_0000 | nextTab)
+            client.name = "web \(nextTab)"
+            nextTab += 1
+            options.log("web: page \(client.connection.remote) watches board '\(board)'")
+            sendBoard(to: client)
+            for presence in host.presences(on: board) { sendPresence(presence, to: client) }
+            let leftover = client.parser.takeRemaining()
+            if !leftover.isEmpty { handleSocket(leftover, from: client) }
+        }
+    }
+
+    private func handleSocket(_ bytes: [UInt8], from client: Client) {
+        guard var socket = client.socket else { return }
+        let events = socket.receive(bytes)
+        client.socket = socket
+        for event in events {
+            switch event {
+            case .text(let text):
+                pageSaid(text, client)
+            case .binary:
+                break
+            case .closed, .failed:
+                break
+            }
+        }
+        flushSocket(client)
+        if socket.isClosed { client.connection.close() }
+    }
+
+    /// What a page sends: `{"type":"pointer","x":..,"y":..}` (board points), or `{"type":"leave"}`.
+    private func pageSaid(_ text: String, _ client: Client) {
+        guard let board = client.board,
+              let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
+              let type = object["type"] as? String else { return }
+        switch type {
+        case "pointer":
+            guard let x = object["x"] as? Double, let y = object["y"] as? Double,
+                  let point = GridPoint(CodablePoint(x: x, y: y)) else { return }
+            if let name = object["name"] as? String, !name.isEmpty { client.name = Presence.clipped(name) }
+            let presence = Presence(replica: client.tab, name: client.name, color: Color8(red: 120, green: 60, blue: 200, alpha: 255),
+                                    pointer: point, ttl: Presence.defaultTTL)
+            host.setPresence(presence, on: board)
+            relay(presence, on: board)  // other pages (the hub tells only peers about its own)
+        default:
+            break
+        }
+    }
+
+    private func flushSocket(_ client: Client) {
+        guard var socket = client.socket else { return }
+        let output = socket.takeOutput()
+        client.socket = socket
+        if !output.isEmpty { _ = client.connection.send(output) }
+    }
+
+    private func changed(_ board: String) {
+        guard clients.values.contains(where: { $0.board == board }) else { return }
+        dirty.insert(board)
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        loop.schedule(after: 0.1) { [weak self] in
+            guard let self else { return }
+            self.flushScheduled = false
+            let boards = self.dirty
+            self.dirty = []
+            for client in self.clients.values where client.board.map(boards.contains) == true { self.sendBoard(to: client) }
+        }
+    }
+
+    private func sendBoard(to client: Client) {
+        guard let board = client.board, let replica = host.endpoint.boards[board]?.store.replica,
+              var socket = client.socket else { return }
+        // A page that does not read gets no more boards queued behind the last one.
+        guard client.connection.queuedBytes < 8 << 20 else { return }
+        socket.send(text: WebPage.boardJSON(replica.snapshot()))
+        client.socket = socket
+        flushSocket(client)
+    }
+
+    private func relay(_ presence: Presence, on board: String) {
+        for client in clients.values where client.board == board && client.tab != presence.replica {
+            sendPresence(presence, to: client)
+        }
+    }
+
+    private func sendPresence(_ presence: Presence, to client: Client) {
+        guard var socket = client.socket else { return }
+        socket.send(text: WebPage.presenceJSON(presence))
+        client.socket = socket
+        flushSocket(client)
+    }
+}

@@ -1,0 +1,229 @@
+import BoardCRDT
+import BoardModel
+import BoardNet
+import BoardStore
+import BoardSync
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A blocking loopback client speaking HTTP/1.1 and, after an upgrade, WebSocket frames.
+final class WebClient {
+    let fd: Int32
+    private var buffer: [UInt8] = []
+
+    init(_ address: SocketAddress) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = address.port.bigEndian
+        _ = inet_pton(AF_INET, address.host, &addr.sin_addr)
+        let connected = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw HTTPError(0, "cannot connect to \(address)") }
+        var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    deinit { close(fd) }
+
+    func send(_ bytes: [UInt8]) {
+        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Reads until `done(buffer)` says how many bytes make the answer, or `seconds` pass.
+    private func read(seconds: Double, _ done: ([UInt8]) -> Int?) -> [UInt8]? {
+        let deadline = Date().addingTimeInterval(seconds)
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            if let count = done(buffer) {
+                defer { buffer.removeFirst(count) }
+                return Array(buffer[..<count])
+            }
+            guard Date() < deadline else { return nil }
+            let got = recv(fd, &chunk, chunk.count, 0)
+            if got > 0 { buffer += chunk[0..<got] } else if got == 0 { return done(buffer).map { Array(buffer[..<$0]) } }
+        }
+    }
+
+    /// One whole HTTP response (head, then the body by Content-Length, or until the close).
+    func response(seconds: Double = 5) -> (status: Int, head: String, body: [UInt8])? {
+        guard let head = read(seconds: seconds, { bytes in
+            (0..<max(0, bytes.count - 3)).first { bytes[$0] == 13 && bytes[$0 + 1] == 10 && bytes[$0 + 2] == 13 && bytes[$0 + 3] == 10 }.map { $0 + 4 }
+        }) else { return nil }
+        let text = String(decoding: head, as: UTF8.self)
+        let status = Int(text.split(separator: " ")[1]) ?? 0
+        let length = text.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+            .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
+        let body = read(seconds: seconds) { $0.count >= length ? length : nil } ?? []
+        return (status, text, body)
+    }
+
+    func get(_ target: String) -> (status: Int, head: String, body: [UInt8])? {
+        send(Array("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
+        return response()
+    }
+
+    /// The next server frame's opcode and payload (server frames are unmasked).
+    func frame(seconds: Double = 10) -> (opcode: UInt8, payload: [UInt8])? {
+        guard let bytes = read(seconds: seconds, { b in
+            guard b.count >= 2 else { return nil }
+            var length = Int(b[1] & 0x7F), header = 2
+            if length == 126 {
+                guard b.count >= 4 else { return nil }
+                length = Int(b[2]) << 8 | Int(b[3]); header = 4
+            } else if length == 127 {
+                guard b.count >= 10 else { return nil }
+                length = (2..<10).reduce(0) { $0 << 8 | Int(b[$1]) }; header = 10
+            }
+            return b.count >= header + length ? header + length : nil
+        }) else { return nil }
+        let header = bytes[1] & 0x7F == 126 ? 4 : bytes[1] & 0x7F == 127 ? 10 : 2
+        return (bytes[0] & 0x0F, Array(bytes[header...]))
+    }
+
+    /// The next text message that is JSON with `type`, skipping others.
+    func message(type: String, seconds: Double = 10, where accept: ([String: Any]) -> Bool = { _ in true }) -> [String: Any]? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            guard let frame = frame(seconds: deadline.timeIntervalSinceNow), frame.opcode == 1 else { continue }
+            if let object = try? JSONSerialization.jsonObject(with: Data(frame.payload)) as? [String: Any],
+               object["type"] as? String == type, accept(object) { return object }
+        }
+        return nil
+    }
+}
+
+/// `serve --web`'s view over real TCP: pages, images by hash, the live WebSocket and presence.
+@Suite(.serialized) struct WebViewTests {
+    static func sticker(_ temp: TempDirectory, _ server: ServerFixture) throws -> (BoardPackage, ItemID) {
+        let a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
+        let sticker = try a.commit { try $0.addSticker(imagePNG: pngA, at: pt(40, 30)) }.item!
+        try a.addAsset(pngA)
+        _ = try OneShotSync.run(package: a, board: "team", server: server.address, timeout: 20)
+        return (a, sticker)
+    }
+
+    @Test func pagesImagesAndRefusals() throws {
+        let temp = TempDirectory()
+        let server = try ServerFixture(data: temp.path + "/data")
+        defer { server.stop() }
+        let host = server.host
+        let web = try server.thread.onLoop { try WebView(listen: SocketAddress(host: "127.0.0.1", port: 0), host: host, dataDirectory: temp.path + "/data", loop: server.thread.loop) }
+        let (a, _) = try Self.sticker(temp, server)
+        defer { a.close() }
+        let index = try #require(try WebClient(web.listenAddress).get("/"))
+        #expect(index.status == 200 && String(decoding: index.body, as: UTF8.self).contains("href=\"/b/team\""))
+        let page = try #require(try WebClient(web.listenAddress).get("/b/team"))
+        #expect(page.status == 200 && page.head.contains("text/html"))
+        let html = String(decoding: page.body, as: UTF8.self)
+        #expect(html.contains("<svg") && html.contains("new WebSocket"))
+        // The page's script parses (node, when this machine has it).
+        if let node = ["/usr/bin/node", "/usr/local/bin/node"].first(where: FileManager.default.isExecutableFile) {
+            let script = try #require(html.components(separatedBy: "<script>").last?.components(separatedBy: "</script>").first)
+            try script.write(toFile: temp.path + "/page.js", atomically: true, encoding: .utf8)
+            let check = Process()
+            check.executableURL = URL(fileURLWithPath: node)
+            check.arguments = ["--check", temp.path + "/page.js"]
+            try check.run()
+            check.waitUntilExit()
+            #expect(check.terminationStatus == 0, "the page's script does not parse")
+        } else {
+            print("WebViewTests: SKIPPED the page-script syntax check: no node on this machine")
+        }
+        let image = try #require(try WebClient(web.listenAddress).get("/b/team/asset/\(AssetHash.of(pngA).hex)"))
+        #expect(image.status == 200 && Data(image.body) == pngA)
+        #expect(image.head.contains("immutable"))
+        #expect(try WebClient(web.listenAddress).get("/b/team/asset/\(AssetHash.of(pngB).hex)")?.status == 404)
+        #expect(try WebClient(web.listenAddress).get("/b/nosuch")?.status == 404, "no board is created by looking")
+        #expect(!FileManager.default.fileExists(atPath: temp.path + "/data/nosuch.boardpkg"))
+        #expect(try WebClient(web.listenAddress).get("/b/..%2F..%2Fetc")?.status == 404)
+        #expect(try WebClient(web.listenAddress).get("/elsewhere")?.status == 404)
+        let post = try WebClient(web.listenAddress)
+        post.send(Array("POST /b/team HTTP/1.1\r\nHost: a\r\n\r\n".utf8))
+        #expect(post.response()?.status == 405)
+        let bad = try WebClient(web.listenAddress)
+        bad.send(Array("GET / HTTP/1.1\r\nHost : a\r\n\r\n".utf8))
+        #expect(bad.response()?.status == 400)
+        try server.thread.onLoop { web.close() }
+    }
+
+    @Test func aPageWatchesTheBoardChangeLiveAndItsPointerIsAPresence() throws {
+        let temp = TempDirectory()
+        let server = try ServerFixture(data: temp.path + "/data")
+        defer { server.stop() }
+        let host = server.host
+        let web = try server.thread.onLoop { try WebView(listen: SocketAddress(host: "127.0.0.1", port: 0), host: host, dataDirectory: temp.path + "/data", loop: server.thread.loop) }
+        let (a, sticker) = try Self.sticker(temp, server)
+        defer { a.close() }
+        let page = try WebClient(web.listenAddress)
+        page.send(Array((("GET /ws/team HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n")
+                         + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8))
+        let upgrade = try #require(page.response())
+        #expect(upgrade.status == 101 && upgrade.head.contains("s3pPLMBiTxaQ9kYGzzhZRbK+xOo="))
+        let first = try #require(page.message(type: "board"))
+        let items = try #require(first["items"] as? [[String: Any]])
+        #expect(items.map { $0["id"] as? String } == [sticker.uuid.uuidString])
+        #expect(items.first?["asset"] as? String == AssetHash.of(pngA).hex)
+        #expect(items.first?["w"] as? Int == 6, "the image's own size, for drawing")
+        // Another replica draws and syncs: the page gets the board again with the stroke.
+        let b = try makePackage(temp.path + "/B.boardpkg", id: 0xB)
+        defer { b.close() }
+        let stroke = try b.commit { replica in
+            let edit = try replica.beginStroke(color: RGBAColor(red: 0, green: 0, blue: 1), width: 3, points: [pt(1, 1), pt(20, 25)])
+            replica.finishStroke()
+            return edit
+        }.item!
+        _ = try OneShotSync.run(package: b, board: "team", server: server.address, timeout: 20)
+        let updated = try #require(page.message(type: "board") { board in
+            ((board["items"] as? [[String: Any]]) ?? []).contains { $0["id"] as? String == stroke.uuid.uuidString }
+        })
+        let line = try #require((updated["items"] as? [[String: Any]])?.first { $0["kind"] as? String == "stroke" })
+        #expect(line["points"] as? [Double] == [1, 1, 20, 25] && line["color"] as? String == "#0000ffff")
+        // The page's pointer becomes a presence on the board (peers see it through the hub).
+        let mask: [UInt8] = [9, 8, 7, 6]
+        page.send(WebSocket.frame(.text, Array("{\"type\":\"pointer\",\"x\":12.5,\"y\":7}".utf8), mask: mask))
+        #expect(try server.thread.wait {
+            host.endpoint.boards["team"]?.hub.presences.values.contains { $0.presence.name == "web 1" && $0.presence.pointer == GridPoint(x: 200, y: 112) } ?? false
+        })
+        // A ping is answered; a close is answered and the page's presence goes.
+        page.send(WebSocket.frame(.ping, [1, 2, 3], mask: mask))
+        #expect(page.frame()?.opcode == 0xA)
+        page.send(WebSocket.frame(.close, [0x03, 0xE8], mask: mask))
+        #expect(page.frame()?.opcode == 0x8)
+        #expect(try server.thread.wait {
+            !(host.endpoint.boards["team"]?.hub.presences.values.contains { $0.presence.name == "web 1" } ?? true)
+        })
+        try server.thread.onLoop { web.close() }
+    }
+
+    @Test func withTokensAPageNeedsOneForItsBoard() throws {
+        let temp = TempDirectory()
+        let authority = try TokenAuthority(secret: Array("0123456789abcdef0123456789abcdef".utf8))
+        var options = SyncHost.Options()
+        options.access = SyncEndpoint.AccessControl(authority: authority, wallClock: { Date().timeIntervalSince1970 })
+        let server = try ServerFixture(data: temp.path + "/data", options: options)
+        defer { server.stop() }
+        let host = server.host
+        var webOptions = WebView.Options()
+        webOptions.access = options.access
+        let web = try server.thread.onLoop { try WebView(listen: SocketAddress(host: "127.0.0.1", port: 0), host: host, dataDirectory: temp.path + "/data", loop: server.thread.loop, options: webOptions) }
+        let a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
+        defer { a.close() }
+        try a.commit { try $0.setCanvasSize(CodableSize(width: 300, height: 200)) }
+        let writer = try authority.mint(board: "team", role: .write, expires: nil, subject: "ann")
+        _ = try OneShotSync.run(package: a, board: "team", server: server.address, timeout: 20, credentials: Array(writer.utf8))
+        let reader = try authority.mint(board: "team", role: .read, expires: nil, subject: "rob")
+        let other = try authority.mint(board: "notes", role: .read, expires: nil, subject: "rob")
+        #expect(try WebClient(web.listenAddress).get("/b/team")?.status == 401)
+        #expect(try WebClient(web.listenAddress).get("/b/team?token=\(other)")?.status == 401)
+        #expect(try WebClient(web.listenAddress).get("/b/nosuch")?.status == 401, "the same answer whether or not the board exists")
+        #expect(try WebClient(web.listenAddress).get("/b/team?token=\(reader)")?.status == 200)
+        let index = try #require(try WebClient(web.listenAddress).get("/"))
+        #expect(!String(decoding: index.body, as: UTF8.self).contains("team"), "with tokens, board names are not listed")
+        try server.thread.onLoop { web.close() }
+    }
+}
