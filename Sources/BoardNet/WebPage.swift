@@ -90,22 +90,39 @@ enum WebPage {
 
     /// The board page: draws the board in SVG from the WebSocket's JSON, redraws as it changes,
     /// shows others' pointers and ink in progress, sends this page's pointer, and reconnects
-    /// (catching up with the whole board) when the connection drops.
+    /// (catching up with the whole board) when the connection drops. With a token that may
+    /// write, it edits: draw strokes, add a PNG sticker (choose or drop a file), drag, scale and
+    /// rotate stickers, delete, bring to front or back, undo and redo.
     static func board(name: String) -> String {
         """
         <!doctype html><html lang="en"><head><meta charset="utf-8"><title>\(escapeHTML(name)) — BoardSync</title>
         <meta name="viewport" content="width=device-width, initial-scale=1">
         <style>
         html,body{margin:0;height:100%;font:14px system-ui,sans-serif;background:#eceef2}
-        #bar{position:fixed;top:0;left:0;right:0;padding:6px 10px;background:#fff;border-bottom:1px solid #ccd;display:flex;gap:12px;align-items:center;z-index:2}
+        #bar{position:fixed;top:0;left:0;right:0;padding:6px 10px;background:#fff;border-bottom:1px solid #ccd;display:flex;gap:8px;align-items:center;z-index:2;flex-wrap:wrap}
         #status{padding:2px 8px;border-radius:10px;background:#ddd}
         #status.live{background:#c8f0c8}#status.down{background:#f6c8c8}
-        #stage{position:absolute;top:38px;left:0;right:0;bottom:0;overflow:auto}
-        svg{background:#fff;box-shadow:0 1px 4px #0003;margin:16px}
+        #tools{display:none;gap:6px;align-items:center}
+        #tools.on{display:flex}
+        button{font:inherit;padding:2px 8px}
+        button.active{background:#335;color:#fff}
+        #stage{position:absolute;top:44px;left:0;right:0;bottom:0;overflow:auto}
+        svg{background:#fff;box-shadow:0 1px 4px #0003;margin:16px;touch-action:none}
         .cursor text{font:12px system-ui,sans-serif}
+        .selected{outline:2px dashed #3355aa}
         </style></head><body>
-        <div id="bar"><b>\(escapeHTML(name))</b><span id="status">connecting…</span><span id="who"></span>
-        <span style="margin-left:auto;color:#666">read-only view</span></div>
+        <div id="bar"><b>\(escapeHTML(name))</b><span id="status">connecting…</span>
+        <span id="tools">
+          <button id="pen" class="active" title="Draw (P)">Pen</button><button id="hand" title="Select and drag (V)">Move</button>
+          <input id="color" type="color" value="#224488" title="Ink colour"><input id="width" type="range" min="1" max="24" value="4" title="Ink width">
+          <label><input id="file" type="file" accept="image/png" style="display:none"><button id="add" type="button">Sticker…</button></label>
+          <button id="smaller" title="Smaller (-)">−</button><button id="bigger" title="Bigger (+)">+</button>
+          <button id="left" title="Rotate left ([)">⟲</button><button id="right" title="Rotate right (])">⟳</button>
+          <button id="front" title="Bring to front">Front</button><button id="back" title="Send to back">Back</button>
+          <button id="delete" title="Delete (Del)">Delete</button>
+          <button id="undo" title="Undo (Ctrl+Z)">Undo</button><button id="redo" title="Redo (Ctrl+Shift+Z)">Redo</button>
+        </span>
+        <span id="mode" style="color:#666">read-only view</span><span id="who" style="margin-left:auto"></span></div>
         <div id="stage"><svg id="board" xmlns="http://www.w3.org/2000/svg" width="800" height="600"></svg></div>
         <script>
         "use strict";
@@ -113,62 +130,69 @@ enum WebPage {
         const token = new URLSearchParams(location.search).get("token");
         const query = token ? "?token=" + encodeURIComponent(token) : "";
         const svg = document.getElementById("board");
-        const statusEl = document.getElementById("status");
-        const whoEl = document.getElementById("who");
+        const $ = (id) => document.getElementById(id);
         const NS = "http://www.w3.org/2000/svg";
         const others = new Map();
-        let socket = null, delay = 250, lastSent = 0;
+        let socket = null, delay = 250, lastSent = 0, canEdit = false, tool = "pen";
+        let board = {width: 800, height: 600, items: []};
+        let selected = null, ink = null, drag = null;
         function el(name, attrs) {
           const node = document.createElementNS(NS, name);
           for (const key in attrs) node.setAttribute(key, attrs[key]);
           return node;
         }
-        function draw(board) {
+        function send(message) {
+          if (socket && socket.readyState === 1) { socket.send(JSON.stringify(message)); return true; }
+          return false;
+        }
+        function status(text, kind) { $("status").textContent = text; $("status").className = kind || ""; }
+        function assetURL(hash) { return "/b/" + encodeURIComponent(boardName) + "/asset/" + hash + query; }
+        function polyline(points, color, width, alpha) {
+          const pts = [];
+          for (let i = 0; i + 1 < points.length; i += 2) pts.push(points[i] + "," + points[i + 1]);
+          return el("polyline", {points: pts.join(" "), fill: "none", stroke: color, "stroke-opacity": alpha,
+            "stroke-width": width, "stroke-linecap": "round", "stroke-linejoin": "round"});
+        }
+        function stickerTransform(item) {
+          return "translate(" + item.x + " " + item.y + ") rotate(" + (item.rotation * 180 / Math.PI) + ")";
+        }
+        function draw() {
           svg.setAttribute("width", board.width);
           svg.setAttribute("height", board.height);
           svg.setAttribute("viewBox", "0 0 " + board.width + " " + board.height);
           const layer = el("g", {id: "items"});
           if (board.background) {
-            layer.appendChild(el("image", {href: "/b/" + encodeURIComponent(boardName) + "/asset/" + board.background + query,
-              x: 0, y: 0, width: board.width, height: board.height, preserveAspectRatio: "none"}));
+            layer.appendChild(el("image", {href: assetURL(board.background), x: 0, y: 0, width: board.width, height: board.height, preserveAspectRatio: "none"}));
           }
           for (const item of board.items) {
+            let node;
             if (item.kind === "stroke") {
-              const pts = [];
-              for (let i = 0; i + 1 < item.points.length; i += 2) pts.push(item.points[i] + "," + item.points[i + 1]);
-              const color = item.color.slice(0, 7), alpha = parseInt(item.color.slice(7, 9), 16) / 255;
-              layer.appendChild(el("polyline", {points: pts.join(" "), fill: "none", stroke: color, "stroke-opacity": alpha,
-                "stroke-width": item.width, "stroke-linecap": "round", "stroke-linejoin": "round", "data-id": item.id}));
+              node = polyline(item.points, item.color.slice(0, 7), item.width, parseInt(item.color.slice(7, 9), 16) / 255);
             } else {
               const w = item.w * item.scale, h = item.h * item.scale;
-              const deg = item.rotation * 180 / Math.PI;
-              const g = el("g", {transform: "translate(" + item.x + " " + item.y + ") rotate(" + deg + ")", "data-id": item.id});
-              if (item.pending) {
-                g.appendChild(el("rect", {x: -w / 2, y: -h / 2, width: w, height: h, fill: "#eee", stroke: "#bbb", "stroke-dasharray": "4 3"}));
-              } else {
-                g.appendChild(el("image", {href: "/b/" + encodeURIComponent(boardName) + "/asset/" + item.asset + query,
-                  x: -w / 2, y: -h / 2, width: w, height: h}));
-              }
-              layer.appendChild(g);
+              node = el("g", {transform: stickerTransform(item)});
+              node.appendChild(item.pending
+                ? el("rect", {x: -w / 2, y: -h / 2, width: w, height: h, fill: "#eee", stroke: "#bbb", "stroke-dasharray": "4 3"})
+                : el("image", {href: assetURL(item.asset), x: -w / 2, y: -h / 2, width: w, height: h}));
             }
+            node.setAttribute("data-id", item.id);
+            node.setAttribute("data-kind", item.kind);
+            if (selected === item.id) node.setAttribute("class", "selected");
+            layer.appendChild(node);
           }
-          const old = document.getElementById("items");
+          const old = $("items");
           if (old) svg.replaceChild(layer, old); else svg.insertBefore(layer, svg.firstChild);
           drawOthers();
         }
         function drawOthers() {
-          const old = document.getElementById("cursors");
-          const layer = el("g", {id: "cursors"});
+          const old = $("cursors");
+          const layer = el("g", {id: "cursors", "pointer-events": "none"});
           const now = Date.now();
           const names = [];
           for (const [id, p] of others) {
             if (p.expires < now) { others.delete(id); continue; }
             names.push(p.name);
-            if (p.ink && p.ink.length >= 4) {
-              const pts = [];
-              for (let i = 0; i + 1 < p.ink.length; i += 2) pts.push(p.ink[i] + "," + p.ink[i + 1]);
-              layer.appendChild(el("polyline", {points: pts.join(" "), fill: "none", stroke: p.color, "stroke-width": 3, "stroke-opacity": 0.6}));
-            }
+            if (p.ink && p.ink.length >= 4) layer.appendChild(polyline(p.ink, p.color, 3, 0.6));
             if (p.x !== undefined) {
               const g = el("g", {class: "cursor", transform: "translate(" + p.x + " " + p.y + ")"});
               g.appendChild(el("path", {d: "M0 0 L0 16 L4 12 L8 20 L10 19 L6 11 L12 11 Z", fill: p.color, stroke: "#fff"}));
@@ -178,16 +202,135 @@ enum WebPage {
               layer.appendChild(g);
             }
           }
+          if (ink && ink.points.length >= 2) layer.appendChild(polyline(ink.points, ink.color, ink.width, 1));
           if (old) svg.replaceChild(layer, old); else svg.appendChild(layer);
-          whoEl.textContent = names.length ? "on the board: " + names.join(", ") : "";
+          $("who").textContent = names.length ? "on the board: " + names.join(", ") : "";
         }
+        function boardPoint(event) {
+          const box = svg.getBoundingClientRect();
+          const scale = board.width / box.width;
+          return [Math.round((event.clientX - box.left) * scale * 16) / 16, Math.round((event.clientY - box.top) * scale * 16) / 16];
+        }
+        function itemAt(event) {
+          let node = event.target;
+          while (node && node !== svg) {
+            if (node.getAttribute && node.getAttribute("data-id")) return node;
+            node = node.parentNode;
+          }
+          return null;
+        }
+        function setTool(name) {
+          tool = name;
+          $("pen").className = name === "pen" ? "active" : "";
+          $("hand").className = name === "hand" ? "active" : "";
+        }
+        function selectedItem() { return board.items.find((item) => item.id === selected); }
+        svg.addEventListener("pointerdown", (event) => {
+          if (!canEdit) return;
+          const [x, y] = boardPoint(event);
+          if (tool === "pen") {
+            ink = {points: [x, y], color: $("color").value, width: Number($("width").value)};
+            svg.setPointerCapture(event.pointerId);
+          } else {
+            const node = itemAt(event);
+            selected = node ? node.getAttribute("data-id") : null;
+            draw();
+            const item = selectedItem();
+            if (item && item.kind === "sticker") {
+              drag = {item: item, from: [x, y], start: [item.x, item.y], node: node, sent: 0};
+              send({type: "begin-group"});
+              svg.setPointerCapture(event.pointerId);
+            }
+          }
+        });
+        svg.addEventListener("pointermove", (event) => {
+          const [x, y] = boardPoint(event);
+          const now = Date.now();
+          if (ink) { ink.points.push(x, y); drawOthers(); }
+          if (drag) {
+            drag.item.x = drag.start[0] + x - drag.from[0];
+            drag.item.y = drag.start[1] + y - drag.from[1];
+            drag.node.setAttribute("transform", stickerTransform(drag.item));
+            if (now - drag.sent > 30) { drag.sent = now; send({type: "move", id: drag.item.id, x: drag.item.x, y: drag.item.y}); }
+          }
+          if (now - lastSent < 50) return;
+          lastSent = now;
+          const message = {type: "pointer", x: x, y: y};
+          if (ink) { message.ink = ink.points.slice(-4000); message.color = ink.color; message.width = ink.width; }
+          send(message);
+        });
+        function finish() {
+          if (ink) {
+            if (ink.points.length >= 2) send({type: "stroke", points: ink.points, color: ink.color, width: ink.width});
+            ink = null;
+            drawOthers();
+          }
+          if (drag) {
+            send({type: "move", id: drag.item.id, x: drag.item.x, y: drag.item.y});
+            send({type: "end-group"});
+            drag = null;
+          }
+        }
+        svg.addEventListener("pointerup", finish);
+        svg.addEventListener("pointercancel", finish);
+        function transform(scaleBy, rotateBy) {
+          const item = selectedItem();
+          if (!item || item.kind !== "sticker") return;
+          send({type: "transform", id: item.id, scale: item.scale * scaleBy, rotation: item.rotation + rotateBy});
+        }
+        function addSticker(file, x, y) {
+          if (!file || file.type !== "image/png") { status("only PNG images can be stickers", "down"); return; }
+          const reader = new FileReader();
+          reader.onload = () => {
+            const base64 = String(reader.result).split(",")[1];
+            send({type: "sticker", png: base64, x: x === undefined ? board.width / 2 : x, y: y === undefined ? board.height / 2 : y});
+          };
+          reader.readAsDataURL(file);
+        }
+        $("pen").onclick = () => setTool("pen");
+        $("hand").onclick = () => setTool("hand");
+        $("add").onclick = () => $("file").click();
+        $("file").onchange = () => { addSticker($("file").files[0]); $("file").value = ""; };
+        $("smaller").onclick = () => transform(1 / 1.25, 0);
+        $("bigger").onclick = () => transform(1.25, 0);
+        $("left").onclick = () => transform(1, -Math.PI / 12);
+        $("right").onclick = () => transform(1, Math.PI / 12);
+        $("front").onclick = () => { if (selected) send({type: "front", id: selected}); };
+        $("back").onclick = () => { if (selected) send({type: "back", id: selected}); };
+        $("delete").onclick = () => { if (selected) { send({type: "delete", id: selected}); selected = null; } };
+        $("undo").onclick = () => send({type: "undo"});
+        $("redo").onclick = () => send({type: "redo"});
+        svg.addEventListener("dragover", (event) => { if (canEdit) event.preventDefault(); });
+        svg.addEventListener("drop", (event) => {
+          if (!canEdit) return;
+          event.preventDefault();
+          const [x, y] = boardPoint(event);
+          addSticker(event.dataTransfer.files[0], x, y);
+        });
+        document.addEventListener("keydown", (event) => {
+          if (!canEdit || event.target.tagName === "INPUT") return;
+          const key = event.key;
+          if ((event.ctrlKey || event.metaKey) && key.toLowerCase() === "z") { send({type: event.shiftKey ? "redo" : "undo"}); event.preventDefault(); }
+          else if (key === "Delete" || key === "Backspace") $("delete").onclick();
+          else if (key === "+" || key === "=") transform(1.25, 0);
+          else if (key === "-") transform(1 / 1.25, 0);
+          else if (key === "[") transform(1, -Math.PI / 12);
+          else if (key === "]") transform(1, Math.PI / 12);
+          else if (key === "p") setTool("pen");
+          else if (key === "v") setTool("hand");
+        });
         function connect() {
           const scheme = location.protocol === "https:" ? "wss://" : "ws://";
           socket = new WebSocket(scheme + location.host + "/ws/" + encodeURIComponent(boardName) + query);
-          socket.onopen = () => { statusEl.textContent = "live"; statusEl.className = "live"; delay = 250; };
+          socket.onopen = () => { status("live", "live"); delay = 250; };
           socket.onmessage = (event) => {
             const message = JSON.parse(event.data);
-            if (message.type === "board") draw(message);
+            if (message.type === "board") { board = message; if (!drag) draw(); }
+            else if (message.type === "welcome") {
+              canEdit = message.canEdit;
+              $("tools").className = canEdit ? "on" : "";
+              $("mode").textContent = canEdit ? "you are " + message.name : "read-only view";
+            } else if (message.type === "error") status(message.message, "down");
             else if (message.type === "presence") {
               if (message.gone) others.delete(message.replica);
               else { message.expires = Date.now() + message.ttl * 1000; others.set(message.replica, message); }
@@ -195,19 +338,11 @@ enum WebPage {
             }
           };
           socket.onclose = () => {
-            statusEl.textContent = "disconnected — reconnecting…"; statusEl.className = "down";
+            status("disconnected — reconnecting…", "down");
             setTimeout(connect, delay);
             delay = Math.min(delay * 2, 5000);
           };
         }
-        svg.addEventListener("pointermove", (event) => {
-          const now = Date.now();
-          if (!socket || socket.readyState !== 1 || now - lastSent < 50) return;
-          lastSent = now;
-          const box = svg.getBoundingClientRect();
-          const scale = svg.viewBox.baseVal && svg.viewBox.baseVal.width ? svg.viewBox.baseVal.width / box.width : 1;
-          socket.send(JSON.stringify({type: "pointer", x: (event.clientX - box.left) * scale, y: (event.clientY - box.top) * scale}));
-        });
         setInterval(drawOthers, 1000);
         connect();
         </script></body></html>

@@ -3,7 +3,7 @@ import BoardModel
 import BoardSync
 import Foundation
 
-/// `serve --web`: a read-only live view of a server's boards in a web browser, on its own
+/// `serve --web`: a server's boards in a web browser, live and editable, on its own
 /// address. `GET /` lists the boards, `GET /b/NAME` is the board page (one embedded HTML file:
 /// no build step, no CDN), `GET /b/NAME/asset/HASH` serves an image by content hash (cached for
 /// a year), and `GET /ws/NAME` upgrades to a WebSocket that sends the board as JSON on join and
@@ -11,15 +11,18 @@ import Foundation
 /// page's pointer becomes a presence others see (peers and other pages). With access control a
 /// token for the board is needed (`?token=`); the page passes its own on.
 ///
-/// Editing from the page is not here yet (issue 12 goes on): the view is read-only.
+/// Editing: a page that edits gets its own replica (a fresh replica id, its own undo history),
+/// a live peer of this server over loopback TCP presenting the page's token, so a read token
+/// gives a page whose edits the server refuses, and authorship, limits and conflicts follow the
+/// same rules as for any peer. Its edits reach every other page and peer through the hub.
 public final class WebView {
     public struct Options {
         /// Tokens, as the sync server checks them (nil: open, for loopback development).
         public var access: SyncEndpoint.AccessControl?
         public var log: (String) -> Void = { _ in }
         public var limits = HTTPLimits()
-        /// Largest message a page may send.
-        public var maxMessage = 64 << 10
+        /// Largest message a page may send (a sticker's PNG travels in one, base64).
+        public var maxMessage = 8 << 20
         /// Pages connected at once.
         public var maxPages = 256
 
@@ -43,9 +46,15 @@ public final class WebView {
         var parser: HTTPRequestParser
         var socket: WebSocketConnection?
         var board: String?
-        /// The replica id this page's presence is announced under.
+        /// The replica id this page's presence is announced under (and its edits made as).
         var tab = ReplicaID(0)
         var name = ""
+        /// The token the page presented (passed on by its replica's connection).
+        var token: [UInt8] = []
+        /// Whether the token allows editing (no access control, or a write/peer token).
+        var canEdit = true
+        /// The page's own replica, a live peer of this server (made at its first edit).
+        var editor: SyncHost?
 
         init(_ connection: TCPConnection, limits: HTTPLimits) {
             self.connection = connection
@@ -101,6 +110,8 @@ public final class WebView {
 
     private func disconnected(_ client: Client) {
         clients[ObjectIdentifier(client)] = nil
+        client.editor?.shutdown(save: false)
+        client.editor = nil
         if let board = client.board {
             let gone = Presence.gone(client.tab, clock: 0)  // the endpoint stamps its next clock
             host.setPresence(gone, on: board)
@@ -174,10 +185,12 @@ public final class WebView {
         let name = raw.removingPercentEncoding ?? raw
         if let access = options.access {
             let token = Array((request.query["token"] ?? "").utf8)
-            guard case .success = access.authority.verify(token, board: name, now: access.wallClock()) else {
+            guard case .success(let grant) = access.authority.verify(token, board: name, now: access.wallClock()) else {
                 finish(client, HTTPResponse.error(HTTPError(401, "access denied: this page needs a valid token for the board (?token=...)")))
                 return nil
             }
+            client.token = token
+            client.canEdit = grant.role != .read
         }
         guard Hello.isValidBoardName(name), FileManager.default.fileExists(atPath: dataDirectory + "/" + name + ".boardpkg") else {
             finish(client, HTTPResponse.error(HTTPError(404, "no board named '\(name.prefix(60))'")))
@@ -208,10 +221,15 @@ public final class WebView {
             _ = client.connection.send(response.encoded())
             client.socket = WebSocketConnection(maxMessage: options.maxMessage)
             client.board = board
-            client.tab = ReplicaID(0x7AB0_0000_0000_0000 | nextTab)
+            // A fresh replica id per page: its edits are its own replica's (its own undo history).
+            client.tab = ReplicaID(UInt64.random(in: 1...UInt64.max))
             client.name = "web \(nextTab)"
             nextTab += 1
             options.log("web: page \(client.connection.remote) watches board '\(board)'")
+            if var socket = client.socket {
+                socket.send(text: "{\"type\":\"welcome\",\"canEdit\":\(client.canEdit),\"name\":\(WebPage.json(client.name))}")
+                client.socket = socket
+            }
             sendBoard(to: client)
             for presence in host.presences(on: board) { sendPresence(presence, to: client) }
             let leftover = client.parser.takeRemaining()
@@ -247,13 +265,108 @@ public final class WebView {
             guard let x = object["x"] as? Double, let y = object["y"] as? Double,
                   let point = GridPoint(CodablePoint(x: x, y: y)) else { return }
             if let name = object["name"] as? String, !name.isEmpty { client.name = Presence.clipped(name) }
-            let presence = Presence(replica: client.tab, name: client.name, color: Color8(red: 120, green: 60, blue: 200, alpha: 255),
-                                    pointer: point, ttl: Presence.defaultTTL)
+            // Ink being drawn travels with the pointer, so others see it before the stroke lands.
+            let color = (object["color"] as? String).flatMap(Color8.init(hex:)) ?? Color8(red: 120, green: 60, blue: 200, alpha: 255)
+            let flat = ((object["ink"] as? [NSNumber]) ?? []).suffix(2 * Presence.maxStrokePoints).map(\.doubleValue)
+            let ink = stride(from: 0, to: flat.count - 1, by: 2).compactMap { GridPoint(CodablePoint(x: flat[$0], y: flat[$0 + 1])) }
+            let width = FixedPoint.units((object["width"] as? NSNumber)?.doubleValue ?? 3) ?? 48
+            let presence = Presence(replica: client.tab, name: client.name, color: color, pointer: point,
+                                    stroke: ink.isEmpty ? nil : InkPreview(color: color, width: max(0, width), points: ink),
+                                    ttl: Presence.defaultTTL)
             host.setPresence(presence, on: board)
             relay(presence, on: board)  // other pages (the hub tells only peers about its own)
         default:
-            break
+            edit(type, object, client, board: board)
         }
+    }
+
+    /// The page's edits, made by its own replica (see the type's comment).
+    private func edit(_ type: String, _ object: [String: Any], _ client: Client, board: String) {
+        guard client.canEdit else { return refuse(client, "this page's token may only read board '\(board)'") }
+        func item() -> ItemID? { (object["id"] as? String).flatMap(ItemID.init(uuidString:)) }
+        func number(_ key: String) -> Double? { (object[key] as? NSNumber)?.doubleValue }
+        func point(_ x: String = "x", _ y: String = "y") -> CodablePoint? {
+            guard let x = number(x), let y = number(y) else { return nil }
+            return CodablePoint(x: x, y: y)
+        }
+        let body: ((inout Replica) throws -> LocalEdit)?
+        switch type {
+        case "stroke":
+            let flat = (object["points"] as? [NSNumber])?.map(\.doubleValue) ?? []
+            let points = stride(from: 0, to: flat.count - 1, by: 2).map { CodablePoint(x: flat[$0], y: flat[$0 + 1]) }
+            let color = (object["color"] as? String).flatMap(Color8.init(hex:))?.rgba ?? RGBAColor(red: 0, green: 0, blue: 0)
+            let width = number("width") ?? 3
+            guard !points.isEmpty, points.count <= 20_000 else { return refuse(client, "a stroke needs 1 to 20,000 points") }
+            body = { replica in
+                let edit = try replica.beginStroke(color: color, width: width, points: points)
+                if let stroke = edit.item { replica.finishStroke(stroke) }
+                return edit
+            }
+        case "sticker":
+            guard let text = object["png"] as? String, let png = Data(base64Encoded: text), let at = point() else {
+                return refuse(client, "a sticker needs png (base64) and x, y")
+            }
+            guard (try? PNGHeader(validating: png)) != nil else { return refuse(client, "that file is not a PNG image") }
+            body = { try $0.addSticker(imagePNG: png, at: at, scale: self.numberOrOne(object["scale"])) }
+        case "move":
+            guard let id = item(), let to = point() else { return refuse(client, "move needs id, x and y") }
+            body = { try $0.move(id, to: to) }
+        case "transform":
+            guard let id = item() else { return refuse(client, "transform needs id") }
+            body = { try $0.transform(id, scale: number("scale"), rotation: number("rotation")) }
+        case "delete":
+            guard let id = item() else { return refuse(client, "delete needs id") }
+            body = { try $0.delete(id) }
+        case "front", "back":
+            guard let id = item() else { return refuse(client, "\(type) needs id") }
+            body = { type == "front" ? try $0.bringToFront(id) : try $0.sendToBack(id) }
+        case "undo": body = { try $0.undo() }
+        case "redo": body = { try $0.redo() }
+        case "begin-group": body = { $0.beginUndoGroup(); return LocalEdit() }
+        case "end-group": body = { $0.endUndoGroup(); return LocalEdit() }
+        default:
+            body = nil
+        }
+        guard let body else { return refuse(client, "unknown message type '\(type.prefix(40))'") }
+        do {
+            let editor = try editorHost(for: client, board: board)
+            _ = try editor.edit(board, body)
+        } catch {
+            refuse(client, "\(error)")
+        }
+    }
+
+    private func numberOrOne(_ value: Any?) -> Double { (value as? NSNumber)?.doubleValue ?? 1 }
+
+    private func refuse(_ client: Client, _ why: String) {
+        guard var socket = client.socket else { return }
+        socket.send(text: "{\"type\":\"error\",\"message\":\(WebPage.json(why))}")
+        client.socket = socket
+        flushSocket(client)
+    }
+
+    /// The page's replica: made at its first edit, holding the board (it syncs the whole board
+    /// from the server first, as any new peer does) and speaking for the page from then on.
+    private func editorHost(for client: Client, board: String) throws -> SyncHost {
+        if let editor = client.editor { return editor }
+        guard let address = host.listenAddress else { throw HTTPError(503, "the sync server has no address to connect to") }
+        var options = SyncHost.Options()
+        options.credentials = client.token
+        let log = self.options.log
+        let name = client.name
+        options.log = { line in log("web page \(name): \(line)") }
+        options.reconnectDelay = (0.05, 1)
+        let replica = Replica(id: client.tab)
+        // The board's current state, so the first edit already sees every item.
+        var seeded = replica
+        if let current = host.endpoint.boards[board]?.store.replica {
+            try seeded.apply(current.fullState())
+            seeded.assets = current.assets
+        }
+        let editor = try SyncHost(board: board, store: MemoryReplicaStore(replica: seeded), listen: nil, loop: loop, options: options)
+        editor.connect(to: address)
+        client.editor = editor
+        return editor
     }
 
     private func flushSocket(_ client: Client) {

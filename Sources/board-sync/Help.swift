@@ -102,7 +102,7 @@ let netHelps: [String: CommandHelp] = [
                          usage: "serve --data DIR [--listen HOST:PORT] [--web HOST:PORT] [--secret-file FILE] [--tls-cert CERT --tls-key KEY] [--max-... N]",
                          options: [("--data DIR", "Where boards live, one DIR/<name>.boardpkg each (created if missing)."),
                                    ("--listen HOST:PORT", "Address to listen on (default 127.0.0.1:7420; port 0 picks one)."),
-                                   ("--web HOST:PORT", "Also serve a live, read-only view of the boards to web browsers here (off by default): http://HOST:PORT/ lists them, /b/NAME shows one changing live with everyone's pointers. With --secret-file a page needs ?token=..."),
+                                   ("--web HOST:PORT", "Also serve the boards to web browsers here (off by default): http://HOST:PORT/ lists them, /b/NAME shows one live with everyone's pointers and lets the page draw, add stickers, move, delete and undo, each tab as its own replica. With --secret-file a page needs ?token=... (a read token: watch only)."),
                                    ("--secret-file FILE", "Require a token (see `token`) for every connection; FILE holds the signing secret and is created (mode 0600) when missing. Without it anyone who can connect reads and writes every board."),
                                    ("--tls-cert CERT", "Speak TLS (1.2 or newer): CERT is the server's PEM certificate chain."),
                                    ("--tls-key KEY", "The PEM private key of --tls-cert (keep it mode 0600).")]

@@ -106,7 +106,7 @@ struct NetCommands {
             } catch {
                 throw Failure("cannot start the web view on \(webAddress): \(error)")
             }
-            NetCommands.log("web view (read-only) at http://\(web!.listenAddress)/\(options.access == nil ? "" : " (pages need ?token=...)")")
+            NetCommands.log("web view at http://\(web!.listenAddress)/\(options.access == nil ? "" : " (pages need ?token=...)")")
         }
         loop.run()
         withExtendedLifetime((signals, web)) {}

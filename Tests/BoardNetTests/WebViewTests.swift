@@ -97,6 +97,20 @@ final class WebClient {
     }
 }
 
+extension WebClient {
+    /// Upgrades to a WebSocket on `target`; the 101 response.
+    func upgrade(_ target: String) -> (status: Int, head: String, body: [UInt8])? {
+        send(Array(("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8))
+        return response()
+    }
+
+    /// Sends a JSON text message, masked as a browser would.
+    func say(_ json: String) {
+        send(WebSocket.frame(.text, Array(json.utf8), mask: [0x11, 0x22, 0x33, 0x44]))
+    }
+}
+
 /// `serve --web`'s view over real TCP: pages, images by hash, the live WebSocket and presence.
 @Suite(.serialized) struct WebViewTests {
     static func sticker(_ temp: TempDirectory, _ server: ServerFixture) throws -> (BoardPackage, ItemID) {
@@ -200,6 +214,55 @@ final class WebClient {
         try server.thread.onLoop { web.close() }
     }
 
+    /// A page edits as its own replica: a stroke, a sticker from a PNG, a drag that is one undo
+    /// step, a delete; the server's board (and so every peer) has them.
+    @Test func aPageEditsAsItsOwnReplica() throws {
+        let temp = TempDirectory()
+        let server = try ServerFixture(data: temp.path + "/data")
+        defer { server.stop() }
+        let host = server.host
+        let web = try server.thread.onLoop { try WebView(listen: SocketAddress(host: "127.0.0.1", port: 0), host: host, dataDirectory: temp.path + "/data", loop: server.thread.loop) }
+        let (a, sticker) = try Self.sticker(temp, server)
+        defer { a.close() }
+        let page = try WebClient(web.listenAddress)
+        #expect(page.upgrade("/ws/team")?.status == 101)
+        let welcome = try #require(page.message(type: "welcome"))
+        #expect(welcome["canEdit"] as? Bool == true)
+        func serverReplica() throws -> Replica { try server.thread.onLoop { host.endpoint.boards["team"]!.store.replica } }
+        func waitFor(_ condition: @escaping (Replica) -> Bool) throws -> Bool {
+            try server.thread.wait { host.endpoint.boards["team"].map { condition($0.store.replica) } ?? false }
+        }
+        page.say("{\"type\":\"stroke\",\"points\":[1,2,30,40,55.5,60],\"color\":\"#ff000080\",\"width\":5}")
+        #expect(try waitFor { $0.snapshot().strokes.count == 1 })
+        let stroke = try #require(try serverReplica().snapshot().strokes.first)
+        #expect(stroke.points == [pt(1, 2), pt(30, 40), pt(55.5, 60)] && stroke.width == 5)
+        let author = ItemID(uuid: stroke.id).high
+        let serverID = try serverReplica().id.rawValue
+        #expect(author != 0xA && author != serverID, "made by the page's own replica")
+        // A sticker from a PNG the page sends; its image reaches the server.
+        page.say("{\"type\":\"sticker\",\"png\":\"\(pngB.base64EncodedString())\",\"x\":100,\"y\":80}")
+        #expect(try waitFor { replica in replica.snapshot().stickers.contains { $0.imagePNG == pngB } })
+        // A drag is one undo step: undo puts the sticker back where it was.
+        for message in ["{\"type\":\"begin-group\"}",
+                        "{\"type\":\"move\",\"id\":\"\(sticker.uuid.uuidString)\",\"x\":50,\"y\":50}",
+                        "{\"type\":\"move\",\"id\":\"\(sticker.uuid.uuidString)\",\"x\":70,\"y\":65}",
+                        "{\"type\":\"end-group\"}"] { page.say(message) }
+        #expect(try waitFor { $0.sticker(sticker)?.position == pt(70, 65) })
+        page.say("{\"type\":\"undo\"}")
+        #expect(try waitFor { $0.sticker(sticker)?.position == pt(40, 30) })
+        page.say("{\"type\":\"transform\",\"id\":\"\(sticker.uuid.uuidString)\",\"scale\":2,\"rotation\":0.5}")
+        #expect(try waitFor { $0.sticker(sticker)?.scale == 2 && $0.sticker(sticker)?.rotation == 0.5 })
+        page.say("{\"type\":\"delete\",\"id\":\"\(stroke.id.uuidString)\"}")
+        #expect(try waitFor { $0.snapshot().strokes.isEmpty })
+        // The page hears the board as it is now, and refusals by name.
+        #expect(page.message(type: "board") { (($0["items"] as? [[String: Any]]) ?? []).allSatisfy { $0["kind"] as? String == "sticker" } } != nil)
+        page.say("{\"type\":\"fly\"}")
+        #expect((page.message(type: "error")?["message"] as? String)?.contains("unknown message type") == true)
+        page.say("{\"type\":\"sticker\",\"png\":\"bm90IGEgcG5n\",\"x\":1,\"y\":1}")
+        #expect((page.message(type: "error")?["message"] as? String)?.contains("not a PNG") == true)
+        try server.thread.onLoop { web.close() }
+    }
+
     @Test func withTokensAPageNeedsOneForItsBoard() throws {
         let temp = TempDirectory()
         let authority = try TokenAuthority(secret: Array("0123456789abcdef0123456789abcdef".utf8))
@@ -222,6 +285,17 @@ final class WebClient {
         #expect(try WebClient(web.listenAddress).get("/b/team?token=\(other)")?.status == 401)
         #expect(try WebClient(web.listenAddress).get("/b/nosuch")?.status == 401, "the same answer whether or not the board exists")
         #expect(try WebClient(web.listenAddress).get("/b/team?token=\(reader)")?.status == 200)
+        // A read token's page may watch but not edit; a write token's page edits.
+        let watcher = try WebClient(web.listenAddress)
+        #expect(watcher.upgrade("/ws/team?token=\(reader)")?.status == 101)
+        #expect(watcher.message(type: "welcome")?["canEdit"] as? Bool == false)
+        watcher.say("{\"type\":\"stroke\",\"points\":[1,1,2,2]}")
+        #expect((watcher.message(type: "error")?["message"] as? String)?.contains("may only read") == true)
+        let editor = try WebClient(web.listenAddress)
+        #expect(editor.upgrade("/ws/team?token=\(writer)")?.status == 101)
+        #expect(editor.message(type: "welcome")?["canEdit"] as? Bool == true)
+        editor.say("{\"type\":\"stroke\",\"points\":[1,1,2,2]}")
+        #expect(try server.thread.wait { host.endpoint.boards["team"]?.store.replica.snapshot().strokes.count == 1 })
         let index = try #require(try WebClient(web.listenAddress).get("/"))
         #expect(!String(decoding: index.body, as: UTF8.self).contains("team"), "with tokens, board names are not listed")
         try server.thread.onLoop { web.close() }

@@ -221,7 +221,7 @@ final class Daemon {
         let address = try #require(server.listeningAddress(), "\(server.log)")
         let sync = try workspace.cli.run("sync", "Plan.boardpkg", "--server", address, "--board", "plan")
         #expect(sync.status == 0, "\(sync.stderr)")
-        let line = try #require(server.waitFor("web view (read-only) at http://"), "\(server.log)")
+        let line = try #require(server.waitFor("web view at http://"), "\(server.log)")
         let web = try #require(line.components(separatedBy: "http://").last?.split(separator: "/").first.map(String.init))
         let index = Self.get(web, "/")
         #expect(index.status == "HTTP/1.1 200 OK" && index.body.contains("/b/plan"), "\(index)")
