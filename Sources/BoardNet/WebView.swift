@@ -376,14 +376,22 @@ public final class WebView {
         if !output.isEmpty { _ = client.connection.send(output) }
     }
 
+    /// When pages were last sent the boards (updates go at once, then at most every 0.1 s).
+    private var lastSent = -Double.infinity
+
     private func changed(_ board: String) {
         guard clients.values.contains(where: { $0.board == board }) else { return }
         dirty.insert(board)
         guard !flushScheduled else { return }
         flushScheduled = true
-        loop.schedule(after: 0.1) { [weak self] in
+        // The first change goes out on the next loop turn (coalescing what that turn merges);
+        // changes right after it wait out the rest of 0.1 s, so a busy board costs at most ten
+        // whole-board messages a second per page.
+        let wait = max(0, lastSent + 0.1 - EventLoop.now())
+        loop.schedule(after: wait) { [weak self] in
             guard let self else { return }
             self.flushScheduled = false
+            self.lastSent = EventLoop.now()
             let boards = self.dirty
             self.dirty = []
             for client in self.clients.values where client.board.map(boards.contains) == true { self.sendBoard(to: client) }
