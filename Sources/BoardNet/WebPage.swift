@@ -40,9 +40,36 @@ enum WebPage {
         return String(format: "#%02x%02x%02x%02x", c.red, c.green, c.blue, c.alpha)
     }
 
-    /// The board as the page draws it, bottom to top.
-    static func boardJSON(_ board: BoardSnapshot) -> String {
-        var items: [UUID: String] = [:]
+    /// The board as the page draws it: the canvas and background (`header`), each item's JSON
+    /// by id, and the paint order, bottom to top.
+    struct Rendered: Equatable {
+        var header: String
+        var items: [String: String]
+        var order: [String]
+
+        /// The whole board, one message.
+        var json: String {
+            "{\"type\":\"board\",\(header),\"items\":[\(order.compactMap { items[$0] }.joined(separator: ","))]}"
+        }
+
+        /// What changed since `old` as one message (items upserted, ids removed, and the paint
+        /// order when it changed), or nil when nothing did. A new canvas or background sends the
+        /// whole board instead.
+        func changes(since old: Rendered) -> String? {
+            guard header == old.header else { return json }
+            let upserts = order.filter { items[$0] != old.items[$0] }.compactMap { items[$0] }
+            let removals = old.order.filter { items[$0] == nil }
+            let reordered = order != old.order
+            guard !upserts.isEmpty || !removals.isEmpty || reordered else { return nil }
+            var out = "{\"type\":\"changes\",\"upserts\":[\(upserts.joined(separator: ","))],"
+            out += "\"removals\":[\(removals.map { "\"\($0)\"" }.joined(separator: ","))]"
+            if reordered { out += ",\"order\":[\(order.map { "\"\($0)\"" }.joined(separator: ","))]" }
+            return out + "}"
+        }
+    }
+
+    static func render(_ board: BoardSnapshot) -> Rendered {
+        var items: [String: String] = [:]
         for stroke in board.strokes {
             var points = ""
             points.reserveCapacity(stroke.points.count * 12)
@@ -50,21 +77,25 @@ enum WebPage {
                 if index > 0 { points += "," }
                 points += number(point.x) + "," + number(point.y)
             }
-            items[stroke.id] = "{\"id\":\"\(stroke.id.uuidString)\",\"kind\":\"stroke\",\"color\":\"\(hex(stroke.color))\",\"width\":\(number(stroke.width)),\"points\":[\(points)]}"
+            items[stroke.id.uuidString] = "{\"id\":\"\(stroke.id.uuidString)\",\"kind\":\"stroke\",\"color\":\"\(hex(stroke.color))\",\"width\":\(number(stroke.width)),\"points\":[\(points)]}"
         }
         for sticker in board.stickers {
             let header = try? PNGHeader(validating: sticker.imagePNG)
             let hash = sticker.imageSHA256 ?? AssetHash.of(sticker.imagePNG).hex
-            items[sticker.id] = "{\"id\":\"\(sticker.id.uuidString)\",\"kind\":\"sticker\",\"asset\":\(json(hash)),"
+            items[sticker.id.uuidString] = "{\"id\":\"\(sticker.id.uuidString)\",\"kind\":\"sticker\",\"asset\":\(json(hash)),"
                 + "\"pending\":\(sticker.isPending),\"x\":\(number(sticker.position.x)),\"y\":\(number(sticker.position.y)),"
                 + "\"scale\":\(number(sticker.scale)),\"rotation\":\(number(sticker.rotationRadians)),"
                 + "\"w\":\(header.map { Int($0.width) } ?? 64),\"h\":\(header.map { Int($0.height) } ?? 64)}"
         }
-        let order = board.paintOrder ?? (board.strokes.map(\.id) + board.stickers.map(\.id))
-        let listed = order.compactMap { items[$0] }
+        let order = (board.paintOrder ?? (board.strokes.map(\.id) + board.stickers.map(\.id))).map(\.uuidString).filter { items[$0] != nil }
         let background = board.backgroundSHA256.map(json) ?? "null"
-        return "{\"type\":\"board\",\"width\":\(number(board.canvasSize.width)),\"height\":\(number(board.canvasSize.height)),"
-            + "\"background\":\(background),\"items\":[\(listed.joined(separator: ","))]}"
+        let header = "\"width\":\(number(board.canvasSize.width)),\"height\":\(number(board.canvasSize.height)),\"background\":\(background)"
+        return Rendered(header: header, items: items, order: order)
+    }
+
+    /// The whole board as one message.
+    static func boardJSON(_ board: BoardSnapshot) -> String {
+        render(board).json
     }
 
     static func presenceJSON(_ presence: Presence) -> String {
@@ -326,6 +357,15 @@ enum WebPage {
           socket.onmessage = (event) => {
             const message = JSON.parse(event.data);
             if (message.type === "board") { board = message; if (!drag) draw(); }
+            else if (message.type === "changes") {
+              const byId = new Map(board.items.map((item) => [item.id, item]));
+              for (const id of message.removals) byId.delete(id);
+              for (const item of message.upserts) byId.set(item.id, item);
+              const order = message.order || board.items.map((item) => item.id).filter((id) => byId.has(id))
+                .concat(message.upserts.map((item) => item.id).filter((id) => !board.items.some((old) => old.id === id)));
+              board.items = order.map((id) => byId.get(id)).filter((item) => item);
+              if (!drag) draw();
+            }
             else if (message.type === "welcome") {
               canEdit = message.canEdit;
               $("tools").className = canEdit ? "on" : "";

@@ -55,6 +55,8 @@ public final class WebView {
         var canEdit = true
         /// The page's own replica, a live peer of this server (made at its first edit).
         var editor: SyncHost?
+        /// The board as this page last got it (the next message is what changed since).
+        var sent: WebPage.Rendered?
 
         init(_ connection: TCPConnection, limits: HTTPLimits) {
             self.connection = connection
@@ -394,16 +396,37 @@ public final class WebView {
             self.lastSent = EventLoop.now()
             let boards = self.dirty
             self.dirty = []
-            for client in self.clients.values where client.board.map(boards.contains) == true { self.sendBoard(to: client) }
+            // Rendered once per board, then diffed per page.
+            var rendered: [String: WebPage.Rendered] = [:]
+            for client in self.clients.values {
+                guard let board = client.board, boards.contains(board) else { continue }
+                if rendered[board] == nil, let replica = self.host.endpoint.boards[board]?.store.replica {
+                    rendered[board] = WebPage.render(replica.snapshot())
+                }
+                if let now = rendered[board] { self.sendBoard(now, to: client) }
+            }
         }
     }
 
+    /// The whole board on join, then what changed since the page's last message: items
+    /// upserted and removed, and the paint order when it moved.
     private func sendBoard(to client: Client) {
-        guard let board = client.board, let replica = host.endpoint.boards[board]?.store.replica,
-              var socket = client.socket else { return }
-        // A page that does not read gets no more boards queued behind the last one.
-        guard client.connection.queuedBytes < 8 << 20 else { return }
-        socket.send(text: WebPage.boardJSON(replica.snapshot()))
+        guard let board = client.board, let replica = host.endpoint.boards[board]?.store.replica else { return }
+        sendBoard(WebPage.render(replica.snapshot()), to: client)
+    }
+
+    private func sendBoard(_ rendered: WebPage.Rendered, to client: Client) {
+        guard var socket = client.socket else { return }
+        // A page that does not read gets nothing more queued past 8 MiB; it gets the whole board
+        // once it reads again (its next update is measured against nothing).
+        guard client.connection.queuedBytes < 8 << 20 else {
+            client.sent = nil
+            return
+        }
+        let message = client.sent.map { rendered.changes(since: $0) } ?? rendered.json
+        client.sent = rendered
+        guard let message else { return }
+        socket.send(text: message)
         client.socket = socket
         flushSocket(client)
     }

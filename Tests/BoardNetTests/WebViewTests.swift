@@ -192,11 +192,16 @@ extension WebClient {
             return edit
         }.item!
         _ = try OneShotSync.run(package: b, board: "team", server: server.address, timeout: 20)
-        let updated = try #require(page.message(type: "board") { board in
-            ((board["items"] as? [[String: Any]]) ?? []).contains { $0["id"] as? String == stroke.uuid.uuidString }
+        // Not the whole board again: the change, as the new item and the new paint order.
+        let updated = try #require(page.message(type: "changes") { changes in
+            ((changes["upserts"] as? [[String: Any]]) ?? []).contains { $0["id"] as? String == stroke.uuid.uuidString }
         })
-        let line = try #require((updated["items"] as? [[String: Any]])?.first { $0["kind"] as? String == "stroke" })
+        let upserts = try #require(updated["upserts"] as? [[String: Any]])
+        #expect(upserts.count == 1, "only what changed")
+        let line = try #require(upserts.first)
         #expect(line["points"] as? [Double] == [1, 1, 20, 25] && line["color"] as? String == "#0000ffff")
+        #expect(updated["order"] as? [String] == [sticker.uuid.uuidString, stroke.uuid.uuidString])
+        #expect((updated["removals"] as? [String])?.isEmpty == true)
         // The page's pointer becomes a presence on the board (peers see it through the hub).
         let mask: [UInt8] = [9, 8, 7, 6]
         page.send(WebSocket.frame(.text, Array("{\"type\":\"pointer\",\"x\":12.5,\"y\":7}".utf8), mask: mask))
@@ -255,7 +260,7 @@ extension WebClient {
         page.say("{\"type\":\"delete\",\"id\":\"\(stroke.id.uuidString)\"}")
         #expect(try waitFor { $0.snapshot().strokes.isEmpty })
         // The page hears the board as it is now, and refusals by name.
-        #expect(page.message(type: "board") { (($0["items"] as? [[String: Any]]) ?? []).allSatisfy { $0["kind"] as? String == "sticker" } } != nil)
+        #expect(page.message(type: "changes") { ($0["removals"] as? [String]) == [stroke.id.uuidString] } != nil, "a delete is a removal")
         page.say("{\"type\":\"fly\"}")
         #expect((page.message(type: "error")?["message"] as? String)?.contains("unknown message type") == true)
         page.say("{\"type\":\"sticker\",\"png\":\"bm90IGEgcG5n\",\"x\":1,\"y\":1}")
