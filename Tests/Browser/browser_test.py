@@ -6,9 +6,10 @@ Usage: browser_test.py BOARD_SYNC_BINARY [CHROMIUM]
 Starts `board-sync serve --web` on free loopback ports with a board made by the CLI, opens two
 pages on it and checks, in order: a stroke drawn with the mouse in page 1 appears in page 2; a
 sticker dragged in page 2 moves in page 1; a CLI replica syncing through the server sees both
-edits, and its own move appears in both pages; page 1's cursor is visible in page 2; a
-screenshot of the board matches the CLI's PNG export of the same board closely (not bit for
-bit). Prints one line per check and "browser: N passed, M failed"; exits 1 on any failure.
+edits, and its own move appears in both pages; page 1's cursor is visible in page 2; with the
+server stopped a page says it is disconnected, and once it is back the page reconnects and
+catches up; a screenshot of the board matches the CLI's PNG export of the same board closely
+(not bit for bit). Prints one line per check and "browser: N passed, M failed"; exits 1 on any failure.
 """
 import base64, json, os, re, shutil, struct, subprocess, sys, tempfile, time, zlib
 
@@ -140,6 +141,29 @@ def main():
                 check("page 1's cursor is visible in page 2", label.startswith("web"), label)
             except Exception as error:
                 check("page 1's cursor is visible in page 2", False, str(error))
+
+            # A page that loses its connection says so, reconnects and catches up.
+            server.terminate()
+            server.wait(timeout=10)
+            try:
+                page2.wait_for_selector("#status.down", timeout=10000)
+                check("a page shows that it lost its connection", True)
+            except Exception as error:
+                check("a page shows that it lost its connection", False, str(error))
+            server = subprocess.Popen([BINARY, "serve", "--data", "data", "--listen", sync_address, "--web", web_address],
+                                      cwd=work, stderr=subprocess.PIPE, text=True)
+            wait_for_line(server, r"web view at http://([^/\s]+)/")
+            cli("move", "Cli.boardpkg", sticker, "--to", "320,200", cwd=work)
+            cli("sync", "Cli.boardpkg", "--server", sync_address, "--board", "demo", cwd=work)
+            try:
+                page2.wait_for_selector("#status.live", timeout=15000)
+                page2.wait_for_function(
+                    "id => { const n = document.querySelector(`[data-id=\"${id}\"]`); return n && n.getAttribute('transform').startsWith('translate(320 200)'); }",
+                    arg=sticker, timeout=10000)
+                check("it reconnects and catches up with what changed meanwhile", True)
+            except Exception as error:
+                check("it reconnects and catches up with what changed meanwhile", False, str(error))
+            page1.wait_for_selector("#status.live", timeout=15000)
 
             # A screenshot of the board beside the PNG export of the same board: close, not exact.
             cli("sync", "Cli.boardpkg", "--server", sync_address, "--board", "demo", cwd=work)
