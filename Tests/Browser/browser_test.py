@@ -5,7 +5,7 @@ Usage: browser_test.py BOARD_SYNC_BINARY [CHROMIUM]
 
 Starts `board-sync serve --web` on free loopback ports with a board made by the CLI, opens two
 pages on it and checks, in order: a stroke drawn with the mouse in page 1 appears in page 2; a
-sticker dragged in page 2 moves in page 1; a CLI replica syncing through the server sees both
+sticker dragged in page 2 moves in page 1; a PNG chosen in page 1 becomes a sticker in page 2; a CLI replica syncing through the server sees both
 edits, and its own move appears in both pages; page 1's cursor is visible in page 2; with the
 server stopped a page says it is disconnected, and once it is back the page reconnects and
 catches up; a screenshot of the board matches the CLI's PNG export of the same board closely
@@ -81,8 +81,8 @@ def main():
             page1, page2 = context.new_page(), context.new_page()
             for page in (page1, page2):
                 page.goto(url)
-                page.wait_for_selector("#status.live", timeout=10000)
-                page.wait_for_selector(f'[data-id="{sticker}"]', timeout=10000)
+                page.wait_for_selector("#status.live", timeout=20000)
+                page.wait_for_selector(f'[data-id="{sticker}"]', timeout=20000)
             check("both pages show the board live", True)
 
             # A stroke drawn with the mouse in page 1 appears in page 2.
@@ -93,7 +93,7 @@ def main():
                 page1.mouse.move(box["x"] + 200 + step * 12, box["y"] + 200 + step * 5)
             page1.mouse.up()
             try:
-                page2.wait_for_selector('[data-kind="stroke"]', timeout=10000)
+                page2.wait_for_selector('[data-kind="stroke"]', timeout=20000)
                 check("a stroke drawn in page 1 appears in page 2", True)
             except Exception as error:
                 check("a stroke drawn in page 1 appears in page 2", False, str(error))
@@ -109,16 +109,27 @@ def main():
             try:
                 page1.wait_for_function(
                     "id => { const n = document.querySelector(`[data-id=\"${id}\"]`); return n && n.getAttribute('transform').startsWith('translate(180 140)'); }",
-                    arg=sticker, timeout=10000)
+                    arg=sticker, timeout=20000)
                 check("a sticker dragged in page 2 moves in page 1", True)
             except Exception as error:
                 check("a sticker dragged in page 2 moves in page 1", False, str(error))
+
+            # A sticker added in page 1 by choosing a PNG file appears in page 2.
+            with open(os.path.join(work, "blue.png"), "wb") as f:
+                f.write(png(24, 16, (30, 60, 220)))
+            page1.set_input_files("#file", os.path.join(work, "blue.png"))
+            try:
+                page2.wait_for_function("() => document.querySelectorAll('[data-kind=sticker]').length === 2", timeout=20000)
+                check("a sticker chosen as a PNG file in page 1 appears in page 2", True)
+            except Exception as error:
+                check("a sticker chosen as a PNG file in page 1 appears in page 2", False, str(error))
 
             # A CLI replica syncing through the server sees both edits; its own move shows in both pages.
             cli("sync", "Cli.boardpkg", "--server", sync_address, "--board", "demo", cwd=work)
             shown = json.loads(cli("show", "Cli.boardpkg", "--json", cwd=work))
             placed = [s for s in shown["stickers"] if s["id"] == sticker]
-            check("the CLI replica sees page 1's stroke", len(shown["strokes"]) == 1, json.dumps(shown["strokes"])[:200])
+            check("the CLI replica sees page 1's stroke and sticker", len(shown["strokes"]) == 1 and len(shown["stickers"]) == 2,
+                  json.dumps(shown)[:300])
             check("the CLI replica sees page 2's drag", placed and placed[0]["position"] == {"x": 180, "y": 140},
                   json.dumps(placed)[:200])
             cli("move", "Cli.boardpkg", sticker, "--to", "300,60", cwd=work)
@@ -127,7 +138,7 @@ def main():
                 try:
                     page.wait_for_function(
                         "id => { const n = document.querySelector(`[data-id=\"${id}\"]`); return n && n.getAttribute('transform').startsWith('translate(300 60)'); }",
-                        arg=sticker, timeout=10000)
+                        arg=sticker, timeout=20000)
                     check(f"the CLI's move appears in {name}", True)
                 except Exception as error:
                     check(f"the CLI's move appears in {name}", False, str(error))
@@ -136,7 +147,7 @@ def main():
             page1.mouse.move(box["x"] + 50, box["y"] + 60)
             page1.mouse.move(box["x"] + 55, box["y"] + 62)
             try:
-                page2.wait_for_selector("#cursors .cursor text", timeout=10000)
+                page2.wait_for_selector("#cursors .cursor text", timeout=20000)
                 label = page2.locator("#cursors .cursor text").first.text_content()
                 check("page 1's cursor is visible in page 2", label.startswith("web"), label)
             except Exception as error:
@@ -146,7 +157,7 @@ def main():
             server.terminate()
             server.wait(timeout=10)
             try:
-                page2.wait_for_selector("#status.down", timeout=10000)
+                page2.wait_for_selector("#status.down", timeout=20000)
                 check("a page shows that it lost its connection", True)
             except Exception as error:
                 check("a page shows that it lost its connection", False, str(error))
@@ -159,7 +170,7 @@ def main():
                 page2.wait_for_selector("#status.live", timeout=15000)
                 page2.wait_for_function(
                     "id => { const n = document.querySelector(`[data-id=\"${id}\"]`); return n && n.getAttribute('transform').startsWith('translate(320 200)'); }",
-                    arg=sticker, timeout=10000)
+                    arg=sticker, timeout=20000)
                 check("it reconnects and catches up with what changed meanwhile", True)
             except Exception as error:
                 check("it reconnects and catches up with what changed meanwhile", False, str(error))
