@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "BoardNet", targets: ["BoardNet"]),
         .library(name: "BoardSimulation", targets: ["BoardSimulation"]),
         .library(name: "BoardRender", targets: ["BoardRender"]),
+        .library(name: "BoardRedis", targets: ["BoardRedis"]),
     ],
     targets: [
         // Values, canonical encoding, content hashes. Pure: no OS access.
@@ -32,6 +33,8 @@ let package = Package(
         // boards. No sockets or clocks; storage only through stores given to it (packages over an
         // injected FileSystem).
         .target(name: "BoardSync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore"]),
+        // RESP (Redis's protocol) and, later, the scale-out layer's Redis client: sans-IO.
+        .target(name: "BoardRedis"),
         // POSIX TCP: epoll event loop, connections (plain or TLS), the sync server and peer hosts.
         .target(name: "CBoardNet"),
         // The system OpenSSL (libssl-dev) for TLS, with a header wrapping its macros.
@@ -68,10 +71,11 @@ let package = Package(
         // their corpus replayed by FuzzRegressionTests.
         .target(
             name: "BoardFuzz",
-            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardRender", "BoardNet"],
+            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardRender", "BoardNet", "BoardRedis"],
             path: "Fuzz/Sources/BoardFuzz"
         ),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["BoardFuzz"]),
+        .testTarget(name: "BoardRedisTests", dependencies: ["BoardRedis"]),
         .testTarget(name: "BoardModelTests", dependencies: ["BoardModel"]),
         .testTarget(name: "BoardRenderTests", dependencies: ["BoardModel", "BoardRender"], exclude: ["Fixtures"]),
         .testTarget(name: "BoardCRDTTests", dependencies: ["BoardModel", "BoardCRDT", "BoardSimulation"]),

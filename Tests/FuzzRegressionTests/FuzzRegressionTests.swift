@@ -34,6 +34,7 @@ import Testing
         for seed in FuzzTargets.seeds("png") { #expect(FuzzTargets.accepts("png", seed)) }
         for seed in FuzzTargets.seeds("http") { #expect(FuzzTargets.accepts("http", seed)) }
         for seed in FuzzTargets.seeds("websocket") { #expect(FuzzTargets.accepts("websocket", seed)) }
+        for seed in FuzzTargets.seeds("resp") { #expect(FuzzTargets.accepts("resp", seed)) }
         #expect(!FuzzTargets.accepts("websocket", [0x81, 0x01, 65]), "an unmasked frame fails")
         #expect(!FuzzTargets.accepts("png", Array(FuzzTargets.seeds("png")[1].dropLast(20))))
         #expect(!FuzzTargets.accepts("operations", [0xFF, 0x00]))

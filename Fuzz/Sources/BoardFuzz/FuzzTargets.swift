@@ -1,6 +1,7 @@
 import BoardCRDT
 import BoardModel
 import BoardNet
+import BoardRedis
 import BoardRender
 import BoardStore
 import BoardSync
@@ -12,7 +13,7 @@ import Foundation
 /// encoder. `bin/fuzz TARGET` runs one under libFuzzer; `FuzzRegressionTests` replays every
 /// input in `Fuzz/Corpus/<target>/` (seeds and every crash ever found) in the normal test run.
 public enum FuzzTargets {
-    public static let names = ["frame", "operations", "session", "oplog", "manifest", "png", "http", "websocket"]
+    public static let names = ["frame", "operations", "session", "oplog", "manifest", "png", "http", "websocket", "resp"]
 
     /// Runs target `name` on `bytes`. Unknown names trap (a usage error of the harness).
     public static func run(_ name: String, _ bytes: [UInt8]) {
@@ -25,6 +26,7 @@ public enum FuzzTargets {
         case "png": png(bytes)
         case "http": http(bytes)
         case "websocket": websocket(bytes)
+        case "resp": resp(bytes)
         default: preconditionFailure("unknown fuzz target '\(name)' (one of \(names.joined(separator: ", ")))")
         }
     }
@@ -63,6 +65,14 @@ public enum FuzzTargets {
         case "websocket":
             var connection = WebSocketConnection(maxMessage: 1 << 16)
             return connection.receive(bytes).contains { if case .failed = $0 { return false } else { return true } }
+        case "resp":
+            var decoder = RESPDecoder()
+            decoder.append(bytes)
+            var count = 0
+            do {
+                while try decoder.next() != nil { count += 1 }
+            } catch { return false }
+            return count > 0 && decoder.bufferedCount == 0
         case "manifest":
             let fileSystem = MemoryFileSystem()
             guard (try? fileSystem.createDirectories("/p.boardpkg")) != nil,
@@ -244,6 +254,33 @@ public enum FuzzTargets {
         precondition(connection.takeOutput().count <= 2 * bytes.count + 256, "output grew past the input")
     }
 
+    /// The RESP decoder (what a Redis server, or whoever answers on its port, sends), the stream
+    /// split where the input says: every value it returns encodes to bytes that decode to the
+    /// same value, and it never returns more values than bytes.
+    static func resp(_ bytes: [UInt8]) {
+        var limits = RESPLimits()
+        limits.maxBulk = 1 << 16
+        limits.maxElements = 1 << 12
+        var decoder = RESPDecoder(limits: limits)
+        let split = bytes.isEmpty ? 0 : Int(bytes[0]) % (bytes.count + 1)
+        var values = 0
+        for part in [Array(bytes[..<split]), Array(bytes[split...])] {
+            decoder.append(part)
+            while true {
+                let next: RESPValue?
+                do { next = try decoder.next() } catch { return }
+                guard let value = next else { break }
+                values += 1
+                precondition(values <= bytes.count, "more values than input bytes")
+                var again = RESPDecoder(limits: limits)
+                again.append(value.encoded())
+                let decoded: RESPValue?
+                do { decoded = try again.next() } catch { preconditionFailure("a decoded value does not decode after encoding: \(error)") }
+                precondition(decoded == value, "a value changed through encode and decode")
+            }
+        }
+    }
+
     /// The manifest reader (a package's view), given the input as manifest.json: a snapshot or
     /// an error, never a trap; a snapshot it returns encodes to canonical JSON.
     static func manifest(_ bytes: [UInt8]) {
@@ -279,6 +316,10 @@ extension FuzzTargets {
             return [Array(("GET /ws/seed?token=bst1.x.y HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8),
                     Array("GET /b/seed HTTP/1.1\r\nHost: a\r\n\r\nGET /b/seed/asset/00ff HTTP/1.0\r\n\r\n".utf8)]
+        case "resp":
+            return [Array("+OK\r\n:1700000000000\r\n$15\r\n1700000000000-0\r\n*-1\r\n".utf8),
+                    Array("*1\r\n*2\r\n$12\r\nbs:plans:log\r\n*1\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$1\r\nb\r\n$3\r\nabc\r\n".utf8),
+                    Array("%2\r\n+server\r\n$5\r\nredis\r\n+proto\r\n:3\r\n>3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nx\r\n_\r\n#t\r\n,1.5\r\n(123\r\n=7\r\ntxt:abc\r\n~1\r\n:1\r\n-ERR x\r\n!3\r\nbad\r\n".utf8)]
         case "websocket":
             let mask: [UInt8] = [1, 2, 3, 4]
             return [WebSocket.frame(.text, Array("{\"type\":\"move\"}".utf8), mask: mask),
