@@ -107,10 +107,10 @@ func canonical(_ package: BoardPackage) throws -> Data {
     try package.replica.snapshot().canonicalJSON()
 }
 
-/// Opens a plain blocking socket, sends `bytes`, and reads until the server closes (or 5 s).
-func rawExchange(_ address: SocketAddress, _ bytes: [UInt8], closeWrite: Bool = false) -> [UInt8] {
+/// A plain blocking IPv4 socket connected to `address` (nil when the connection fails), with a
+/// receive timeout.
+func connectedSocket(_ address: SocketAddress, receiveTimeout: timeval) -> Int32? {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
     var addr = sockaddr_in()
     addr.sin_family = sa_family_t(AF_INET)
     addr.sin_port = address.port.bigEndian
@@ -118,7 +118,19 @@ func rawExchange(_ address: SocketAddress, _ bytes: [UInt8], closeWrite: Bool = 
     let connected = withUnsafePointer(to: &addr) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
-    guard connected == 0 else { return [] }
+    guard connected == 0 else {
+        close(fd)
+        return nil
+    }
+    var timeout = receiveTimeout
+    _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    return fd
+}
+
+/// Opens a plain blocking socket, sends `bytes`, and reads until the server closes (or 5 s).
+func rawExchange(_ address: SocketAddress, _ bytes: [UInt8], closeWrite: Bool = false) -> [UInt8] {
+    guard let fd = connectedSocket(address, receiveTimeout: timeval(tv_sec: 5, tv_usec: 0)) else { return [] }
+    defer { close(fd) }
     var timeout = timeval(tv_sec: 5, tv_usec: 0)
     _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }

@@ -15,17 +15,10 @@ final class WebClient {
     private var buffer: [UInt8] = []
 
     init(_ address: SocketAddress) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = address.port.bigEndian
-        _ = inet_pton(AF_INET, address.host, &addr.sin_addr)
-        let connected = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        guard let fd = connectedSocket(address, receiveTimeout: timeval(tv_sec: 0, tv_usec: 200_000)) else {
+            throw HTTPError(0, "cannot connect to \(address)")
         }
-        guard connected == 0 else { throw HTTPError(0, "cannot connect to \(address)") }
-        var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
-        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        self.fd = fd
     }
 
     deinit { close(fd) }
@@ -111,6 +104,28 @@ extension WebClient {
     }
 }
 
+/// A sync server on its own loop thread with a web view beside it, on free loopback ports.
+final class WebFixture: @unchecked Sendable {  // the view is touched on the loop thread only
+    let temp = TempDirectory()
+    let server: ServerFixture
+    let web: WebView
+    var host: SyncHost { server.host }
+
+    init(serverOptions: SyncHost.Options = SyncHost.Options(), webOptions: WebView.Options = WebView.Options()) throws {
+        server = try ServerFixture(data: temp.path + "/data", options: serverOptions)
+        let (host, data, loop) = (server.host, temp.path + "/data", server.thread.loop)
+        web = try server.thread.onLoop { try WebView(listen: SocketAddress(host: "127.0.0.1", port: 0), host: host, dataDirectory: data, loop: loop, options: webOptions) }
+    }
+
+    func page() throws -> WebClient { try WebClient(web.listenAddress) }
+
+    func stop() {
+        let web = self.web
+        _ = try? server.thread.onLoop { web.close() }
+        server.stop()
+    }
+}
+
 /// `serve --web`'s view over real TCP: pages, images by hash, the live WebSocket and presence.
 @Suite(.serialized) struct WebViewTests {
     static func sticker(_ temp: TempDirectory, _ server: ServerFixture) throws -> (BoardPackage, ItemID) {
@@ -122,11 +137,9 @@ extension WebClient {
     }
 
     @Test func pagesImagesAndRefusals() throws {
-        let temp = TempDirectory()
-        let server = try ServerFixture(data: temp.path + "/data")
-        defer { server.stop() }
-        let host = server.host
-        let web = try server.thread.onLoop { try WebView(listen: SocketAddress(host: "127.0.0.1", port: 0), host: host, dataDirectory: temp.path + "/data", loop: server.thread.loop) }
+        let fixture = try WebFixture()
+        defer { fixture.stop() }
+        let (temp, server, web) = (fixture.temp, fixture.server, fixture.web)
         let (a, _) = try Self.sticker(temp, server)
         defer { a.close() }
         let index = try #require(try WebClient(web.listenAddress).get("/"))
@@ -162,21 +175,16 @@ extension WebClient {
         let bad = try WebClient(web.listenAddress)
         bad.send(Array("GET / HTTP/1.1\r\nHost : a\r\n\r\n".utf8))
         #expect(bad.response()?.status == 400)
-        try server.thread.onLoop { web.close() }
     }
 
     @Test func aPageWatchesTheBoardChangeLiveAndItsPointerIsAPresence() throws {
-        let temp = TempDirectory()
-        let server = try ServerFixture(data: temp.path + "/data")
-        defer { server.stop() }
-        let host = server.host
-        let web = try server.thread.onLoop { try WebView(listen: SocketAddress(host: "127.0.0.1", port: 0), host: host, dataDirectory: temp.path + "/data", loop: server.thread.loop) }
+        let fixture = try WebFixture()
+        defer { fixture.stop() }
+        let (temp, server, host, web) = (fixture.temp, fixture.server, fixture.host, fixture.web)
         let (a, sticker) = try Self.sticker(temp, server)
         defer { a.close() }
         let page = try WebClient(web.listenAddress)
-        page.send(Array((("GET /ws/team HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n")
-                         + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8))
-        let upgrade = try #require(page.response())
+        let upgrade = try #require(page.upgrade("/ws/team"))
         #expect(upgrade.status == 101 && upgrade.head.contains("s3pPLMBiTxaQ9kYGzzhZRbK+xOo="))
         let first = try #require(page.message(type: "board"))
         let items = try #require(first["items"] as? [[String: Any]])
@@ -216,17 +224,14 @@ extension WebClient {
         #expect(try server.thread.wait {
             !(host.endpoint.boards["team"]?.hub.presences.values.contains { $0.presence.name == "web 1" } ?? true)
         })
-        try server.thread.onLoop { web.close() }
     }
 
     /// A page edits as its own replica: a stroke, a sticker from a PNG, a drag that is one undo
     /// step, a delete; the server's board (and so every peer) has them.
     @Test func aPageEditsAsItsOwnReplica() throws {
-        let temp = TempDirectory()
-        let server = try ServerFixture(data: temp.path + "/data")
-        defer { server.stop() }
-        let host = server.host
-        let web = try server.thread.onLoop { try WebView(listen: SocketAddress(host: "127.0.0.1", port: 0), host: host, dataDirectory: temp.path + "/data", loop: server.thread.loop) }
+        let fixture = try WebFixture()
+        defer { fixture.stop() }
+        let (temp, server, host, web) = (fixture.temp, fixture.server, fixture.host, fixture.web)
         let (a, sticker) = try Self.sticker(temp, server)
         defer { a.close() }
         let page = try WebClient(web.listenAddress)
@@ -265,20 +270,17 @@ extension WebClient {
         #expect((page.message(type: "error")?["message"] as? String)?.contains("unknown message type") == true)
         page.say("{\"type\":\"sticker\",\"png\":\"bm90IGEgcG5n\",\"x\":1,\"y\":1}")
         #expect((page.message(type: "error")?["message"] as? String)?.contains("not a PNG") == true)
-        try server.thread.onLoop { web.close() }
     }
 
     @Test func withTokensAPageNeedsOneForItsBoard() throws {
-        let temp = TempDirectory()
         let authority = try TokenAuthority(secret: Array("0123456789abcdef0123456789abcdef".utf8))
         var options = SyncHost.Options()
         options.access = SyncEndpoint.AccessControl(authority: authority, wallClock: { Date().timeIntervalSince1970 })
-        let server = try ServerFixture(data: temp.path + "/data", options: options)
-        defer { server.stop() }
-        let host = server.host
         var webOptions = WebView.Options()
         webOptions.access = options.access
-        let web = try server.thread.onLoop { try WebView(listen: SocketAddress(host: "127.0.0.1", port: 0), host: host, dataDirectory: temp.path + "/data", loop: server.thread.loop, options: webOptions) }
+        let fixture = try WebFixture(serverOptions: options, webOptions: webOptions)
+        defer { fixture.stop() }
+        let (temp, server, host, web) = (fixture.temp, fixture.server, fixture.host, fixture.web)
         let a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
         defer { a.close() }
         try a.commit { try $0.setCanvasSize(CodableSize(width: 300, height: 200)) }
@@ -303,6 +305,5 @@ extension WebClient {
         #expect(try server.thread.wait { host.endpoint.boards["team"]?.store.replica.snapshot().strokes.count == 1 })
         let index = try #require(try WebClient(web.listenAddress).get("/"))
         #expect(!String(decoding: index.body, as: UTF8.self).contains("team"), "with tokens, board names are not listed")
-        try server.thread.onLoop { web.close() }
     }
 }

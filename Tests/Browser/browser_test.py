@@ -30,6 +30,15 @@ def check(name, condition, detail=""):
         print(f"  FAIL {name} {detail}")
 
 
+def check_within(name, wait):
+    """`wait()` is a Playwright wait; the check passes when it returns before its timeout."""
+    try:
+        wait()
+        check(name, True)
+    except Exception as error:
+        check(name, False, str(error))
+
+
 def png(width, height, rgb):
     raw = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
     def chunk(kind, data):
@@ -92,11 +101,7 @@ def main():
             for step in range(1, 12):
                 page1.mouse.move(box["x"] + 200 + step * 12, box["y"] + 200 + step * 5)
             page1.mouse.up()
-            try:
-                page2.wait_for_selector('[data-kind="stroke"]', timeout=20000)
-                check("a stroke drawn in page 1 appears in page 2", True)
-            except Exception as error:
-                check("a stroke drawn in page 1 appears in page 2", False, str(error))
+            check_within("a stroke drawn in page 1 appears in page 2", lambda: page2.wait_for_selector('[data-kind="stroke"]', timeout=20000))
 
             # A sticker dragged in page 2 moves in page 1.
             page2.click("#hand")
@@ -106,23 +111,17 @@ def main():
             for step in range(1, 9):
                 page2.mouse.move(box2["x"] + 100 + step * 10, box2["y"] + 100 + step * 5)
             page2.mouse.up()
-            try:
+            def wait():
                 page1.wait_for_function(
                     "id => { const n = document.querySelector(`[data-id=\"${id}\"]`); return n && n.getAttribute('transform').startsWith('translate(180 140)'); }",
                     arg=sticker, timeout=20000)
-                check("a sticker dragged in page 2 moves in page 1", True)
-            except Exception as error:
-                check("a sticker dragged in page 2 moves in page 1", False, str(error))
+            check_within("a sticker dragged in page 2 moves in page 1", wait)
 
             # A sticker added in page 1 by choosing a PNG file appears in page 2.
             with open(os.path.join(work, "blue.png"), "wb") as f:
                 f.write(png(24, 16, (30, 60, 220)))
             page1.set_input_files("#file", os.path.join(work, "blue.png"))
-            try:
-                page2.wait_for_function("() => document.querySelectorAll('[data-kind=sticker]').length === 2", timeout=20000)
-                check("a sticker chosen as a PNG file in page 1 appears in page 2", True)
-            except Exception as error:
-                check("a sticker chosen as a PNG file in page 1 appears in page 2", False, str(error))
+            check_within("a sticker chosen as a PNG file in page 1 appears in page 2", lambda: page2.wait_for_function("() => document.querySelectorAll('[data-kind=sticker]').length === 2", timeout=20000))
 
             # A CLI replica syncing through the server sees both edits; its own move shows in both pages.
             cli("sync", "Cli.boardpkg", "--server", sync_address, "--board", "demo", cwd=work)
@@ -135,13 +134,11 @@ def main():
             cli("move", "Cli.boardpkg", sticker, "--to", "300,60", cwd=work)
             cli("sync", "Cli.boardpkg", "--server", sync_address, "--board", "demo", cwd=work)
             for name, page in (("page 1", page1), ("page 2", page2)):
-                try:
+                def wait():
                     page.wait_for_function(
                         "id => { const n = document.querySelector(`[data-id=\"${id}\"]`); return n && n.getAttribute('transform').startsWith('translate(300 60)'); }",
                         arg=sticker, timeout=20000)
-                    check(f"the CLI's move appears in {name}", True)
-                except Exception as error:
-                    check(f"the CLI's move appears in {name}", False, str(error))
+                check_within(f"the CLI's move appears in {name}", wait)
 
             # Page 1's cursor is visible in page 2.
             page1.mouse.move(box["x"] + 50, box["y"] + 60)
@@ -156,24 +153,18 @@ def main():
             # A page that loses its connection says so, reconnects and catches up.
             server.terminate()
             server.wait(timeout=10)
-            try:
-                page2.wait_for_selector("#status.down", timeout=20000)
-                check("a page shows that it lost its connection", True)
-            except Exception as error:
-                check("a page shows that it lost its connection", False, str(error))
+            check_within("a page shows that it lost its connection", lambda: page2.wait_for_selector("#status.down", timeout=20000))
             server = subprocess.Popen([BINARY, "serve", "--data", "data", "--listen", sync_address, "--web", web_address],
                                       cwd=work, stderr=subprocess.PIPE, text=True)
             wait_for_line(server, r"web view at http://([^/\s]+)/")
             cli("move", "Cli.boardpkg", sticker, "--to", "320,200", cwd=work)
             cli("sync", "Cli.boardpkg", "--server", sync_address, "--board", "demo", cwd=work)
-            try:
+            def wait():
                 page2.wait_for_selector("#status.live", timeout=15000)
                 page2.wait_for_function(
                     "id => { const n = document.querySelector(`[data-id=\"${id}\"]`); return n && n.getAttribute('transform').startsWith('translate(320 200)'); }",
                     arg=sticker, timeout=20000)
-                check("it reconnects and catches up with what changed meanwhile", True)
-            except Exception as error:
-                check("it reconnects and catches up with what changed meanwhile", False, str(error))
+            check_within("it reconnects and catches up with what changed meanwhile", wait)
             page1.wait_for_selector("#status.live", timeout=15000)
 
             # A screenshot of the board beside the PNG export of the same board: close, not exact.
