@@ -25,6 +25,9 @@ public final class WebView {
         public var maxMessage = 8 << 20
         /// Pages connected at once.
         public var maxPages = 256
+        /// Seconds a connection has to send a whole request (a connection that sends nothing,
+        /// or a trickle, must not hold one of the `maxPages` places).
+        public var requestTimeout: Double = 10
 
         public init() {}
     }
@@ -107,6 +110,11 @@ public final class WebView {
         connection.onClose = { [weak self, weak client] _ in
             guard let self, let client else { return }
             self.disconnected(client)
+        }
+        loop.schedule(after: options.requestTimeout) { [weak self, weak client] in
+            guard let self, let client, self.clients[ObjectIdentifier(client)] != nil, client.socket == nil else { return }
+            self.options.log("web: closed \(client.connection.remote): no whole request within \(self.options.requestTimeout) s")
+            self.finish(client, HTTPResponse.error(HTTPError(408, "no whole request within \(Int(self.options.requestTimeout)) s")))
         }
     }
 

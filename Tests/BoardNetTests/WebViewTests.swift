@@ -272,6 +272,30 @@ final class WebFixture: @unchecked Sendable {  // the view is touched on the loo
         #expect((page.message(type: "error")?["message"] as? String)?.contains("not a PNG") == true)
     }
 
+    @Test func aConnectionThatNeverSendsARequestIsClosed() throws {
+        var options = WebView.Options()
+        options.requestTimeout = 0.3
+        let fixture = try WebFixture(webOptions: options)
+        defer { fixture.stop() }
+        let idle = try fixture.page()
+        idle.send(Array("GET / HT".utf8))  // a trickle that never completes
+        let answer = try #require(idle.response(seconds: 5))
+        #expect(answer.status == 408)
+        // A page that upgraded in time stays open past the timeout.
+        let (a, _) = try Self.sticker(fixture.temp, fixture.server)
+        defer { a.close() }
+        let page = try fixture.page()
+        #expect(page.upgrade("/ws/team")?.status == 101)
+        usleep(600_000)
+        page.send(WebSocket.frame(.ping, [7], mask: [1, 2, 3, 4]))
+        var opcodes: [UInt8] = []
+        while let frame = page.frame(seconds: 2) {
+            opcodes.append(frame.opcode)
+            if frame.opcode == 0xA { break }
+        }
+        #expect(opcodes.last == 0xA, "welcome and board (text), then the pong: \(opcodes)")
+    }
+
     @Test func withTokensAPageNeedsOneForItsBoard() throws {
         let authority = try TokenAuthority(secret: Array("0123456789abcdef0123456789abcdef".utf8))
         var options = SyncHost.Options()
