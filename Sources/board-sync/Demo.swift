@@ -240,6 +240,7 @@ struct Demo {
             say("  picture of the board: \(picture)")
             say("  look inside: bin/board-sync show \(out)/alice.boardpkg")
             say("  export it yourself: bin/board-sync export \(out)/alice.boardpkg board.pdf")
+            say("  open it in a browser: bin/board-sync serve --data \(out)/server --web 127.0.0.1:7421, then http://127.0.0.1:7421/b/demo")
         }
         if !identical { throw Failure("the replicas differ after converging") }
     }
