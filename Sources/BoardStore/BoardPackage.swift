@@ -191,6 +191,8 @@ public final class BoardPackage {
 
     /// Runs a local edit on the replica and saves its operations durably (log append + fsync)
     /// before returning. If the edit throws or the log cannot be written, nothing changes.
+    /// The edit works on the package's replica in place: `body` must use the replica it is
+    /// given, not this package (reading `replica` from inside it is an overlapping access).
     @discardableResult
     public func commit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
         try requireOpen()
