@@ -19,13 +19,13 @@ extension Replica {
             complete = false
         }
         var integrated = 0
-        if complete, let covers = batch.covers, Self.increasesPerAuthor(batch.operations) {
+        if complete, let covers = batch.covers, let perAuthor = Self.countsIfIncreasing(batch.operations) {
             // A complete delta (a full state, a catch-up): its prefixes rise to `covers` below,
             // so operations at or under them are not recorded one by one on the way (a gapped
             // compacted history went into each seen set's `ahead` set, a hash insert per
             // operation, only to be dropped at the end). No operation repeats inside the batch
             // (each author's sequence numbers increase), and ones held already are skipped.
-            reserveCapacity(for: batch.operations)
+            reserveCapacity(perAuthor, operationCount: batch.operations.count)
             for op in batch.operations {
                 let deferred = op.id.seq <= covers[op.id.replica]
                 if deferred ? integrateUnrecorded(op) : integrate(op) { integrated += 1 }
@@ -52,49 +52,45 @@ extension Replica {
         try apply(OperationBatch(operations: operations))
     }
 
-    /// Whether each author's sequence numbers strictly increase along `operations` (then no
-    /// operation appears twice).
-    static func increasesPerAuthor(_ operations: [Op]) -> Bool {
+    /// Operations and creations per author when each author's sequence numbers strictly
+    /// increase along `operations` (then no operation appears twice); nil when they do not.
+    static func countsIfIncreasing(_ operations: [Op]) -> [ReplicaID: (operations: Int, creations: Int)]? {
+        var counts: [ReplicaID: (operations: Int, creations: Int)] = [:]
         var last: [ReplicaID: UInt64] = [:]
         var runAuthor: ReplicaID?
-        var runLast: UInt64 = 0
+        var run = (last: UInt64(0), operations: 0, creations: 0)
+        func close() {
+            guard let runAuthor else { return }
+            last[runAuthor] = run.last
+            counts[runAuthor, default: (0, 0)].operations += run.operations
+            counts[runAuthor, default: (0, 0)].creations += run.creations
+        }
         for op in operations {
             if op.id.replica != runAuthor {
-                if let runAuthor { last[runAuthor] = runLast }
+                close()
                 runAuthor = op.id.replica
-                runLast = last[op.id.replica] ?? 0
+                run = (last[op.id.replica] ?? 0, 0, 0)
             }
-            guard op.id.seq > runLast else { return false }
-            runLast = op.id.seq
+            guard op.id.seq > run.last else { return nil }
+            run.last = op.id.seq
+            run.operations += 1
+            switch op.payload {
+            case .beginStroke, .addSticker: run.creations += 1
+            default: break
+            }
         }
-        return true
+        close()
+        return counts
     }
 
     /// Room in the log and the item table for a batch of surviving operations (a complete
     /// delta holds no overwritten ones), so they do not grow by rehashing as it is applied.
-    private mutating func reserveCapacity(for operations: [Op]) {
-        guard operations.count >= 1024 else { return }
-        var perAuthor: [ReplicaID: Int] = [:]
-        var runAuthor: ReplicaID?
-        var runCount = 0
-        var creations = 0
-        for op in operations {
-            if op.id.replica != runAuthor {
-                if let runAuthor { perAuthor[runAuthor, default: 0] += runCount }
-                runAuthor = op.id.replica
-                runCount = 0
-            }
-            runCount += 1
-            switch op.payload {
-            case .beginStroke, .addSticker: creations += 1
-            default: break
-            }
-        }
-        if let runAuthor { perAuthor[runAuthor, default: 0] += runCount }
+    private mutating func reserveCapacity(_ perAuthor: [ReplicaID: (operations: Int, creations: Int)], operationCount: Int) {
+        guard operationCount >= 1024 else { return }
         for (author, count) in perAuthor {
-            log[author, default: [:]].reserveCapacity((log[author]?.count ?? 0) + count)
+            log[author, default: [:]].reserveCapacity((log[author]?.count ?? 0) + count.operations)
         }
-        items.reserveCapacity(items.count + creations)
+        items.reserveCapacity(items.count + perAuthor.values.reduce(0) { $0 + $1.creations })
     }
 
     /// `integrate` for an operation whose sequence number a complete delta's `covers` will
@@ -121,8 +117,7 @@ extension Replica {
         }
         switch op.payload {
         case .beginStroke(let item, let start):
-            create(item, by: op, as: .stroke(start))
-            noteItem(item)
+            create(item, by: op, as: .stroke(start))  // notes the item for a transaction
             var state = items[item, default: ItemState()]
             for field: ItemField in [.exists(true), .color(start.color), .width(start.width), .z(start.z)] {
                 _ = state.write(field, stamp: stamp, writer: nil)
@@ -130,8 +125,7 @@ extension Replica {
             items[item] = state
             store(op)
         case .addSticker(let item, let start):
-            create(item, by: op, as: .sticker(start))
-            noteItem(item)
+            create(item, by: op, as: .sticker(start))  // notes the item for a transaction
             var state = items[item, default: ItemState()]
             let fields: [ItemField] = [
                 .exists(true), .asset(start.asset), .position(start.position),
