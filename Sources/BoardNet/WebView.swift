@@ -265,7 +265,14 @@ public final class WebView {
         if socket.isClosed { client.connection.close() }
     }
 
-    /// What a page sends: `{"type":"pointer","x":..,"y":..}` (board points), or `{"type":"leave"}`.
+    /// `[x, y, x, y, ...]` from a page's JSON as board points (at most `limit` of them, the last).
+    private static func points(_ value: Any?, limit: Int) -> [CodablePoint] {
+        let flat = ((value as? [NSNumber]) ?? []).suffix(2 * limit).map(\.doubleValue)
+        return stride(from: 0, to: flat.count - 1, by: 2).map { CodablePoint(x: flat[$0], y: flat[$0 + 1]) }
+    }
+
+    /// What a page sends: `{"type":"pointer","x":..,"y":..}` (board points, with the ink it is
+    /// drawing), or an edit (`edit(_:_:_:board:)`; docs/PROTOCOL.md has the list).
     private func pageSaid(_ text: String, _ client: Client) {
         guard let board = client.board,
               let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
@@ -277,8 +284,7 @@ public final class WebView {
             if let name = object["name"] as? String, !name.isEmpty { client.name = Presence.clipped(name) }
             // Ink being drawn travels with the pointer, so others see it before the stroke lands.
             let color = (object["color"] as? String).flatMap(Color8.init(hex:)) ?? Color8(red: 120, green: 60, blue: 200, alpha: 255)
-            let flat = ((object["ink"] as? [NSNumber]) ?? []).suffix(2 * Presence.maxStrokePoints).map(\.doubleValue)
-            let ink = stride(from: 0, to: flat.count - 1, by: 2).compactMap { GridPoint(CodablePoint(x: flat[$0], y: flat[$0 + 1])) }
+            let ink = Self.points(object["ink"], limit: Presence.maxStrokePoints).compactMap(GridPoint.init)
             let width = FixedPoint.units((object["width"] as? NSNumber)?.doubleValue ?? 3) ?? 48
             let presence = Presence(replica: client.tab, name: client.name, color: color, pointer: point,
                                     stroke: ink.isEmpty ? nil : InkPreview(color: color, width: max(0, width), points: ink),
@@ -302,8 +308,7 @@ public final class WebView {
         let body: ((inout Replica) throws -> LocalEdit)?
         switch type {
         case "stroke":
-            let flat = (object["points"] as? [NSNumber])?.map(\.doubleValue) ?? []
-            let points = stride(from: 0, to: flat.count - 1, by: 2).map { CodablePoint(x: flat[$0], y: flat[$0 + 1]) }
+            let points = Self.points(object["points"], limit: 20_001)
             let color = (object["color"] as? String).flatMap(Color8.init(hex:))?.rgba ?? RGBAColor(red: 0, green: 0, blue: 0)
             let width = number("width") ?? 3
             guard !points.isEmpty, points.count <= 20_000 else { return refuse(client, "a stroke needs 1 to 20,000 points") }
