@@ -211,6 +211,18 @@ if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "load" {
     }
     print("decode_and_apply_full_state", decodeApply.sorted()[5], "s")
     print("snapshot", snapshots.sorted()[5], "s")
+    // Decoding alone, in the current format and in format 1 (every delta a varint).
+    let state = Workload().generate(seed: 1).replica.fullState()
+    for format in OperationBatch.readableFormats.reversed() {
+        let encoded = state.encoded(format: format)
+        var decodes: [Double] = []
+        for _ in 0..<10 {
+            let start = ContinuousClock.now
+            _ = try OperationBatch(decoding: encoded)
+            decodes.append(seconds(ContinuousClock.now - start))
+        }
+        print("decode_only_format_\(format)", decodes.sorted()[5], "s", encoded.count, "bytes")
+    }
     exit(0)
 }
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "encode" {

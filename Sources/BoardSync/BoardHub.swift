@@ -88,7 +88,7 @@ public final class BoardHub {
     public var queuedInTransport: () -> Int = { 0 }
     /// The last handshake delta, encoded: peers arriving with the same vector (new replicas, say)
     /// share one encoding instead of each costing a full-state pass.
-    private var deltaCache: (since: VersionVector, at: VersionVector, count: Int, bytes: [UInt8])?
+    private var deltaCache: (since: VersionVector, at: VersionVector, format: UInt8, count: Int, bytes: [UInt8])?
     /// Bytes of handshake deltas sent and not yet acknowledged, per session: flow control that
     /// also counts what sits in kernel socket buffers.
     private var deltasInFlight: [SessionID: Int] = [:]
@@ -317,8 +317,12 @@ public final class BoardHub {
         guard !recipients.isEmpty else { return }
         // Encoded once for every recipient (it was once per session, each coalescing its own
         // copy: the host takes every session's output right after each read anyway).
-        let frame = Message.operations(OperationBatch(operations: operations).encoded()).frame().encoded()
+        let batch = OperationBatch(operations: operations)
+        var frames: [UInt8: [UInt8]] = [:]  // by batch format: peers from before format 2 read 1
         for id in recipients {
+            let format = sessions[id]!.batchFormat
+            let frame = frames[format] ?? Message.operations(batch.encoded(format: format)).frame().encoded()
+            frames[format] = frame
             withSession(id) { $0.sendOperationsFrame(frame) }
             operationsSent += operations.count
         }
@@ -488,7 +492,8 @@ public final class BoardHub {
         let current = replica.versionVector
         let bytes: [UInt8]
         let count: Int
-        if let cached = deltaCache, cached.since == hello.version, cached.at == current {
+        let format = sessions[id]?.batchFormat ?? OperationBatch.formatVersion
+        if let cached = deltaCache, cached.since == hello.version, cached.at == current, cached.format == format {
             (bytes, count) = (cached.bytes, cached.count)
         } else {
             var delta = replica.operations(since: hello.version)
@@ -503,8 +508,8 @@ public final class BoardHub {
                     probed = true
                 }
             }
-            (bytes, count) = (delta.encoded(), delta.operations.count)
-            if !probed { deltaCache = (hello.version, current, count, bytes) }
+            (bytes, count) = (delta.encoded(format: format), delta.operations.count)
+            if !probed { deltaCache = (hello.version, current, format, count, bytes) }
         }
         // Memory a crowd of handshakes can cost: deltas not yet acknowledged plus output queued
         // here and in the transport stay under the budget (one delta is always allowed, so a

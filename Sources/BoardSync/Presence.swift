@@ -87,8 +87,11 @@ public struct InkPreview: Equatable, Sendable {
 public enum Capabilities {
     /// The peer understands PRESENCE messages.
     public static let presence: UInt64 = 1 << 0
+    /// The peer reads operation batches in format 2 (packed points). A peer without it gets
+    /// format 1, so builds from before format 2 still sync with this one.
+    public static let packedPoints: UInt64 = 1 << 1
     /// What this version of BoardSync speaks.
-    public static let supported: UInt64 = presence
+    public static let supported: UInt64 = presence | packedPoints
 }
 
 extension Presence {

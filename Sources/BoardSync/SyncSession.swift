@@ -275,17 +275,24 @@ public struct SyncSession: Sendable {
             pendingLive += batch.operations
             return
         }
-        queue(.operations(batch.encoded()))
+        queue(.operations(batch.encoded(format: batchFormat)))
     }
 
-    /// Sends an already encoded batch (a handshake delta shared by several peers).
+    /// The batch format the peer reads: 2 when it announced `Capabilities.packedPoints`.
+    public var batchFormat: UInt8 {
+        (peer?.capabilities ?? 0) & Capabilities.packedPoints != 0 ? OperationBatch.formatVersion : 1
+    }
+
+    /// Sends an already encoded batch (a handshake delta shared by several peers), in the
+    /// session's `batchFormat`.
     public mutating func sendEncoded(_ batch: [UInt8]) {
         guard isOpen else { return }
         queue(.operations(batch))
     }
 
     /// Sends a whole OPS frame encoded once by the caller for several sessions (a hub relaying
-    /// one peer's operations to every other peer encodes them once, not once per peer).
+    /// one peer's operations to every other peer encodes them once per `batchFormat`, not once
+    /// per peer).
     public mutating func sendOperationsFrame(_ frame: [UInt8]) {
         guard isOpen else { return }
         flushLive()
@@ -407,7 +414,7 @@ public struct SyncSession: Sendable {
         guard !pendingLive.isEmpty else { return }
         let batch = OperationBatch(operations: pendingLive)
         pendingLive = []
-        outbox += Message.operations(batch.encoded()).frame().encoded()
+        outbox += Message.operations(batch.encoded(format: batchFormat)).frame().encoded()
     }
 
     private mutating func fail(_ error: SessionError) -> SessionEvent {

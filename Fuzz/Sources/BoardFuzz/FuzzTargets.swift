@@ -302,7 +302,8 @@ extension FuzzTargets {
         case "frame":
             return board.messages.map { $0.frame().encoded() } + [board.messages.flatMap { $0.frame().encoded() }]
         case "operations":
-            return [board.batch.encoded()] + board.edits.map { OperationBatch(operations: $0).encoded() }
+            // Both batch formats: 2 (packed points) and 1 (op logs and peers from before it).
+            return [board.batch.encoded(), board.batch.encoded(format: 1)] + board.edits.map { OperationBatch(operations: $0).encoded() }
         case "session":
             // Everything after the HELLO, in one stream.
             return [board.messages.dropFirst().flatMap { $0.frame().encoded() }]

@@ -6,6 +6,8 @@ struct BatchDecoder {
     var reader: ByteReader
     private var table: [ReplicaID] = []
     private var lastPoint: [ItemID: GridPoint] = [:]
+    private var format: UInt8 = OperationBatch.formatVersion
+    private var lastShape: PointShape?
 
     init(reader: ByteReader) {
         self.reader = reader
@@ -13,7 +15,8 @@ struct BatchDecoder {
 
     mutating func decode() throws -> OperationBatch {
         let version = try reader.readByte()
-        guard version == OperationBatch.formatVersion else { throw CodecError.unsupportedVersion(version) }
+        guard OperationBatch.readableFormats.contains(version) else { throw CodecError.unsupportedVersion(version) }
+        format = version
         let flags = try reader.readVarint()
         guard flags & ~3 == 0 else { throw CodecError.malformed("unknown batch flags \(flags)", offset: reader.offset) }
         let replicaCount = try reader.readCount(max: OperationBatch.maxReplicas, minimumSize: 8, "replica count")
@@ -79,8 +82,17 @@ struct BatchDecoder {
         for _ in 0..<count {
             let headOffset = reader.offset
             let head = try reader.readByte()
-            guard head & 0x80 == 0, let kind = OpKind(rawValue: head & 0x0F) else {
+            guard let kind = OpKind(rawValue: head & 0x0F) else {
                 throw CodecError.malformed("unknown operation head \(head)", offset: headOffset)
+            }
+            let sameShape = head & 0x80 != 0
+            if sameShape {
+                guard format >= 2, kind == .beginStroke || kind == .appendPoints else {
+                    throw CodecError.malformed("unknown operation head \(head)", offset: headOffset)
+                }
+                guard lastShape != nil else {
+                    throw CodecError.malformed("same-shape flag on the batch's first point run", offset: headOffset)
+                }
             }
             let seq = head & 0x10 != 0 ? previousSeq &+ 1 : previousSeq &+ UInt64(bitPattern: try reader.readZigzag())
             let lamport = head & 0x40 != 0 ? previousLamport &+ 1 : previousLamport &+ UInt64(bitPattern: try reader.readZigzag())
@@ -102,7 +114,7 @@ struct BatchDecoder {
             } else if head & 0x20 != 0 {
                 throw CodecError.malformed("same-item flag on a board operation", offset: headOffset)
             }
-            let payload = try readPayload(kind, item: item)
+            let payload = try readPayload(kind, item: item, sameShape: sameShape)
             operations.append(Op(id: OpID(replica: author, seq: seq), lamport: lamport, payload: payload))
             previousSeq = seq
             previousLamport = lamport
@@ -110,17 +122,18 @@ struct BatchDecoder {
         }
     }
 
-    private mutating func readPayload(_ kind: OpKind, item: ItemID?) throws -> Payload {
+    private mutating func readPayload(_ kind: OpKind, item: ItemID?, sameShape: Bool) throws -> Payload {
         func itemID() -> ItemID { item! }  // present for every item kind, checked by the caller
         switch kind {
         case .beginStroke:
             let color = try readColor()
             let width = Int64(bitPattern: try reader.readVarint(max: UInt64(FixedPoint.limit), "stroke width"))
             let z = try readZKey()
-            let points = try readPoints(of: itemID())
+            let points = format >= 2 ? try readPackedPoints(of: itemID(), sameShape: sameShape) : try readPoints(of: itemID())
             return .beginStroke(itemID(), StrokeStart(color: color, width: width, z: z, points: points))
         case .appendPoints:
-            return .appendPoints(itemID(), try readPoints(of: itemID()))
+            let points = format >= 2 ? try readPackedPoints(of: itemID(), sameShape: sameShape) : try readPoints(of: itemID())
+            return .appendPoints(itemID(), points)
         case .addSticker:
             let asset = try readAsset()
             let position = try readPoint()
@@ -188,4 +201,100 @@ struct BatchDecoder {
         lastPoint[item] = previous
         return points
     }
+
+    /// Format 2 (the layout in OperationBatch+Binary.swift): count, shift and width unless the
+    /// head says "same shape as the previous run", the first delta as varints, then the others
+    /// packed. The packed bytes are checked to be there before anything is allocated.
+    private mutating func readPackedPoints(of item: ItemID, sameShape: Bool) throws -> [GridPoint] {
+        let shape: PointShape
+        if sameShape {
+            shape = lastShape!  // checked with the head
+        } else {
+            let count = try reader.readCount(max: Op.maxPoints, minimumSize: 1, "point count")
+            guard count > 0 else { return [] }
+            let shiftOffset = reader.offset
+            let shift = try reader.readByte()
+            guard shift <= 32 else { throw CodecError.malformed("point shift \(shift) over 32", offset: shiftOffset) }
+            var width: UInt8 = PointShape.minimumWidth
+            if count > 1 {
+                let widthOffset = reader.offset
+                width = try reader.readByte()
+                guard (PointShape.minimumWidth...64).contains(width) else {
+                    throw CodecError.malformed("point width \(width) outside \(PointShape.minimumWidth)...64", offset: widthOffset)
+                }
+            }
+            shape = PointShape(count: count, shift: shift, width: width)
+        }
+        lastShape = shape
+        let shift = Int64(shape.shift)
+        var previous = lastPoint[item] ?? GridPoint(x: 0, y: 0)
+        // Wrapping arithmetic: hostile deltas give out-of-range values that validation rejects.
+        previous = GridPoint(x: previous.x &+ (try reader.readZigzag() &<< shift),
+                             y: previous.y &+ (try reader.readZigzag() &<< shift))
+        let packedBits = (shape.count - 1) * 2 * Int(shape.width)
+        let packedBytes = (packedBits + 7) / 8
+        guard packedBytes <= reader.remaining else { throw CodecError.truncated(offset: reader.offset) }
+        var points: [GridPoint] = []
+        points.reserveCapacity(shape.count)
+        points.append(previous)
+        if shape.count > 1 {
+            let bytes = try reader.readBytes(packedBytes)
+            try bytes.withUnsafeBufferPointer { buffer in
+                var unpacker = BitUnpacker(buffer, width: Int(shape.width))
+                for _ in 1..<shape.count {
+                    let dx = Self.unzigzag(unpacker.next())
+                    let dy = Self.unzigzag(unpacker.next())
+                    previous = GridPoint(x: previous.x &+ (dx &<< shift), y: previous.y &+ (dy &<< shift))
+                    points.append(previous)
+                }
+                guard unpacker.paddingIsZero else {
+                    throw CodecError.malformed("point padding bits are not zero", offset: reader.offset - 1)
+                }
+            }
+        }
+        lastPoint[item] = previous
+        return points
+    }
+
+    private static func unzigzag(_ raw: UInt64) -> Int64 {
+        Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
+    }
+}
+
+/// Reads what `BitPacker` writes from a buffer whose length the caller checked: exactly enough
+/// bytes for the values asked for.
+private struct BitUnpacker {
+    let bytes: UnsafeBufferPointer<UInt8>
+    let width: Int
+    private var index = 0
+    private var buffer: UInt64 = 0
+    private var count = 0
+
+    init(_ bytes: UnsafeBufferPointer<UInt8>, width: Int) {
+        self.bytes = bytes
+        self.width = width
+    }
+
+    mutating func next() -> UInt64 {
+        if width > 32 {
+            let low = take(32)
+            return low | take(width - 32) << 32
+        }
+        return take(width)
+    }
+
+    private mutating func take(_ bits: Int) -> UInt64 {
+        while count < bits {
+            buffer |= UInt64(bytes[index]) << UInt64(count)
+            index += 1
+            count += 8
+        }
+        let value = buffer & (bits == 64 ? ~0 : (1 << UInt64(bits)) - 1)
+        buffer >>= UInt64(bits)
+        count -= bits
+        return value
+    }
+
+    /// The bits left in the last byte are zero (one encoding per batch).
+    var paddingIsZero: Bool { buffer == 0 }
 }

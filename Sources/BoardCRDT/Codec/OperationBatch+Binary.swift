@@ -3,14 +3,15 @@ import BoardModel
 // The binary encoding of operation batches, shared by the op log and the wire protocol.
 // Layout (all integers LEB128 varints unless noted; docs/PROTOCOL.md has the full table):
 //
-//   version   u8 = 1
+//   version   u8 = 2 (1 is still read: op logs written before format 2)
 //   flags     bit 0: base vector follows, bit 1: covers vector follows
 //   replicas  count, then each id as fixed64 little-endian (sorted, unique)
 //   [base]    count, then (replica index, seq) pairs
 //   [covers]  same
 //   runs      count; each run is ops by one author: replica index, op count, ops
 //   op        head u8: kind (low 4 bits) | 0x10 seq = previous + 1 | 0x20 same item as previous op
-//                      | 0x40 lamport = previous + 1
+//                      | 0x40 lamport = previous + 1 | 0x80 (format 2, points only) same point
+//                        shape (count, shift, width) as the batch's previous point run
 //             [seq: zigzag delta from previous op of the run (0 before the first)]
 //             [lamport: zigzag delta, likewise]
 //             [item: v = index << 1 | tag; tag 0: creator is the run's author and v >> 1 is the
@@ -18,8 +19,10 @@ import BoardModel
 //             payload by kind
 //
 // Point runs write a count, a shift s, then each point as zigzag (delta >> s) from the previous
-// point of the same item in this batch (or from the origin): strokes on a coarse grid cost one
-// byte per coordinate.
+// point of the same item in this batch (or from the origin). Format 1 writes every delta as a
+// varint. Format 2 writes the first as varints, then a bit width w (4...64) and the other deltas
+// packed at w bits each (x then y, least significant bit first, the last byte padded with
+// zeros): a pen's steps of a few grid units cost 5 bits per coordinate instead of 8.
 
 enum OpKind: UInt8 {
     case beginStroke = 0, appendPoints, addSticker, erase, unerase, color, width, asset
@@ -30,19 +33,37 @@ private enum Flag {
     static let seqNext: UInt8 = 0x10
     static let sameItem: UInt8 = 0x20
     static let lamportNext: UInt8 = 0x40
+    static let samePointShape: UInt8 = 0x80
     static let kindMask: UInt8 = 0x0F
 }
 
+/// How a point run is written in format 2: its count, shift and bit width. A run with the same
+/// shape as the batch's previous one sets a head flag instead of repeating it.
+struct PointShape: Equatable {
+    var count: Int
+    var shift: UInt8
+    var width: UInt8
+
+    /// Packed deltas take at least 4 bits (a byte per point): a decoder can bound a run's count
+    /// by the bytes left before allocating anything.
+    static let minimumWidth: UInt8 = 4
+}
+
 extension OperationBatch {
-    public static let formatVersion: UInt8 = 1
+    /// The format `encoded()` writes. Decoders read formats 1 and 2.
+    public static let formatVersion: UInt8 = 2
+    /// The formats a decoder reads.
+    public static let readableFormats: ClosedRange<UInt8> = 1...2
     /// Operations in one batch.
     public static let maxOperations = 1 << 24
     /// Distinct replica ids in one batch.
     public static let maxReplicas = 1 << 20
 
-    /// The compact binary form. The same batch always gives the same bytes.
-    public func encoded() -> [UInt8] {
-        var encoder = BatchEncoder(batch: self)
+    /// The compact binary form. The same batch always gives the same bytes. `format` 1 is for
+    /// peers that did not announce `Capabilities.packedPoints` (builds before format 2).
+    public func encoded(format: UInt8 = OperationBatch.formatVersion) -> [UInt8] {
+        precondition(OperationBatch.readableFormats.contains(format), "no batch format \(format)")
+        var encoder = BatchEncoder(batch: self, format: format)
         return encoder.encode()
     }
 
@@ -63,7 +84,9 @@ extension Op {
 
 private struct BatchEncoder {
     let batch: OperationBatch
+    let format: UInt8
     var writer = ByteWriter(capacity: 256)
+    var lastShape: PointShape?
     var replicaIndex: [ReplicaID: Int] = [:]
     /// The end point of each item's points so far in this batch (deltas start there), except
     /// the item written last, whose end point is `lastPointValue`.
@@ -71,8 +94,9 @@ private struct BatchEncoder {
     var lastPointItem: ItemID?
     var lastPointValue = GridPoint(x: 0, y: 0)
 
-    init(batch: OperationBatch) {
+    init(batch: OperationBatch, format: UInt8) {
         self.batch = batch
+        self.format = format
     }
 
     mutating func encode() -> [UInt8] {
@@ -100,7 +124,7 @@ private struct BatchEncoder {
         let table = replicas.sorted()
         for (index, replica) in table.enumerated() { replicaIndex[replica] = index }
 
-        writer.write(byte: OperationBatch.formatVersion)
+        writer.write(byte: format)
         writer.write(varint: (batch.base != nil ? 1 : 0) | (batch.covers != nil ? 2 : 0))
         writer.write(varint: UInt64(table.count))
         for replica in table { writer.write(fixed64: replica.rawValue) }
@@ -147,6 +171,12 @@ private struct BatchEncoder {
             if lamport == previousLamport &+ 1 { head |= Flag.lamportNext }
             let item = run[index].payload.item
             if let item, item == previousItem { head |= Flag.sameItem }
+            // Format 2: a point run's shape is known before its head is written.
+            var shape: PointShape?
+            if format >= 2, let item, let points = run[index].payload.points {
+                shape = pointShape(points, of: item)
+                if let shape, shape == lastShape { head |= Flag.samePointShape }
+            }
             writer.write(byte: head)
             if head & Flag.seqNext == 0 { writer.write(zigzag: Int64(bitPattern: seq &- previousSeq)) }
             if head & Flag.lamportNext == 0 { writer.write(zigzag: Int64(bitPattern: lamport &- previousLamport)) }
@@ -162,22 +192,23 @@ private struct BatchEncoder {
                     writer.write(varint: item.low)
                 }
             }
-            writePayload(run[index].payload)
+            writePayload(run[index].payload, shape: shape, sameShape: head & Flag.samePointShape != 0)
+            if let shape { lastShape = shape }
             previousSeq = seq
             previousLamport = lamport
             previousItem = item
         }
     }
 
-    private mutating func writePayload(_ payload: Payload) {
+    private mutating func writePayload(_ payload: Payload, shape: PointShape?, sameShape: Bool) {
         switch payload {
         case .beginStroke(let item, let start):
             write(start.color)
             writer.write(varint: UInt64(start.width))
             writer.write(lengthPrefixed: start.z.bytes)
-            write(start.points, of: item)
+            if let shape { write(start.points, of: item, shape: shape, sameShape: sameShape) } else { write(start.points, of: item) }
         case .appendPoints(let item, let points):
-            write(points, of: item)
+            if let shape { write(points, of: item, shape: shape, sameShape: sameShape) } else { write(points, of: item) }
         case .addSticker(_, let start):
             writer.write(bytes: start.asset.digest)
             writer.write(zigzag: start.position.x)
@@ -215,40 +246,138 @@ private struct BatchEncoder {
         writer.write(byte: color.alpha)
     }
 
-    private mutating func write(_ points: [GridPoint], of item: ItemID) {
-        writer.write(varint: UInt64(points.count))
-        guard let last = points.last else { return }
-        // A stroke's runs of points usually follow each other: the last item's end point is
-        // kept beside the dictionary, which is then touched only when the item changes.
-        let origin: GridPoint
-        if item == lastPointItem {
-            origin = lastPointValue
-        } else {
-            if let previous = lastPointItem { lastPoint[previous] = lastPointValue }
-            origin = lastPoint[item] ?? GridPoint(x: 0, y: 0)
-        }
-        // Two passes over the points instead of an array of deltas per operation: the common
-        // shift of every delta, then the deltas themselves.
+    /// Where an item's next point run starts from: its last point so far in this batch.
+    private func origin(of item: ItemID) -> GridPoint {
+        item == lastPointItem ? lastPointValue : lastPoint[item] ?? GridPoint(x: 0, y: 0)
+    }
+
+    /// Records the end of an item's points. A stroke's runs of points usually follow each other:
+    /// the last item's end point is kept beside the dictionary, which is then touched only when
+    /// the item changes.
+    private mutating func noteEnd(_ last: GridPoint, of item: ItemID) {
+        if item != lastPointItem, let previous = lastPointItem { lastPoint[previous] = lastPointValue }
+        lastPointItem = item
+        lastPointValue = last
+    }
+
+    private static func shift(of points: [GridPoint], from origin: GridPoint) -> Int {
         var combined: Int64 = 0
         var previous = origin
         for point in points {
             combined |= (point.x &- previous.x) | (point.y &- previous.y)
             previous = point
         }
-        let shift = combined == 0 ? 0 : min(combined.trailingZeroBitCount, 32)
+        return combined == 0 ? 0 : min(combined.trailingZeroBitCount, 32)
+    }
+
+    private static func zigzag(_ value: Int64) -> UInt64 {
+        UInt64(bitPattern: (value << 1) ^ (value >> 63))
+    }
+
+    /// Format 2's shape of a point run: the count, the shared shift, and the bits the widest
+    /// packed delta (every one after the first) needs.
+    private func pointShape(_ points: [GridPoint], of item: ItemID) -> PointShape? {
+        guard !points.isEmpty else { return nil }
+        let shift = Self.shift(of: points, from: origin(of: item))
+        var combined: UInt64 = 0
+        for index in points.indices.dropFirst() {
+            combined |= Self.zigzag((points[index].x &- points[index - 1].x) >> Int64(shift))
+            combined |= Self.zigzag((points[index].y &- points[index - 1].y) >> Int64(shift))
+        }
+        let width = max(Int(PointShape.minimumWidth), 64 - combined.leadingZeroBitCount)
+        return PointShape(count: points.count, shift: UInt8(shift), width: UInt8(width))
+    }
+
+    /// Format 2: count, shift and width (or nothing when the head says "same shape"), the first
+    /// delta as varints, then the packed deltas.
+    private mutating func write(_ points: [GridPoint], of item: ItemID, shape: PointShape, sameShape: Bool) {
+        if !sameShape {
+            writer.write(varint: UInt64(shape.count))
+            writer.write(byte: shape.shift)
+            if shape.count > 1 { writer.write(byte: shape.width) }
+        }
+        let shift = Int64(shape.shift)
+        let origin = origin(of: item)
+        writer.write(zigzag: (points[0].x &- origin.x) >> shift)
+        writer.write(zigzag: (points[0].y &- origin.y) >> shift)
+        if points.count > 1 {
+            var bits = BitPacker(width: Int(shape.width))
+            for index in points.indices.dropFirst() {
+                bits.append(Self.zigzag((points[index].x &- points[index - 1].x) >> shift), to: &writer)
+                bits.append(Self.zigzag((points[index].y &- points[index - 1].y) >> shift), to: &writer)
+            }
+            bits.finish(to: &writer)
+        }
+        noteEnd(points[points.count - 1], of: item)
+    }
+
+    /// Format 1: count, shift, then every delta as varints.
+    private mutating func write(_ points: [GridPoint], of item: ItemID) {
+        writer.write(varint: UInt64(points.count))
+        guard let last = points.last else { return }
+        let origin = origin(of: item)
+        // Two passes over the points instead of an array of deltas per operation: the common
+        // shift of every delta, then the deltas themselves.
+        let shift = Self.shift(of: points, from: origin)
         writer.write(byte: UInt8(shift))
-        previous = origin
+        var previous = origin
         for point in points {
             writer.write(zigzag: (point.x &- previous.x) >> Int64(shift))
             writer.write(zigzag: (point.y &- previous.y) >> Int64(shift))
             previous = point
         }
-        lastPointItem = item
-        lastPointValue = last
+        noteEnd(last, of: item)
+    }
+}
+
+/// Packs values of one bit width into bytes, least significant bit first.
+struct BitPacker {
+    let width: Int
+    private var buffer: UInt64 = 0
+    private var count = 0  // bits in `buffer`, always < 8 between appends
+
+    init(width: Int) {
+        self.width = width
+    }
+
+    mutating func append(_ value: UInt64, to writer: inout ByteWriter) {
+        if width > 32 {
+            // Two halves, so the buffer (under 8 bits) never overflows 64.
+            put(value & 0xFFFF_FFFF, bits: 32, to: &writer)
+            put(value >> 32, bits: width - 32, to: &writer)
+        } else {
+            put(value, bits: width, to: &writer)
+        }
+    }
+
+    private mutating func put(_ value: UInt64, bits: Int, to writer: inout ByteWriter) {
+        buffer |= value << UInt64(count)
+        count += bits
+        while count >= 8 {
+            writer.write(byte: UInt8(truncatingIfNeeded: buffer))
+            buffer >>= 8
+            count -= 8
+        }
+    }
+
+    /// Writes the last partial byte, padded with zero bits.
+    mutating func finish(to writer: inout ByteWriter) {
+        if count > 0 { writer.write(byte: UInt8(truncatingIfNeeded: buffer)) }
+        buffer = 0
+        count = 0
     }
 }
 
 extension Payload {
+    /// The points a stroke operation carries.
+    fileprivate var points: [GridPoint]? {
+        switch self {
+        case .beginStroke(_, let start): return start.points
+        case .appendPoints(_, let points): return points
+        default: return nil
+        }
+    }
+
     fileprivate var kind: OpKind {
         switch self {
         case .beginStroke: return .beginStroke
