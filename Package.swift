@@ -33,16 +33,18 @@ let package = Package(
         // boards. No sockets or clocks; storage only through stores given to it (packages over an
         // injected FileSystem).
         .target(name: "BoardSync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore"]),
-        // RESP (Redis's protocol) and, later, the scale-out layer's Redis client: sans-IO.
-        .target(name: "BoardRedis"),
+
         // POSIX TCP: epoll event loop, connections (plain or TLS), the sync server and peer hosts.
         .target(name: "CBoardNet"),
         // The system OpenSSL (libssl-dev) for TLS, with a header wrapping its macros.
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
                        providers: [.apt(["libssl-dev"])]),
         .target(name: "BoardNet", dependencies: ["CBoardNet", "COpenSSL", "BoardModel", "BoardCRDT", "BoardStore", "BoardSync"]),
+        // The scale-out layer (docs/SCALE-OUT.md): RESP and a pipelined Redis client, and the
+        // board log over Redis streams, all sans-IO; `RedisCluster` drives them over BoardNet's TCP.
+        .target(name: "BoardRedis", dependencies: ["BoardModel", "BoardCRDT", "BoardSync", "BoardNet"]),
         // The command-line tool, wrapped by bin/board-sync.
-        .executableTarget(name: "board-sync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardSimulation"]),
+        .executableTarget(name: "board-sync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardRedis", "BoardSimulation"]),
         // Seeded randomness and history generation that drives the real replica code.
         .target(
             name: "BoardSimulation",

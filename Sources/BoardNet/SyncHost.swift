@@ -313,6 +313,14 @@ public final class SyncHost {
         for id in endpoint.sessions(of: board) { flush(id) }
     }
 
+    /// Something outside the host changed a board's hub (a replication layer merged operations
+    /// or acknowledged some): writes its sessions' output and re-arms the timer.
+    public func refresh(_ board: String) {
+        flush(board)
+        armTimer()
+        onProgress?()
+    }
+
     private func flushAll() {
         for id in connections.keys.sorted() { flush(id) }
     }

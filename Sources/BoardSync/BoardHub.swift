@@ -115,6 +115,14 @@ public final class BoardHub {
     /// A lower bound of what each peer holds: its handshake vector merged with its acks.
     private var peerVersions: [SessionID: VersionVector] = [:]
 
+    // Replication through a shared log (BoardHub+Replication.swift, docs/SCALE-OUT.md).
+    public var replicate: (([OperationBatch]) -> UInt64)?
+    public var onAssetStored: ((AssetHash, Data) -> Void)?
+    public var fetchAsset: ((AssetHash) -> Void)?
+    var pendingReplication: [OperationBatch] = []
+    var awaitingReplication: [UInt64: (sessions: [SessionID], version: VersionVector)] = [:]
+    var fetchingFromLog: Set<AssetHash> = []
+
     /// Operations merged from peers, and operations sent to peers (deltas and live), for statistics.
     public private(set) var operationsMerged = 0
     public private(set) var operationsSent = 0
@@ -298,6 +306,13 @@ public final class BoardHub {
             return
         }
         let version = store.replica.versionVector
+        if let replicate {
+            // Acknowledged once the shared log holds this turn's operations (`replicated`).
+            let batches = pendingReplication
+            pendingReplication = []
+            awaitingReplication[replicate(batches)] = (waiting, version)
+            return
+        }
         for id in waiting { sessions[id]?.acknowledge(version) }
     }
 
@@ -407,6 +422,84 @@ public final class BoardHub {
         }
     }
 
+    // MARK: Replication through a shared log
+
+    // A replication layer (BoardRedis's `RedisBoardLog`, docs/SCALE-OUT.md) sets `replicate`,
+    // `onAssetStored` and `fetchAsset`, and calls the three methods below. With `replicate` set,
+    // every group commit hands it the operations merged from this hub's sessions since the
+    // last one (fresh ones only; a complete delta keeps its `covers`), and the sessions that
+    // sent them are acknowledged when the log holds them, not before. `onAssetStored` sees each
+    // image a session uploaded; `fetchAsset` is asked for images no session can offer.
+
+    /// The shared log holds what the group commit that returned `ticket` handed over:
+    /// acknowledges the sessions that waited for it (tickets complete in order).
+    public func replicated(_ ticket: UInt64) {
+        guard let entry = awaitingReplication.removeValue(forKey: ticket) else { return }
+        for id in entry.sessions { sessions[id]?.acknowledge(entry.version) }
+    }
+
+    /// Operations read from the shared log (written by another server, or found there when the
+    /// board opened): merged and relayed to this hub's sessions, never handed back to
+    /// `replicate`. Returns how many were new. Throws when the store refuses them.
+    @discardableResult
+    public func mergeReplicated(_ batch: OperationBatch, now: Double) throws -> Int {
+        self.now = now
+        let (fresh, vectorBefore) = newOperations(in: batch)
+        try store.merge(batch, deferringSync: groupCommit)
+        if groupCommit, syncPendingSince == nil { syncPendingSince = now }
+        let rose = !vectorBefore.dominates(store.replica.versionVector)
+        guard !fresh.isEmpty || rose else { return 0 }
+        operationsMerged += fresh.count
+        let named = fresh.compactMap { op in op.payload.asset.map { (hash: $0, item: op.payload.item) } }
+        if !named.isEmpty { requestMissing(preferring: nil, named: named) }
+        if batch.covers != nil {
+            for other in sessions.keys.sorted() where sessions[other]!.isOpen {
+                let delta = store.replica.operations(since: peerVersions[other] ?? .empty)
+                operationsSent += delta.operations.count
+                sessions[other]!.send(delta)
+            }
+        } else {
+            broadcast(fresh)
+        }
+        onChange?()
+        return fresh.count
+    }
+
+    /// What `fetchAsset(hash)` found: the bytes (checked against the hash), or nil when the
+    /// log does not have them either (whoever waits hears NOASSET).
+    public func assetFetched(_ hash: AssetHash, _ data: Data?) {
+        guard fetchingFromLog.remove(hash) != nil else { return }
+        guard let data else {
+            for waiter in waiting.removeValue(forKey: hash) ?? [] { sessions[waiter]?.sendNoAsset(hash) }
+            return
+        }
+        do {
+            try store.addReceivedAsset(data, claimedHash: hash)
+        } catch {
+            log?("image \(hash) from the shared log refused: \(error)")
+            for waiter in waiting.removeValue(forKey: hash) ?? [] { sessions[waiter]?.sendNoAsset(hash) }
+            return
+        }
+        onChange?()
+        for waiter in waiting.removeValue(forKey: hash) ?? [] { sessions[waiter]?.queueAsset(hash, data) }
+    }
+
+    /// While set, sessions that said HELLO wait (unanswered, their input buffered) instead of
+    /// being greeted: a replication layer holds them until the board has caught up with the
+    /// shared log, so nobody is handed a stale board and told it is complete.
+    public var holdsGreetings = false {
+        didSet {
+            guard !holdsGreetings else { return }
+            let held = heldGreetings
+            heldGreetings = []
+            for (id, hello) in held where sessions[id].map({ !$0.isClosed }) == true { acceptAndGreet(id, hello) }
+        }
+    }
+    var heldGreetings: [(SessionID, Hello)] = []
+
+    /// Tickets whose sessions still wait for the shared log.
+    public var replicationsAwaited: Int { awaitingReplication.count }
+
     // MARK: Protocol
 
     private func handle(_ id: SessionID, _ event: SessionEvent) {
@@ -444,6 +537,7 @@ public final class BoardHub {
                     try store.addReceivedAsset(Data(bytes), claimedHash: chunk.hash)
                     onChange?()
                     let data = Data(bytes)
+                    onAssetStored?(chunk.hash, data)
                     for waiter in waiting.removeValue(forKey: chunk.hash) ?? [] {
                         sessions[waiter]?.queueAsset(chunk.hash, data)
                     }
@@ -472,6 +566,10 @@ public final class BoardHub {
     /// Answers an accepted peer's HELLO, greets it, then handles the frames that arrived behind
     /// the HELLO (a session stops parsing at a HELLO until it is accepted).
     private func acceptAndGreet(_ id: SessionID, _ hello: Hello) {
+        if holdsGreetings {
+            heldGreetings.append((id, hello))
+            return
+        }
         sessions[id]?.accept(version: store.replica.versionVector)
         greet(id, hello)
         if let session = sessions[id], session.isOpen {
@@ -580,7 +678,7 @@ public final class BoardHub {
         // every item on the board per frame (session events rescan all).
         let named = fresh.compactMap { op in op.payload.asset.map { (hash: $0, item: op.payload.item) } }
         if !named.isEmpty { requestMissing(preferring: id, named: named) }
-        if groupCommit {
+        if groupCommit || replicate != nil {
             // Acknowledged after the store's next sync (this loop turn's, `commitMerges`).
             awaitingSync.insert(id)
             if syncPendingSince == nil { syncPendingSince = now }
@@ -592,6 +690,10 @@ public final class BoardHub {
         // next loose operation leaves them a gap that never closes (found by the simulator).
         let rose = !vectorBefore.dominates(store.replica.versionVector)
         guard !fresh.isEmpty || rose else { return }
+        if replicate != nil {
+            // For the shared log: the new operations (a complete delta keeps its `covers`).
+            pendingReplication.append(OperationBatch(operations: fresh, covers: batch.covers))
+        }
         if batch.covers != nil {
             // A complete delta may skip operations its sender had compacted away; relayed as
             // loose operations they would leave gaps in the other peers' version vectors. Send
@@ -619,7 +721,7 @@ public final class BoardHub {
     /// `named`, only the images those operations named that the board still shows and lacks).
     private func requestMissing(preferring preferred: SessionID?, named: [(hash: AssetHash, item: ItemID?)]? = nil) {
         let missing = (named.map { store.replica.missingAssets(named: $0) } ?? store.replica.missingAssets)
-            .filter { fetching[$0] == nil }
+            .filter { fetching[$0] == nil && !fetchingFromLog.contains($0) }
         guard !missing.isEmpty else { return }
         var byPeer: [SessionID: [AssetRequest]] = [:]
         let open = sessions.filter { $0.value.isOpen }.keys.sorted()
@@ -628,6 +730,12 @@ public final class BoardHub {
                 sessions[$0]?.isOpen == true && !readOnly.contains($0) && !(unavailable[$0]?.contains(hash) ?? false)
             }
             guard let peer = candidates.first else {
+                if let fetchAsset {
+                    // The shared log's image store may have it (uploaded through another server).
+                    fetchingFromLog.insert(hash)
+                    fetchAsset(hash)
+                    continue
+                }
                 // Nobody connected has it: whoever waits on this hub hears so now, not never.
                 for waiter in waiting.removeValue(forKey: hash) ?? [] { sessions[waiter]?.sendNoAsset(hash) }
                 continue
@@ -644,6 +752,8 @@ public final class BoardHub {
         if let data = store.replica.assets.data(for: request.hash) {
             sessions[id]?.queueAsset(request.hash, data, from: request.offset)
         } else if let source = fetching[request.hash], source != id {
+            waiting[request.hash, default: []].insert(id)
+        } else if fetchingFromLog.contains(request.hash) {
             waiting[request.hash, default: []].insert(id)
         } else {
             sessions[id]?.sendNoAsset(request.hash)

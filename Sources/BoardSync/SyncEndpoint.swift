@@ -200,8 +200,13 @@ public final class SyncEndpoint {
             return self.route.reduce(0) { $0 + ($1.value == name ? self.transportQueued($1.key) : 0) }
         }
         boards[name] = board
+        onBoardOpened?(board)
         return board
     }
+
+    /// Server: a board was opened (a replication layer attaches to its hub here) or closed.
+    public var onBoardOpened: ((Board) -> Void)?
+    public var onBoardClosed: ((String) -> Void)?
 
     private func makeSession(_ role: SyncSession.Role, _ replica: ReplicaID) -> SyncSession {
         var session = SyncSession(role: role, localReplica: replica, limits: options.limits, timing: options.timing)
@@ -465,6 +470,7 @@ public final class SyncEndpoint {
             save(board)
             board.store.closeStore()
             boards[name] = nil
+            onBoardClosed?(name)
             options.log("board '\(name)': closed (no peers for \(Int(now - board.lastActive)) s)")
         }
     }

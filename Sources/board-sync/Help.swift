@@ -99,10 +99,12 @@ let netHelps: [String: CommandHelp] = [
                                   ("--steps N", "Editing rounds per peer (default 40)."),
                                   ("--json", "Print the summary as JSON.")]),
     "serve": CommandHelp(name: "serve", overview: "Run a sync server hosting every board in a data directory.",
-                         usage: "serve --data DIR [--listen HOST:PORT] [--web HOST:PORT] [--secret-file FILE] [--tls-cert CERT --tls-key KEY] [--max-... N]",
+                         usage: "serve --data DIR [--listen HOST:PORT] [--web HOST:PORT] [--redis HOST:PORT [--node-id ID]] [--secret-file FILE] [--tls-cert CERT --tls-key KEY] [--max-... N]",
                          options: [("--data DIR", "Where boards live, one DIR/<name>.boardpkg each (created if missing)."),
                                    ("--listen HOST:PORT", "Address to listen on (default 127.0.0.1:7420; port 0 picks one)."),
                                    ("--web HOST:PORT", "Also serve the boards to web browsers here (off by default): http://HOST:PORT/ lists them, /b/NAME shows one live with everyone's pointers and lets the page draw, add stickers, move, delete and undo, each tab as its own replica. With --secret-file a page needs ?token=... (a read token: watch only)."),
+                                   ("--redis HOST:PORT", "Scale out (docs/SCALE-OUT.md): keep every board in this Redis 7 server's streams, shared with other servers started with the same --redis, so clients of any of them see each other's edits. Edits are acknowledged only once Redis holds them; DIR becomes a local cache. Run Redis with appendonly yes and appendfsync always."),
+                                   ("--node-id ID", "This server's name in Redis entries and logs (default: the host name); a random suffix keeps two processes apart."),
                                    ("--secret-file FILE", "Require a token (see `token`) for every connection; FILE holds the signing secret and is created (mode 0600) when missing. Without it anyone who can connect reads and writes every board."),
                                    ("--tls-cert CERT", "Speak TLS (1.2 or newer): CERT is the server's PEM certificate chain."),
                                    ("--tls-key KEY", "The PEM private key of --tls-cert (keep it mode 0600).")]

@@ -1,6 +1,7 @@
 import BoardCRDT
 import BoardModel
 import BoardNet
+import BoardRedis
 import BoardStore
 import BoardSync
 import Dispatch
@@ -64,11 +65,16 @@ struct NetCommands {
     }
 
     private func serve(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: Set(["data", "listen", "secret-file", "web"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name)), flags: [])
+        let args = try Arguments(raw, options: Set(["data", "listen", "secret-file", "web", "redis", "node-id"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name)), flags: [])
         _ = try args.positionals([])
         guard let data = args.value("data") else { throw UsageError("missing --data DIR") }
         let listen = try address(args.value("listen") ?? "127.0.0.1:7420", "--listen")
         let webAddress = try args.value("web").map { try address($0, "--web") }
+        let redisAddress = try args.value("redis").map { try address($0, "--redis") }
+        if args.value("node-id") != nil, redisAddress == nil { throw UsageError("--node-id needs --redis HOST:PORT") }
+        if let id = args.value("node-id"), id.isEmpty || id.utf8.count > 128 || id.contains(where: { $0.isWhitespace }) {
+            throw UsageError("--node-id '\(id)' must be 1 to 128 characters without spaces")
+        }
         var options = SyncHost.Options()
         options.log = NetCommands.log
         try ServeLimits.apply(args, to: &options)
@@ -95,6 +101,17 @@ struct NetCommands {
             throw Failure("cannot start the server: \(error)")
         }
         slot.host = host
+        var cluster: RedisCluster?
+        if let redisAddress {
+            // Two processes must never share a node id (each skips entries with its own id).
+            let name = args.value("node-id") ?? ProcessInfo.processInfo.hostName
+            let node = "\(name)/\(String(UInt32.random(in: .min ... .max), radix: 16))"
+            var redisOptions = RedisBoardLog.Options(node: node)
+            redisOptions.log = NetCommands.log
+            cluster = RedisCluster(address: redisAddress, options: redisOptions, loop: loop)
+            cluster!.attach(to: host)
+            NetCommands.log("scale-out: boards are kept in Redis at \(redisAddress) as node \(node); \(data) is this server's cache")
+        }
         NetCommands.log("serving boards from \(data) on \(host.listenAddress!) (SIGINT or SIGTERM stops)")
         var web: WebView?
         if let webAddress {
@@ -109,7 +126,7 @@ struct NetCommands {
             NetCommands.log("web view at http://\(web!.listenAddress)/\(options.access == nil ? "" : " (pages need ?token=...)")")
         }
         loop.run()
-        withExtendedLifetime((signals, web)) {}
+        withExtendedLifetime((signals, web, cluster)) {}
     }
 
     private func sync(_ raw: [String]) throws {

@@ -1,0 +1,511 @@
+import BoardCRDT
+import BoardModel
+import BoardSync
+import Foundation
+
+/// The scale-out layer, sans-IO (docs/SCALE-OUT.md): keeps the boards a sync server hosts in
+/// Redis streams shared by several servers. It attaches to each open board's hub and:
+///
+/// - appends what the hub's sessions sent (`XADD bs:{board}:log * n NODE o BATCH`) and lets the
+///   hub acknowledge it only once Redis answered; a failed or unanswered append is sent again
+///   until Redis takes it (operations are idempotent, so a duplicate is harmless);
+/// - reads a board's stream from the start when it opens (catch-up), then tails every open
+///   board's stream with one blocking `XREAD` and merges what other servers wrote;
+/// - stores uploaded images under `bs:asset:{sha256}` and fetches images no session can offer.
+///
+/// It speaks over two links a driver owns (`RedisCluster` over TCP; a simulator could drive a
+/// simulated log): `commands` (pipelined) and `tail` (the blocking read). Bytes and `now` go in,
+/// bytes come out; it reads no clock and no socket.
+public final class RedisBoardLog {
+    public enum Link: Sendable, CustomStringConvertible {
+        case commands, tail
+        public var description: String { self == .commands ? "commands" : "tail" }
+    }
+
+    public struct Options {
+        /// Written with every entry; entries a server wrote itself are not merged again.
+        public var node: String
+        public var keyPrefix = "bs"
+        /// How long one `XREAD` blocks (ms) and how many entries one read or range returns.
+        public var blockMilliseconds = 2000
+        public var readCount = 512
+        /// After an error reply (`-LOADING`, `-OOM`, ...), the command is sent again this much later.
+        public var retryDelay = 0.25
+        /// A command unanswered this long (s) means the link is dead: the driver drops it.
+        public var replyTimeout = 10.0
+        /// How long to keep asking Redis for an image another server has not stored yet.
+        public var assetWait = 30.0
+        public var log: (String) -> Void = { _ in }
+
+        public init(node: String) {
+            self.node = node
+        }
+    }
+
+    public let options: Options
+    /// Called after the log changed a board's hub (merged operations, acknowledgements, images):
+    /// the host writes that board's session output.
+    public var onHubChanged: ((String) -> Void)?
+    /// Called when commands were queued outside `receive`/`handleTimers` (a hub handed over
+    /// operations): the driver writes them (once per loop turn: every board's appends of the
+    /// turn travel together).
+    public var onOutput: (() -> Void)?
+
+    // MARK: State
+
+    private var links: [Link: RedisPipeline] = [.commands: RedisPipeline(), .tail: RedisPipeline()]
+    private var up: Set<Link> = []
+    private enum Request {
+        case append(UInt64)
+        case range(String)
+        case setAsset(AssetHash)
+        case getAsset(AssetHash)
+        case clientID
+        case unblock
+        case read([String])
+    }
+    private var requests: [Link: [RedisPipeline.Ticket: (request: Request, sentAt: Double)]] = [.commands: [:], .tail: [:]]
+
+    private struct Append {
+        let board: String
+        let bytes: [UInt8]
+        var sent = false
+        var notBefore = 0.0
+    }
+    /// Appends Redis has not confirmed, by sequence number (sent again, in order, after errors
+    /// and reconnects).
+    private var appends: [UInt64: Append] = [:]
+    private var nextAppend: UInt64 = 0
+
+    private struct Ticket {
+        let id: UInt64
+        let board: String
+        var waitingFor: Set<UInt64>
+    }
+    /// Hub tickets in the order they were issued; each completes when its appends are confirmed
+    /// and every earlier ticket has completed.
+    private var tickets: [Ticket] = []
+    private var nextTicket: UInt64 = 0
+
+    private struct BoardState {
+        let hub: BoardHub
+        var lastID = "0-0"
+        var caughtUp = false
+        var rangeInFlight = false
+        var notBefore = 0.0
+        /// Catch-up: what the stream held (to find operations only this server's cache has).
+        var streamVector = VersionVector.empty
+    }
+    private var boards: [String: BoardState] = [:]
+    private var tailClientID: Int64?
+    private var readInFlight = false
+    private var readNotBefore = 0.0
+    /// Boards the outstanding XREAD does not cover yet (it is unblocked to pick them up).
+    private var unblockSent = false
+
+    private var assetSets: [AssetHash: (data: Data, sent: Bool, notBefore: Double)] = [:]
+    private var assetGets: [AssetHash: (boards: Set<String>, giveUpAt: Double, sent: Bool, notBefore: Double)] = [:]
+    private var now = 0.0
+
+    /// Statistics.
+    public private(set) var entriesAppended = 0
+    public private(set) var entriesMerged = 0
+
+    public init(options: Options) {
+        self.options = options
+    }
+
+    // MARK: Boards
+
+    /// Starts replicating an open board: its stream is read from the start, then tailed.
+    public func attach(_ board: String, hub: BoardHub, now: Double) {
+        self.now = now
+        boards[board] = BoardState(hub: hub)
+        hub.replicate = { [weak self] batches in self?.replicate(board, batches) ?? 0 }
+        hub.onAssetStored = { [weak self] hash, data in self?.storeAsset(hash, data) }
+        hub.fetchAsset = { [weak self] hash in self?.fetchAsset(hash, for: board) }
+        hub.holdsGreetings = true  // until the stream has been read
+        options.log("board '\(board)': reading \(streamKey(board)) from Redis")
+        pump()
+    }
+
+    /// Stops replicating a board (it closed). Appends it handed over are still delivered.
+    public func detach(_ board: String) {
+        guard let state = boards.removeValue(forKey: board) else { return }
+        state.hub.replicate = nil
+        state.hub.onAssetStored = nil
+        state.hub.fetchAsset = nil
+        state.hub.holdsGreetings = false
+    }
+
+    /// Whether a board's stream has been read up to its end once since it was attached.
+    public func isCaughtUp(_ board: String) -> Bool { boards[board]?.caughtUp ?? false }
+
+    /// Appends waiting for Redis (sent or not).
+    public var unconfirmedAppends: Int { appends.count }
+
+    private func streamKey(_ board: String) -> String { "\(options.keyPrefix):{\(board)}:log" }
+    private func assetKey(_ hash: AssetHash) -> String { "\(options.keyPrefix):asset:\(hash.hex)" }
+
+    private func replicate(_ board: String, _ batches: [OperationBatch]) -> UInt64 {
+        nextTicket += 1
+        var waitingFor: Set<UInt64> = []
+        for batch in batches where !batch.operations.isEmpty || batch.covers != nil {
+            nextAppend += 1
+            appends[nextAppend] = Append(board: board, bytes: batch.encoded())
+            waitingFor.insert(nextAppend)
+        }
+        tickets.append(Ticket(id: nextTicket, board: board, waitingFor: waitingFor))
+        let ticket = nextTicket
+        // A ticket with nothing to append completes after the ones before it (at the end of
+        // this turn: the hub records it once this returns).
+        pump()
+        return ticket
+    }
+
+    private func storeAsset(_ hash: AssetHash, _ data: Data) {
+        assetSets[hash] = (data, false, 0)
+        pump()
+    }
+
+    private func fetchAsset(_ hash: AssetHash, for board: String) {
+        var entry = assetGets[hash] ?? (boards: [], giveUpAt: now + options.assetWait, sent: false, notBefore: 0)
+        entry.boards.insert(board)
+        assetGets[hash] = entry
+        pump()
+    }
+
+    // MARK: Driving
+
+    /// A link connected: what was waiting is sent on it.
+    public func linkUp(_ link: Link, now: Double) {
+        self.now = now
+        _ = links[link]!.reset()
+        requests[link] = [:]
+        up.insert(link)
+        if link == .tail {
+            tailClientID = nil
+            readInFlight = false
+            requests[.tail]![links[.tail]!.send("CLIENT", "ID")] = (.clientID, now)
+        }
+        pump()
+    }
+
+    /// A link dropped (or the driver gave up on it): every command on it may or may not have
+    /// taken effect, so appends and image stores are sent again once it is back.
+    public func linkDown(_ link: Link, now: Double, reason: String) {
+        self.now = now
+        guard up.remove(link) != nil else { return }
+        options.log("Redis \(link) link lost: \(reason)")
+        _ = links[link]!.reset()
+        for (_, entry) in requests[link]! { forget(entry.request) }
+        requests[link] = [:]
+        if link == .tail {
+            readInFlight = false
+            tailClientID = nil
+        }
+    }
+
+    private func forget(_ request: Request) {
+        switch request {
+        case .append(let seq): appends[seq]?.sent = false
+        case .range(let board): boards[board]?.rangeInFlight = false
+        case .setAsset(let hash): assetSets[hash]?.sent = false
+        case .getAsset(let hash): assetGets[hash]?.sent = false
+        case .read: readInFlight = false
+        case .unblock: unblockSent = false
+        case .clientID: break
+        }
+    }
+
+    /// Bytes to write on a link.
+    public func takeOutput(_ link: Link) -> [UInt8] {
+        links[link]!.takeOutput()
+    }
+
+    /// Bytes read from a link. Throws when they are not RESP or do not line up with the
+    /// commands sent: the driver drops the link.
+    public func receive(_ link: Link, _ bytes: [UInt8], now: Double) throws(RESPError) {
+        self.now = now
+        let replies = try links[link]!.receive(bytes)
+        for (ticket, value) in replies {
+            guard let entry = requests[link]!.removeValue(forKey: ticket) else { continue }
+            handle(entry.request, value)
+        }
+        completeTickets()
+        pump()
+    }
+
+    /// Whether the oldest ticket can complete (its appends are confirmed).
+    private var ticketReady: Bool {
+        tickets.first.map { $0.waitingFor.allSatisfy { appends[$0] == nil } } ?? false
+    }
+
+    /// When `handleTimers` should next run.
+    public var nextDeadline: Double? {
+        var deadlines: [Double] = []
+        if ticketReady { deadlines.append(now) }
+        for (link, pending) in requests where up.contains(link) {
+            for (_, entry) in pending {
+                if case .read = entry.request {
+                    deadlines.append(entry.sentAt + Double(options.blockMilliseconds) / 1000 + options.replyTimeout)
+                } else {
+                    deadlines.append(entry.sentAt + options.replyTimeout)
+                }
+            }
+        }
+        for append in appends.values where !append.sent && append.notBefore > now { deadlines.append(append.notBefore) }
+        for state in boards.values where !state.caughtUp && !state.rangeInFlight && state.notBefore > now { deadlines.append(state.notBefore) }
+        for entry in assetSets.values where !entry.sent && entry.notBefore > now { deadlines.append(entry.notBefore) }
+        for entry in assetGets.values where !entry.sent { deadlines.append(max(entry.notBefore, now)) }
+        if !readInFlight, readNotBefore > now { deadlines.append(readNotBefore) }
+        return deadlines.min()
+    }
+
+    /// Retries what is due; returns the links that stopped answering (the driver drops them and
+    /// reconnects).
+    public func handleTimers(now: Double) -> [Link] {
+        self.now = now
+        completeTickets()
+        var dead: [Link] = []
+        for (link, pending) in requests where up.contains(link) {
+            let late = pending.values.contains { entry in
+                if case .read = entry.request {
+                    return now - entry.sentAt > Double(options.blockMilliseconds) / 1000 + options.replyTimeout
+                }
+                return now - entry.sentAt > options.replyTimeout
+            }
+            if late { dead.append(link) }
+        }
+        for (hash, entry) in assetGets where !entry.sent && now >= entry.giveUpAt {
+            assetGets[hash] = nil
+            options.log("image \(hash) is not in Redis after \(Int(options.assetWait)) s; giving up")
+            for board in entry.boards.sorted() {
+                boards[board]?.hub.assetFetched(hash, nil)
+                onHubChanged?(board)
+            }
+        }
+        pump()
+        return dead.sorted { $0.description < $1.description }
+    }
+
+    /// Sends whatever can be sent now.
+    private func pump() {
+        defer { onOutput?() }
+        if up.contains(.commands) {
+            for seq in appends.keys.sorted() {
+                guard let append = appends[seq], !append.sent, append.notBefore <= now else { continue }
+                let ticket = links[.commands]!.send([Array("XADD".utf8), Array(streamKey(append.board).utf8), Array("*".utf8),
+                                                    Array("n".utf8), Array(options.node.utf8), Array("o".utf8), append.bytes])
+                requests[.commands]![ticket] = (.append(seq), now)
+                appends[seq]!.sent = true
+            }
+            for name in boards.keys.sorted() {
+                guard let state = boards[name], !state.caughtUp, !state.rangeInFlight, state.notBefore <= now else { continue }
+                let ticket = links[.commands]!.send("XRANGE", streamKey(name), state.lastID == "0-0" ? "-" : "(" + state.lastID, "+",
+                                                    "COUNT", String(options.readCount))
+                requests[.commands]![ticket] = (.range(name), now)
+                boards[name]!.rangeInFlight = true
+            }
+            for hash in assetSets.keys.sorted(by: { $0.hex < $1.hex }) {
+                guard let entry = assetSets[hash], !entry.sent, entry.notBefore <= now else { continue }
+                let ticket = links[.commands]!.send([Array("SET".utf8), Array(assetKey(hash).utf8), [UInt8](entry.data), Array("NX".utf8)])
+                requests[.commands]![ticket] = (.setAsset(hash), now)
+                assetSets[hash]!.sent = true
+            }
+            for hash in assetGets.keys.sorted(by: { $0.hex < $1.hex }) {
+                guard let entry = assetGets[hash], !entry.sent, entry.notBefore <= now else { continue }
+                let ticket = links[.commands]!.send("GET", assetKey(hash))
+                requests[.commands]![ticket] = (.getAsset(hash), now)
+                assetGets[hash]!.sent = true
+            }
+        }
+        let tailing = boards.keys.filter { boards[$0]!.caughtUp }.sorted()
+        if up.contains(.tail), tailClientID != nil, !tailing.isEmpty {
+            if !readInFlight, readNotBefore <= now {
+                let keys = tailing.map { streamKey($0) }
+                let ids = tailing.map { boards[$0]!.lastID }
+                let parts = ["XREAD", "COUNT", String(options.readCount), "BLOCK", String(options.blockMilliseconds), "STREAMS"] + keys + ids
+                let ticket = links[.tail]!.send(parts.map { Array($0.utf8) })
+                requests[.tail]![ticket] = (.read(tailing), now)
+                readInFlight = true
+                unblockSent = false
+            } else if readInFlight, !unblockSent, up.contains(.commands), let id = tailClientID,
+                      let reading = requests[.tail]!.values.compactMap({ entry -> [String]? in
+                          if case .read(let names) = entry.request { return names }
+                          return nil
+                      }).first, reading != tailing {
+                // A board caught up (or closed) while the read blocks: end the read early so the
+                // next one covers it.
+                let ticket = links[.commands]!.send("CLIENT", "UNBLOCK", String(id))
+                requests[.commands]![ticket] = (.unblock, now)
+                unblockSent = true
+            }
+        }
+    }
+
+    // MARK: Replies
+
+    private func handle(_ request: Request, _ value: RESPValue) {
+        if case .error(let message) = value {
+            retryLater(request, because: message)
+            return
+        }
+        switch request {
+        case .append(let seq):
+            if appends.removeValue(forKey: seq) != nil { entriesAppended += 1 }
+        case .range(let board):
+            guard var state = boards[board] else { return }
+            state.rangeInFlight = false
+            boards[board] = state
+            let entries = Self.entries(value)
+            for entry in entries { apply(entry, to: board, catchingUp: true) }
+            if entries.count < options.readCount { finishCatchUp(board) }
+        case .setAsset(let hash):
+            assetSets[hash] = nil
+        case .getAsset(let hash):
+            guard let entry = assetGets[hash] else { return }
+            if case .bulkString(let bytes?) = value {
+                assetGets[hash] = nil
+                for board in entry.boards.sorted() {
+                    boards[board]?.hub.assetFetched(hash, Data(bytes))
+                    onHubChanged?(board)
+                }
+            } else {
+                // Not there yet (another server may still be storing it): ask again shortly.
+                assetGets[hash]!.sent = false
+                assetGets[hash]!.notBefore = now + 0.5
+            }
+        case .clientID:
+            if case .integer(let id) = value { tailClientID = id }
+        case .unblock:
+            break
+        case .read:
+            readInFlight = false
+            if case .array(let streams?) = value {
+                for stream in streams {
+                    guard case .array(let pair?) = stream, pair.count == 2, let key = pair[0].text,
+                          let board = boards.keys.first(where: { streamKey($0) == key }) else { continue }
+                    for entry in Self.entries(pair[1]) { apply(entry, to: board, catchingUp: false) }
+                }
+            }
+        }
+    }
+
+    private func retryLater(_ request: Request, because message: String) {
+        let at = now + options.retryDelay
+        switch request {
+        case .append(let seq):
+            appends[seq]?.sent = false
+            appends[seq]?.notBefore = at
+            options.log("Redis refused an append (retrying): \(message)")
+        case .range(let board):
+            boards[board]?.rangeInFlight = false
+            boards[board]?.notBefore = at
+            options.log("board '\(board)': Redis refused reading the stream (retrying): \(message)")
+        case .setAsset(let hash):
+            assetSets[hash]?.sent = false
+            assetSets[hash]?.notBefore = at
+        case .getAsset(let hash):
+            assetGets[hash]?.sent = false
+            assetGets[hash]?.notBefore = at
+        case .read:
+            readInFlight = false
+            readNotBefore = at
+            // An unblocked read ends with an error reply when unblocked with ERROR; plain
+            // UNBLOCK gives a null reply. Either way the next read starts.
+            if !message.hasPrefix("UNBLOCKED") { options.log("Redis refused the tail read (retrying): \(message)") }
+        case .clientID:
+            options.log("Redis refused CLIENT ID: \(message)")
+        case .unblock:
+            unblockSent = false
+        }
+    }
+
+    /// Stream entries from an XRANGE reply or one stream of an XREAD reply: (id, node, batch bytes).
+    private static func entries(_ value: RESPValue) -> [(id: String, node: String?, bytes: [UInt8]?)] {
+        guard case .array(let items?) = value else { return [] }
+        return items.compactMap { item in
+            guard case .array(let pair?) = item, pair.count == 2, let id = pair[0].text,
+                  case .array(let fields?) = pair[1] else { return nil }
+            var node: String?
+            var bytes: [UInt8]?
+            var index = 0
+            while index + 1 < fields.count {
+                switch fields[index].text {
+                case "n": node = fields[index + 1].text
+                case "o": if case .bulkString(let b?) = fields[index + 1] { bytes = b }
+                default: break
+                }
+                index += 2
+            }
+            return (id, node, bytes)
+        }
+    }
+
+    private func apply(_ entry: (id: String, node: String?, bytes: [UInt8]?), to board: String, catchingUp: Bool) {
+        guard var state = boards[board] else { return }
+        state.lastID = entry.id
+        boards[board] = state
+        // Live: entries this server wrote are already merged here.
+        if !catchingUp, entry.node == options.node { return }
+        guard let bytes = entry.bytes else {
+            options.log("board '\(board)': stream entry \(entry.id) has no operations; skipped")
+            return
+        }
+        let batch: OperationBatch
+        do {
+            batch = try OperationBatch(decoding: bytes)
+        } catch {
+            options.log("board '\(board)': stream entry \(entry.id) does not decode (\(error)); skipped")
+            return
+        }
+        if catchingUp {
+            var vector = state.streamVector
+            for op in batch.operations where op.id.seq > vector[op.id.replica] { vector[op.id.replica] = op.id.seq }
+            if let covers = batch.covers { vector = vector.merged(with: covers) }
+            boards[board]!.streamVector = vector
+        }
+        do {
+            entriesMerged += 1
+            try state.hub.mergeReplicated(batch, now: now)
+        } catch {
+            options.log("board '\(board)': stream entry \(entry.id) refused (\(error)); skipped")
+        }
+        onHubChanged?(board)
+    }
+
+    /// The stream was read to its end: operations only this server's cache holds (merged before
+    /// a crash, or a board from before `--redis`) are appended now, then the board is tailed.
+    private func finishCatchUp(_ board: String) {
+        guard var state = boards[board] else { return }
+        state.caughtUp = true
+        let local = state.hub.store.replica.versionVector
+        let missing = !state.streamVector.dominates(local)
+        let vector = state.streamVector
+        state.streamVector = .empty
+        boards[board] = state
+        if missing {
+            let delta = state.hub.store.replica.operations(since: vector)
+            options.log("board '\(board)': appending \(delta.operations.count) operations the stream lacked")
+            nextAppend += 1
+            appends[nextAppend] = Append(board: board, bytes: delta.encoded())
+        }
+        options.log("board '\(board)': caught up from Redis at \(state.lastID)")
+        state.hub.holdsGreetings = false
+        onHubChanged?(board)
+    }
+
+    private func completeTickets() {
+        var completed = 0
+        for ticket in tickets {
+            guard ticket.waitingFor.allSatisfy({ appends[$0] == nil }) else { break }
+            completed += 1
+            if let state = boards[ticket.board] {
+                state.hub.replicated(ticket.id)
+                onHubChanged?(ticket.board)
+            }
+        }
+        if completed > 0 { tickets.removeFirst(completed) }
+    }
+}

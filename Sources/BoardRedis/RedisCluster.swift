@@ -1,0 +1,143 @@
+import BoardNet
+import BoardSync
+import Foundation
+
+/// Drives a `RedisBoardLog` over two TCP connections to one Redis server on a `SyncHost`'s
+/// event loop: connects (and reconnects with backoff), writes what the log queues, feeds it
+/// what Redis answers, arms its timers, and attaches every board the host opens.
+/// Loop thread only.
+public final class RedisCluster {
+    public let address: SocketAddress
+    public let boardLog: RedisBoardLog
+    private let loop: EventLoop
+    private var connections: [RedisBoardLog.Link: TCPConnection] = [:]
+    private var connected: Set<RedisBoardLog.Link> = []
+    private var backoff: [RedisBoardLog.Link: Double] = [:]
+    private var timer: (id: Int, at: Double)?
+    private weak var host: SyncHost?
+    private var stopped = false
+    private let log: (String) -> Void
+
+    public init(address: SocketAddress, options: RedisBoardLog.Options, loop: EventLoop) {
+        self.address = address
+        self.boardLog = RedisBoardLog(options: options)
+        self.loop = loop
+        self.log = options.log
+    }
+
+    /// Replicates every board `host` (a server) has open or opens from now on, and connects.
+    public func attach(to host: SyncHost) {
+        self.host = host
+        let endpoint = host.endpoint
+        boardLog.onHubChanged = { [weak host] board in host?.refresh(board) }
+        boardLog.onOutput = { [weak self] in self?.pumpSoon() }
+        endpoint.onBoardOpened = { [weak self] board in
+            guard let self else { return }
+            self.boardLog.attach(board.name, hub: board.hub, now: EventLoop.now())
+            self.pump()
+        }
+        endpoint.onBoardClosed = { [weak self] name in self?.boardLog.detach(name) }
+        for (name, board) in endpoint.boards.sorted(by: { $0.key < $1.key }) {
+            boardLog.attach(name, hub: board.hub, now: EventLoop.now())
+        }
+        connect(.commands)
+        connect(.tail)
+    }
+
+    /// Whether both links are connected.
+    public var isConnected: Bool { connected.count == 2 }
+
+    public func stop() {
+        stopped = true
+        if let timer { loop.cancelTimer(timer.id) }
+        for connection in connections.values { connection.close(immediately: true) }
+        connections = [:]
+    }
+
+    private func connect(_ link: RedisBoardLog.Link) {
+        guard !stopped else { return }
+        let connection: TCPConnection
+        do {
+            connection = try TCPConnection.connect(to: address, on: loop)
+        } catch {
+            lost(link, "\(error)")
+            return
+        }
+        connections[link] = connection
+        connection.onConnect = { [weak self] in
+            guard let self else { return }
+            self.connected.insert(link)
+            self.backoff[link] = nil
+            self.log("Redis \(link) link connected to \(self.address)")
+            self.boardLog.linkUp(link, now: EventLoop.now())
+            self.pump()
+        }
+        connection.onData = { [weak self] bytes in
+            guard let self else { return }
+            do {
+                try self.boardLog.receive(link, bytes, now: EventLoop.now())
+            } catch {
+                connection.close(immediately: true)
+                self.lost(link, "\(error)")
+                return
+            }
+            self.pump()
+        }
+        connection.onClose = { [weak self, weak connection] error in
+            guard let self, let connection, self.connections[link] === connection else { return }
+            self.lost(link, error ?? "closed by Redis")
+        }
+    }
+
+    private func lost(_ link: RedisBoardLog.Link, _ reason: String) {
+        connections[link] = nil
+        let wasUp = connected.remove(link) != nil
+        boardLog.linkDown(link, now: EventLoop.now(), reason: reason)
+        guard !stopped else { return }
+        let delay = backoff[link] ?? 0.1
+        backoff[link] = min(delay * 2, 2)
+        if !wasUp { log("cannot reach Redis at \(address) (\(reason)); retrying in \(delay) s") }
+        _ = loop.schedule(after: delay) { [weak self] in self?.connect(link) }
+        pump()
+    }
+
+    private var pumpScheduled = false
+
+    /// Writes at the end of this loop turn (however many boards queue appends before then).
+    private func pumpSoon() {
+        guard !pumpScheduled, !stopped else { return }
+        pumpScheduled = true
+        _ = loop.schedule(after: 0) { [weak self] in
+            self?.pumpScheduled = false
+            self?.pump()
+        }
+    }
+
+    /// Writes what the log queued on each link and re-arms the timer at its next deadline.
+    private func pump() {
+        for (link, connection) in connections where connected.contains(link) {
+            let bytes = boardLog.takeOutput(link)
+            if !bytes.isEmpty { connection.send(bytes) }
+        }
+        guard !stopped else { return }
+        guard let deadline = boardLog.nextDeadline else {
+            if let timer { loop.cancelTimer(timer.id); self.timer = nil }
+            return
+        }
+        if let timer {
+            if timer.at <= deadline { return }
+            loop.cancelTimer(timer.id)
+        }
+        let id = loop.schedule(after: max(0, deadline - EventLoop.now())) { [weak self] in
+            guard let self else { return }
+            self.timer = nil
+            for link in self.boardLog.handleTimers(now: EventLoop.now()) {
+                self.log("Redis \(link) link stopped answering; reconnecting")
+                self.connections[link]?.close(immediately: true)
+                self.lost(link, "no reply in time")
+            }
+            self.pump()
+        }
+        timer = (id, deadline)
+    }
+}
