@@ -77,7 +77,7 @@ let package = Package(
             path: "Fuzz/Sources/BoardFuzz"
         ),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["BoardFuzz"]),
-        .testTarget(name: "BoardRedisTests", dependencies: ["BoardRedis"]),
+        .testTarget(name: "BoardRedisTests", dependencies: ["BoardRedis", "BoardSync", "BoardCRDT", "BoardModel"]),
         .testTarget(name: "BoardModelTests", dependencies: ["BoardModel"]),
         .testTarget(name: "BoardRenderTests", dependencies: ["BoardModel", "BoardRender"], exclude: ["Fixtures"]),
         .testTarget(name: "BoardCRDTTests", dependencies: ["BoardModel", "BoardCRDT", "BoardSimulation"]),

@@ -355,11 +355,12 @@ public final class RedisBoardLog {
         case .append(let seq):
             if appends.removeValue(forKey: seq) != nil { entriesAppended += 1 }
         case .range(let board):
-            guard var state = boards[board] else { return }
-            state.rangeInFlight = false
-            boards[board] = state
+            guard let state = boards[board], !state.caughtUp else { return }
+            // Still "in flight" while its entries merge: a hub calling back in (fetching an
+            // image, say) must not start a second read of the same range.
             let entries = Self.entries(value)
             for entry in entries { apply(entry, to: board, catchingUp: true) }
+            boards[board]?.rangeInFlight = false
             if entries.count < options.readCount { finishCatchUp(board) }
         case .setAsset(let hash):
             assetSets[hash] = nil
@@ -478,7 +479,7 @@ public final class RedisBoardLog {
     /// The stream was read to its end: operations only this server's cache holds (merged before
     /// a crash, or a board from before `--redis`) are appended now, then the board is tailed.
     private func finishCatchUp(_ board: String) {
-        guard var state = boards[board] else { return }
+        guard var state = boards[board], !state.caughtUp else { return }
         state.caughtUp = true
         let local = state.hub.store.replica.versionVector
         let missing = !state.streamVector.dominates(local)
@@ -487,7 +488,7 @@ public final class RedisBoardLog {
         boards[board] = state
         if missing {
             let delta = state.hub.store.replica.operations(since: vector)
-            options.log("board '\(board)': appending \(delta.operations.count) operations the stream lacked")
+            options.log("board '\(board)': appending \(delta.operations.count) operations the stream lacked (stream \(vector), here \(local))")
             nextAppend += 1
             appends[nextAppend] = Append(board: board, bytes: delta.encoded())
         }

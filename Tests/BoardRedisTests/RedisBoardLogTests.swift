@@ -1,0 +1,177 @@
+import BoardCRDT
+import BoardModel
+import BoardRedis
+import BoardSync
+import Foundation
+import Testing
+
+/// The pipelined client and the board log, sans-IO: commands are read off the links as RESP and
+/// answered by the test (a scripted Redis), so every ordering and failure is exact.
+@Suite struct RedisBoardLogTests {
+    @Test func repliesLineUpWithCommandsInOrderAndALostLinkReturnsTheUnanswered() throws {
+        var pipeline = RedisPipeline()
+        let first = pipeline.send("PING")
+        let second = pipeline.send("GET", "k")
+        let third = pipeline.send("XADD", "s", "*", "o", "x")
+        #expect(pipeline.takeOutput() == RESPValue.command("PING") + RESPValue.command("GET", "k") + RESPValue.command("XADD", "s", "*", "o", "x"))
+        // Replies split anywhere: each goes to its own command.
+        let bytes = RESPValue.simpleString("PONG").encoded() + RESPValue.bulkString(nil).encoded()
+        let replies = try pipeline.receive(Array(bytes.prefix(5))) + pipeline.receive(Array(bytes.dropFirst(5)))
+        #expect(replies.map(\.0) == [first, second])
+        #expect(replies.map(\.1) == [.simpleString("PONG"), .bulkString(nil)])
+        #expect(pipeline.outstandingCount == 1 && pipeline.oldest == third)
+        #expect(pipeline.reset() == [third], "the XADD may or may not have happened")
+        #expect(pipeline.outstandingCount == 0)
+        // A reply nobody asked for means the stream is out of step: refused.
+        #expect(throws: RESPError.self) { try pipeline.receive(RESPValue.integer(1).encoded()) }
+    }
+
+    /// A scripted Redis for one `RedisBoardLog`: parses the commands each link sent.
+    struct Script {
+        let log: RedisBoardLog
+        func commands(_ link: RedisBoardLog.Link) throws -> [[String]] {
+            var decoder = RESPDecoder()
+            decoder.append(log.takeOutput(link))
+            var found: [[String]] = []
+            while let value = try decoder.next() {
+                guard case .array(let parts?) = value else { continue }
+                found.append(parts.map { part -> String in
+                    guard case .bulkString(let bytes?) = part else { return "?" }
+                    return String(decoding: bytes, as: UTF8.self)
+                })
+            }
+            return found
+        }
+        func reply(_ link: RedisBoardLog.Link, _ values: [RESPValue], now: Double) throws {
+            try log.receive(link, values.flatMap { $0.encoded() }, now: now)
+        }
+    }
+
+    static func hubWithSession() throws -> (BoardHub, MemoryReplicaStore) {
+        let store = MemoryReplicaStore(replica: Replica(id: ReplicaID(1)))
+        let hub = BoardHub(board: "team", store: store)
+        hub.groupCommit = true
+        return (hub, store)
+    }
+
+    static func clientOps() throws -> [Op] {
+        var client = Replica(id: ReplicaID(0xC))
+        let edit = try client.beginStroke(color: RGBAColor(red: 1, green: 0, blue: 0), width: 2,
+                                          points: [CodablePoint(x: 1, y: 1), CodablePoint(x: 4, y: 2)])
+        return edit.operations
+    }
+
+    /// Opens a session on the hub (HELLO, greeted) and returns its id.
+    static func connect(_ hub: BoardHub, _ id: SessionID) {
+        hub.addAcceptor(id, SyncSession(role: .acceptor, localReplica: ReplicaID(1)), now: 0)
+        hub.receive(id, Message.hello(Hello(board: "team", replica: ReplicaID(0xC), capabilities: Capabilities.supported, version: .empty)).frame().encoded(), now: 0)
+    }
+
+    static func acks(_ hub: BoardHub, _ id: SessionID) throws -> [VersionVector] {
+        var decoder = FrameDecoder(maxFrame: 1 << 20)
+        decoder.append(hub.output(for: id, now: 0))
+        var acks: [VersionVector] = []
+        while let frame = try decoder.next() {
+            if case .ack(let vector) = try Message(frame: frame, limits: SessionLimits()) { acks.append(vector) }
+        }
+        return acks
+    }
+
+    @Test func operationsAreAcknowledgedOnlyOnceRedisHoldsThemAndResentAfterALostLink() throws {
+        let (hub, store) = try Self.hubWithSession()
+        let log = RedisBoardLog(options: RedisBoardLog.Options(node: "n1"))
+        let redis = Script(log: log)
+        log.linkUp(.commands, now: 0)
+        log.attach("team", hub: hub, now: 0)
+        // Catch-up: the stream is read from the start; greetings wait for it.
+        #expect(try redis.commands(.commands) == [["XRANGE", "bs:{team}:log", "-", "+", "COUNT", "512"]])
+        Self.connect(hub, 1)
+        #expect(hub.sessions[1]?.isOpen == false, "held until the board caught up")
+        try redis.reply(.commands, [.array([])], now: 0)
+        #expect(log.isCaughtUp("team") && hub.sessions[1]?.isOpen == true)
+        _ = try Self.acks(hub, 1)
+        // The client's stroke: merged, handed to the log at the group commit, not acknowledged.
+        let ops = try Self.clientOps()
+        hub.receive(1, Message.operations(OperationBatch(operations: ops).encoded()).frame().encoded(), now: 1)
+        _ = hub.handleTimers(now: 1)
+        #expect(store.replica.versionVector[ReplicaID(0xC)] == 1)
+        let appends = try redis.commands(.commands)
+        #expect(appends.count == 1 && appends[0].prefix(5) == ["XADD", "bs:{team}:log", "*", "n", "n1"])
+        #expect(try Self.acks(hub, 1).isEmpty, "no ACK before Redis answered")
+        // The link drops before the reply: the append goes again on the new link (it may have
+        // happened; a duplicate is harmless), and the ACK follows the reply.
+        log.linkDown(.commands, now: 2, reason: "test")
+        log.linkUp(.commands, now: 3)
+        let again = try redis.commands(.commands)
+        #expect(again.count == 1 && again[0] == appends[0], "the same append, sent again")
+        try redis.reply(.commands, [.bulkString(Array("5-0".utf8))], now: 3)
+        _ = log.handleTimers(now: 3)
+        #expect(try Self.acks(hub, 1).last?[ReplicaID(0xC)] == 1)
+        #expect(log.unconfirmedAppends == 0)
+    }
+
+    @Test func errorRepliesAreRetriedLaterAndSilentRedisDropsTheLink() throws {
+        let (hub, _) = try Self.hubWithSession()
+        var options = RedisBoardLog.Options(node: "n1")
+        options.retryDelay = 0.5
+        options.replyTimeout = 4
+        let log = RedisBoardLog(options: options)
+        let redis = Script(log: log)
+        log.linkUp(.commands, now: 0)
+        log.attach("team", hub: hub, now: 0)
+        _ = try redis.commands(.commands)
+        // Redis is loading its append-only file: the read is tried again after the delay.
+        try redis.reply(.commands, [.error("LOADING Redis is loading the dataset in memory")], now: 0)
+        #expect(try redis.commands(.commands).isEmpty)
+        #expect(log.nextDeadline == 0.5)
+        #expect(log.handleTimers(now: 0.5).isEmpty)
+        #expect(try redis.commands(.commands).count == 1)
+        // No answer at all within the reply timeout: the link is reported dead.
+        #expect(log.nextDeadline == 4.5)
+        #expect(log.handleTimers(now: 4.6) == [.commands])
+    }
+
+    @Test func entriesFromOtherServersAreMergedAndRelayedAndOwnEntriesSkipped() throws {
+        let (hub, store) = try Self.hubWithSession()
+        let log = RedisBoardLog(options: RedisBoardLog.Options(node: "n1"))
+        let redis = Script(log: log)
+        log.linkUp(.commands, now: 0)
+        log.linkUp(.tail, now: 0)
+        log.attach("team", hub: hub, now: 0)
+        #expect(try redis.commands(.tail) == [["CLIENT", "ID"]])
+        try redis.reply(.tail, [.integer(77)], now: 0)
+        _ = try redis.commands(.commands)
+        try redis.reply(.commands, [.array([])], now: 0)
+        // Caught up: the tail read starts where the stream ended.
+        #expect(try redis.commands(.tail) == [["XREAD", "COUNT", "512", "BLOCK", "2000", "STREAMS", "bs:{team}:log", "0-0"]])
+        Self.connect(hub, 1)
+        _ = hub.output(for: 1, now: 0)
+        let ops = try Self.clientOps()
+        let bytes = OperationBatch(operations: ops).encoded()
+        func entry(_ id: String, _ node: String, _ bytes: [UInt8]) -> RESPValue {
+            .array([.bulkString(Array(id.utf8)), .array([.bulkString(Array("n".utf8)), .bulkString(Array(node.utf8)),
+                                                         .bulkString(Array("o".utf8)), .bulkString(bytes)])])
+        }
+        // Our own entry is skipped (already merged here); another server's is merged and relayed;
+        // a corrupt one is skipped with a log line, never a crash.
+        let corrupt: [UInt8] = [2, 0, 9, 9]
+        try redis.reply(.tail, [.array([.array([.bulkString(Array("bs:{team}:log".utf8)),
+                                                .array([entry("1-0", "n1", bytes), entry("2-0", "n9", corrupt), entry("3-0", "n2", bytes)])])])], now: 1)
+        #expect(store.replica.versionVector[ReplicaID(0xC)] == 1)
+        #expect(log.entriesMerged == 1)
+        var decoder = FrameDecoder(maxFrame: 1 << 20)
+        decoder.append(hub.output(for: 1, now: 1))
+        var relayed: [Op] = []
+        while let frame = try decoder.next() {
+            if case .operations(let payload) = try Message(frame: frame, limits: SessionLimits()) {
+                relayed += try OperationBatch(decoding: payload).operations
+            }
+        }
+        #expect(relayed == ops, "relayed to the hub's session")
+        // The next read continues after the last entry.
+        #expect(try redis.commands(.tail).first?.last == "3-0")
+        // Nothing read from the stream is handed back to it.
+        _ = hub.handleTimers(now: 2)
+        #expect(try redis.commands(.commands).allSatisfy { $0.first != "XADD" })
+    }
+}
