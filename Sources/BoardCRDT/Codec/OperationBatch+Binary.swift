@@ -278,13 +278,22 @@ private struct BatchEncoder {
     /// packed delta (every one after the first) needs.
     private func pointShape(_ points: [GridPoint], of item: ItemID) -> PointShape? {
         guard !points.isEmpty else { return nil }
-        let shift = Self.shift(of: points, from: origin(of: item))
-        var combined: UInt64 = 0
+        // One pass: the deltas' common trailing zero bits (the first delta, from the origin,
+        // included) and the widest zigzag of the others. For a delta d = k << s, zigzag(d) has
+        // exactly s more significant bits than zigzag(k), so the packed width is the widest
+        // zigzag(d)'s length minus the shift.
+        let origin = origin(of: item)
+        var combined = (points[0].x &- origin.x) | (points[0].y &- origin.y)
+        var widest: UInt64 = 0
         for index in points.indices.dropFirst() {
-            combined |= Self.zigzag((points[index].x &- points[index - 1].x) >> Int64(shift))
-            combined |= Self.zigzag((points[index].y &- points[index - 1].y) >> Int64(shift))
+            let dx = points[index].x &- points[index - 1].x
+            let dy = points[index].y &- points[index - 1].y
+            combined |= dx | dy
+            widest |= Self.zigzag(dx) | Self.zigzag(dy)
         }
-        let width = max(Int(PointShape.minimumWidth), 64 - combined.leadingZeroBitCount)
+        let shift = combined == 0 ? 0 : min(combined.trailingZeroBitCount, 32)
+        let bits = widest == 0 ? 0 : 64 - widest.leadingZeroBitCount - shift
+        let width = max(Int(PointShape.minimumWidth), bits)
         return PointShape(count: points.count, shift: UInt8(shift), width: UInt8(width))
     }
 
