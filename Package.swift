@@ -83,7 +83,7 @@ let package = Package(
         .testTarget(name: "BoardCRDTTests", dependencies: ["BoardModel", "BoardCRDT", "BoardSimulation"]),
         .testTarget(name: "BoardSyncTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardSimulation"]),
         .testTarget(name: "BoardNetTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet"]),
-        .testTarget(name: "BoardSyncCLITests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync"]),
+        .testTarget(name: "BoardSyncCLITests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardRedis"]),
         .testTarget(name: "BoardStoreTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSimulation", "BoardRender"]),
     ],
     swiftLanguageModes: [.v6]

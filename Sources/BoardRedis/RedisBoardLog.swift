@@ -35,6 +35,15 @@ public final class RedisBoardLog {
         public var replyTimeout = 10.0
         /// How long to keep asking Redis for an image another server has not stored yet.
         public var assetWait = 30.0
+        /// A server that has seen this many entries of a board since its last checkpoint tries
+        /// to write a new one (0: never).
+        public var checkpointEvery = 2000
+        /// The compaction lease's lifetime (ms): a compactor that stalls longer is fenced off.
+        public var leaseMilliseconds = 30_000
+        /// Entries this much older (ms) than a checkpoint are trimmed from the stream; servers
+        /// that fell further behind reload from the checkpoint.
+        public var retentionMilliseconds = 60_000
+
         public var log: (String) -> Void = { _ in }
 
         public init(node: String) {
@@ -58,11 +67,17 @@ public final class RedisBoardLog {
     private enum Request {
         case append(UInt64)
         case range(String)
+        case loadCheckpoint(String)
+        case recheck(String, String?)
+        case acquireLease(String)
+        case commitCheckpoint(String, String)
+        /// After a tail read from `start` returned entries: was the stream trimmed past `start`?
+        case verify(String, String)
         case setAsset(AssetHash)
         case getAsset(AssetHash)
         case clientID
         case unblock
-        case read([String])
+        case read([String: String])
     }
     private var requests: [Link: [RedisPipeline.Ticket: (request: Request, sentAt: Double)]] = [.commands: [:], .tail: [:]]
 
@@ -95,6 +110,16 @@ public final class RedisBoardLog {
         var notBefore = 0.0
         /// Catch-up: what the stream held (to find operations only this server's cache has).
         var streamVector = VersionVector.empty
+        /// Catch-up starts by loading the checkpoint; `checkpointID` is the one loaded (nil:
+        /// none yet), re-checked once the stream has been read.
+        var checkpointLoaded = false
+        var checkpointID: String?
+        /// Entries seen since the last checkpoint, and whether one is being written.
+        var entriesSinceCheckpoint = 0
+        var compacting = false
+        /// Tail reads whose start has not been checked against the trim point yet: until it is,
+        /// this server may have missed trimmed entries, so it writes no checkpoint.
+        var unverifiedReads = 0
     }
     private var boards: [String: BoardState] = [:]
     private var tailClientID: Int64?
@@ -145,6 +170,9 @@ public final class RedisBoardLog {
     public var unconfirmedAppends: Int { appends.count }
 
     private func streamKey(_ board: String) -> String { "\(options.keyPrefix):{\(board)}:log" }
+    private func checkpointKey(_ board: String) -> String { "\(options.keyPrefix):{\(board)}:ckpt" }
+    private func leaseKey(_ board: String) -> String { "\(options.keyPrefix):{\(board)}:lease" }
+    private func epochKey(_ board: String) -> String { "\(options.keyPrefix):{\(board)}:epoch" }
     private func assetKey(_ hash: AssetHash) -> String { "\(options.keyPrefix):asset:\(hash.hex)" }
 
     private func replicate(_ board: String, _ batches: [OperationBatch]) -> UInt64 {
@@ -209,7 +237,11 @@ public final class RedisBoardLog {
     private func forget(_ request: Request) {
         switch request {
         case .append(let seq): appends[seq]?.sent = false
-        case .range(let board): boards[board]?.rangeInFlight = false
+        case .range(let board), .loadCheckpoint(let board), .recheck(let board, _): boards[board]?.rangeInFlight = false
+        case .acquireLease(let board), .commitCheckpoint(let board, _): boards[board]?.compacting = false
+        case .verify(let board, _):
+            boards[board]?.unverifiedReads -= 1
+            reload(board, because: "a tail read could not be checked against the trim point")
         case .setAsset(let hash): assetSets[hash]?.sent = false
         case .getAsset(let hash): assetGets[hash]?.sent = false
         case .read: readInFlight = false
@@ -301,11 +333,25 @@ public final class RedisBoardLog {
                 appends[seq]!.sent = true
             }
             for name in boards.keys.sorted() {
-                guard let state = boards[name], !state.caughtUp, !state.rangeInFlight, state.notBefore <= now else { continue }
-                let ticket = links[.commands]!.send("XRANGE", streamKey(name), state.lastID == "0-0" ? "-" : "(" + state.lastID, "+",
-                                                    "COUNT", String(options.readCount))
-                requests[.commands]![ticket] = (.range(name), now)
-                boards[name]!.rangeInFlight = true
+                guard let state = boards[name] else { continue }
+                if !state.caughtUp, !state.rangeInFlight, state.notBefore <= now {
+                    let ticket: RedisPipeline.Ticket
+                    if !state.checkpointLoaded {
+                        ticket = links[.commands]!.send("HGETALL", checkpointKey(name))
+                        requests[.commands]![ticket] = (.loadCheckpoint(name), now)
+                    } else {
+                        ticket = links[.commands]!.send("XRANGE", streamKey(name), state.lastID == "0-0" ? "-" : "(" + state.lastID, "+",
+                                                        "COUNT", String(options.readCount))
+                        requests[.commands]![ticket] = (.range(name), now)
+                    }
+                    boards[name]!.rangeInFlight = true
+                } else if state.caughtUp, !state.compacting, options.checkpointEvery > 0, state.unverifiedReads == 0,
+                          state.entriesSinceCheckpoint >= options.checkpointEvery, state.notBefore <= now {
+                    let ticket = links[.commands]!.send(["EVAL", RedisBoardLog.acquireScript, "2", leaseKey(name), epochKey(name),
+                                                         options.node, String(options.leaseMilliseconds)].map { Array($0.utf8) })
+                    requests[.commands]![ticket] = (.acquireLease(name), now)
+                    boards[name]!.compacting = true
+                }
             }
             for hash in assetSets.keys.sorted(by: { $0.hex < $1.hex }) {
                 guard let entry = assetSets[hash], !entry.sent, entry.notBefore <= now else { continue }
@@ -327,12 +373,12 @@ public final class RedisBoardLog {
                 let ids = tailing.map { boards[$0]!.lastID }
                 let parts = ["XREAD", "COUNT", String(options.readCount), "BLOCK", String(options.blockMilliseconds), "STREAMS"] + keys + ids
                 let ticket = links[.tail]!.send(parts.map { Array($0.utf8) })
-                requests[.tail]![ticket] = (.read(tailing), now)
+                requests[.tail]![ticket] = (.read(Dictionary(uniqueKeysWithValues: zip(tailing, ids))), now)
                 readInFlight = true
                 unblockSent = false
             } else if readInFlight, !unblockSent, up.contains(.commands), let id = tailClientID,
                       let reading = requests[.tail]!.values.compactMap({ entry -> [String]? in
-                          if case .read(let names) = entry.request { return names }
+                          if case .read(let starts) = entry.request { return starts.keys.sorted() }
                           return nil
                       }).first, reading != tailing {
                 // A board caught up (or closed) while the read blocks: end the read early so the
@@ -361,7 +407,79 @@ public final class RedisBoardLog {
             let entries = Self.entries(value)
             for entry in entries { apply(entry, to: board, catchingUp: true) }
             boards[board]?.rangeInFlight = false
-            if entries.count < options.readCount { finishCatchUp(board) }
+            if entries.count < options.readCount, up.contains(.commands) {
+                // Read to the end: is the checkpoint still the one loaded? A compactor may have
+                // trimmed what lay between it and what was read meanwhile.
+                let ticket = links[.commands]!.send("HGET", checkpointKey(board), "id")
+                requests[.commands]![ticket] = (.recheck(board, state.checkpointID), now)
+                boards[board]?.rangeInFlight = true
+            }
+        case .loadCheckpoint(let board):
+            guard boards[board] != nil else { return }
+            boards[board]!.rangeInFlight = false
+            boards[board]!.checkpointLoaded = true
+            let fields = Self.fields(value)
+            guard let id = fields["id"].flatMap({ String(validating: $0, as: UTF8.self) }), let stateBytes = fields["state"] else {
+                boards[board]!.checkpointID = nil
+                return
+            }
+            boards[board]!.checkpointID = id
+            do {
+                let checkpoint = try OperationBatch(decoding: stateBytes)
+                var vector = boards[board]!.streamVector
+                for op in checkpoint.operations where op.id.seq > vector[op.id.replica] { vector[op.id.replica] = op.id.seq }
+                if let covers = checkpoint.covers { vector = vector.merged(with: covers) }
+                boards[board]!.streamVector = vector
+                try boards[board]!.hub.mergeReplicated(checkpoint, now: now)
+                entriesMerged += 1
+                if Self.streamID(id) > Self.streamID(boards[board]!.lastID) { boards[board]!.lastID = id }
+                options.log("board '\(board)': loaded the checkpoint at \(id) (\(checkpoint.operations.count) operations)")
+            } catch {
+                // A checkpoint that does not decode: read the whole stream that is left instead.
+                options.log("board '\(board)': the checkpoint at \(id) is unusable (\(error)); reading the stream instead")
+            }
+            onHubChanged?(board)
+        case .recheck(let board, let loaded):
+            guard boards[board] != nil else { return }
+            boards[board]!.rangeInFlight = false
+            let current = value.text
+            if current != loaded {
+                // A newer checkpoint: load it (merging is idempotent) and read on from there.
+                boards[board]!.checkpointLoaded = false
+            } else {
+                finishCatchUp(board)
+            }
+        case .acquireLease(let board):
+            guard boards[board] != nil else { return }
+            guard case .integer(let epoch) = value else {
+                // Someone else is compacting: try again after a lease's time.
+                boards[board]!.compacting = false
+                boards[board]!.notBefore = now + Double(options.leaseMilliseconds) / 1000
+                return
+            }
+            writeCheckpoint(board, epoch: epoch)
+        case .commitCheckpoint(let board, let id):
+            guard boards[board] != nil else { return }
+            boards[board]!.compacting = false
+            if case .integer(0) = value { boards[board]!.entriesSinceCheckpoint = 0 }  // a newer one is there
+            if case .integer(1) = value {
+                boards[board]!.entriesSinceCheckpoint = 0
+                boards[board]!.checkpointID = id
+                options.log("board '\(board)': checkpoint at \(id) written; entries older than \(options.retentionMilliseconds / 1000) s before it trimmed")
+            }
+        case .verify(let board, let start):
+            guard boards[board] != nil else { return }
+            boards[board]!.unverifiedReads -= 1
+            guard case .array(let items?) = value, items.count == 2 else { return }
+            if let id = items[1].text, id != boards[board]!.checkpointID {
+                // Another server wrote a checkpoint: count from there (one compactor is enough).
+                boards[board]!.checkpointID = id
+                boards[board]!.entriesSinceCheckpoint = 0
+            }
+            // Trim points only move forward: one at or before `start` now was so during the read.
+            if let minID = items[0].text, Self.streamID(minID) > Self.streamID(start) {
+                reload(board, because: "the stream was trimmed past \(start) (this server fell behind)")
+            }
         case .setAsset(let hash):
             assetSets[hash] = nil
         case .getAsset(let hash):
@@ -381,13 +499,24 @@ public final class RedisBoardLog {
             if case .integer(let id) = value { tailClientID = id }
         case .unblock:
             break
-        case .read:
+        case .read(let starts):
             readInFlight = false
             if case .array(let streams?) = value {
                 for stream in streams {
                     guard case .array(let pair?) = stream, pair.count == 2, let key = pair[0].text,
                           let board = boards.keys.first(where: { streamKey($0) == key }) else { continue }
-                    for entry in Self.entries(pair[1]) { apply(entry, to: board, catchingUp: false) }
+                    let entries = Self.entries(pair[1])
+                    for entry in entries { apply(entry, to: board, catchingUp: false) }
+                    guard !entries.isEmpty, let start = starts[board], boards[board]?.caughtUp == true else { continue }
+                    // Entries trimmed between `start` and the first one returned would be missed
+                    // silently: check the trim point before trusting this read for a checkpoint.
+                    if up.contains(.commands) {
+                        let ticket = links[.commands]!.send("HMGET", checkpointKey(board), "minid", "id")
+                        requests[.commands]![ticket] = (.verify(board, start), now)
+                        boards[board]!.unverifiedReads += 1
+                    } else {
+                        reload(board, because: "a tail read could not be checked against the trim point")
+                    }
                 }
             }
         }
@@ -400,10 +529,17 @@ public final class RedisBoardLog {
             appends[seq]?.sent = false
             appends[seq]?.notBefore = at
             options.log("Redis refused an append (retrying): \(message)")
-        case .range(let board):
+        case .range(let board), .loadCheckpoint(let board), .recheck(let board, _):
             boards[board]?.rangeInFlight = false
             boards[board]?.notBefore = at
             options.log("board '\(board)': Redis refused reading the stream (retrying): \(message)")
+        case .acquireLease(let board), .commitCheckpoint(let board, _):
+            boards[board]?.compacting = false
+            boards[board]?.notBefore = now + Double(options.leaseMilliseconds) / 1000
+            options.log("board '\(board)': checkpoint not written: \(message)")
+        case .verify(let board, _):
+            boards[board]?.unverifiedReads -= 1
+            reload(board, because: "Redis refused checking the trim point: \(message)")
         case .setAsset(let hash):
             assetSets[hash]?.sent = false
             assetSets[hash]?.notBefore = at
@@ -447,6 +583,7 @@ public final class RedisBoardLog {
     private func apply(_ entry: (id: String, node: String?, bytes: [UInt8]?), to board: String, catchingUp: Bool) {
         guard var state = boards[board] else { return }
         state.lastID = entry.id
+        state.entriesSinceCheckpoint += 1
         boards[board] = state
         // Live: entries this server wrote are already merged here.
         if !catchingUp, entry.node == options.node { return }
@@ -495,6 +632,97 @@ public final class RedisBoardLog {
         options.log("board '\(board)': caught up from Redis at \(state.lastID)")
         state.hub.holdsGreetings = false
         onHubChanged?(board)
+    }
+
+    /// Reads the board again from its checkpoint (merging is idempotent): what this server read
+    /// may have a gap. It writes no checkpoint until then.
+    private func reload(_ board: String, because why: String) {
+        guard var state = boards[board], state.caughtUp else { return }  // (else it is reloading)
+        options.log("board '\(board)': reloading from the checkpoint: \(why)")
+        state.caughtUp = false
+        state.checkpointLoaded = false
+        state.rangeInFlight = false
+        state.streamVector = .empty
+        boards[board] = state
+    }
+
+    /// A field-value reply (HGETALL: a RESP2 array or a RESP3 map) as a dictionary of bytes.
+    private static func fields(_ value: RESPValue) -> [String: [UInt8]] {
+        var result: [String: [UInt8]] = [:]
+        func bytes(_ value: RESPValue) -> [UInt8]? {
+            if case .bulkString(let b?) = value { return b }
+            return value.text.map { Array($0.utf8) }
+        }
+        switch value {
+        case .array(let items?):
+            var index = 0
+            while index + 1 < items.count {
+                if let key = items[index].text, let b = bytes(items[index + 1]) { result[key] = b }
+                index += 2
+            }
+        case .map(let pairs):
+            for pair in pairs { if let key = pair.key.text, let b = bytes(pair.value) { result[key] = b } }
+        default: break
+        }
+        return result
+    }
+
+    /// A stream id's two numbers ("ms-seq"), for comparing ids; malformed ones sort first.
+    static func streamID(_ text: String) -> (UInt64, UInt64) {
+        let parts = text.split(separator: "-")
+        guard parts.count == 2, let ms = UInt64(parts[0]), let seq = UInt64(parts[1]) else { return (0, 0) }
+        return (ms, seq)
+    }
+
+    /// Takes the board's compaction lease if nobody holds it, and only then a new fencing epoch.
+    /// KEYS: lease, epoch. ARGV: node, lease ms. Returns the epoch, or nil when held.
+    public static let acquireScript = """
+        if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+          return redis.call('INCR', KEYS[2])
+        end
+        return false
+        """
+
+    /// Writes a checkpoint only for the current epoch and never behind the one there, then
+    /// trims the stream before `minid` and releases the lease. KEYS: epoch, checkpoint, stream,
+    /// lease. ARGV: epoch, stream id covered, state, minid, node. Returns 1 (written), 0 (an
+    /// equal or newer checkpoint is there), or an error `FENCED` for a stale epoch.
+    public static let commitScript = """
+        if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+          return redis.error_reply('FENCED the compaction lease moved on (epoch ' .. ARGV[1] .. ' is stale)')
+        end
+        local function parse(id)
+          local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+          return tonumber(ms), tonumber(seq)
+        end
+        local current = redis.call('HGET', KEYS[2], 'id')
+        if current then
+          local cms, cseq = parse(current)
+          local nms, nseq = parse(ARGV[2])
+          if cms > nms or (cms == nms and cseq >= nseq) then return 0 end
+        end
+        redis.call('HSET', KEYS[2], 'id', ARGV[2], 'state', ARGV[3], 'epoch', ARGV[1], 'minid', ARGV[4])
+        redis.call('XTRIM', KEYS[3], 'MINID', ARGV[4])
+        if redis.call('GET', KEYS[4]) == ARGV[5] then redis.call('DEL', KEYS[4]) end
+        return 1
+        """
+
+    /// With the lease (epoch `epoch`): the board's compacted state, covering every entry up to
+    /// the last one read, goes to Redis through the fenced commit.
+    private func writeCheckpoint(_ board: String, epoch: Int64) {
+        guard let state = boards[board], up.contains(.commands) else {
+            boards[board]?.compacting = false
+            return
+        }
+        let id = state.lastID
+        let (ms, _) = Self.streamID(id)
+        let minID = "\(ms > UInt64(options.retentionMilliseconds) ? ms - UInt64(options.retentionMilliseconds) : 0)-0"
+        let full = state.hub.store.replica.operations(since: .empty).encoded()
+        let parts: [[UInt8]] = ["EVAL", RedisBoardLog.commitScript, "4", epochKey(board), checkpointKey(board), streamKey(board),
+                                leaseKey(board), String(epoch), id].map { Array($0.utf8) }
+            + [full] + [minID, options.node].map { Array($0.utf8) }
+        let ticket = links[.commands]!.send(parts)
+        requests[.commands]![ticket] = (.commitCheckpoint(board, id), now)
     }
 
     private func completeTickets() {

@@ -65,13 +65,24 @@ struct NetCommands {
     }
 
     private func serve(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: Set(["data", "listen", "secret-file", "web", "redis", "node-id"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name)), flags: [])
+        let args = try Arguments(raw, options: Set(["data", "listen", "secret-file", "web", "redis", "node-id", "checkpoint-every", "checkpoint-lease", "checkpoint-retention"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name)), flags: [])
         _ = try args.positionals([])
         guard let data = args.value("data") else { throw UsageError("missing --data DIR") }
         let listen = try address(args.value("listen") ?? "127.0.0.1:7420", "--listen")
         let webAddress = try args.value("web").map { try address($0, "--web") }
         let redisAddress = try args.value("redis").map { try address($0, "--redis") }
-        if args.value("node-id") != nil, redisAddress == nil { throw UsageError("--node-id needs --redis HOST:PORT") }
+        for option in ["node-id", "checkpoint-every", "checkpoint-lease", "checkpoint-retention"] where args.value(option) != nil && redisAddress == nil {
+            throw UsageError("--\(option) needs --redis HOST:PORT")
+        }
+        let checkpointEvery = try args.value("checkpoint-every").map { try Parse.number($0, "--checkpoint-every") }
+        let lease = try args.value("checkpoint-lease").map { try Parse.number($0, "--checkpoint-lease") }
+        let retention = try args.value("checkpoint-retention").map { try Parse.number($0, "--checkpoint-retention") }
+        if let checkpointEvery, checkpointEvery < 0 || checkpointEvery != checkpointEvery.rounded() || checkpointEvery > 1e9 {
+            throw UsageError("--checkpoint-every must be a whole number of entries (0: never)")
+        }
+        for (name, value) in [("--checkpoint-lease", lease), ("--checkpoint-retention", retention)] {
+            if let value, !(value >= 0.1 && value <= 86_400) { throw UsageError("\(name) must be between 0.1 and 86400 seconds") }
+        }
         if let id = args.value("node-id"), id.isEmpty || id.utf8.count > 128 || id.contains(where: { $0.isWhitespace }) {
             throw UsageError("--node-id '\(id)' must be 1 to 128 characters without spaces")
         }
@@ -108,6 +119,9 @@ struct NetCommands {
             let node = "\(name)/\(String(UInt32.random(in: .min ... .max), radix: 16))"
             var redisOptions = RedisBoardLog.Options(node: node)
             redisOptions.log = NetCommands.log
+            if let checkpointEvery { redisOptions.checkpointEvery = Int(checkpointEvery) }
+            if let lease { redisOptions.leaseMilliseconds = Int(lease * 1000) }
+            if let retention { redisOptions.retentionMilliseconds = Int(retention * 1000) }
             cluster = RedisCluster(address: redisAddress, options: redisOptions, loop: loop)
             cluster!.attach(to: host)
             NetCommands.log("scale-out: boards are kept in Redis at \(redisAddress) as node \(node); \(data) is this server's cache")

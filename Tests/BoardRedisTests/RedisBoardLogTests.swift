@@ -83,11 +83,16 @@ import Testing
         let redis = Script(log: log)
         log.linkUp(.commands, now: 0)
         log.attach("team", hub: hub, now: 0)
-        // Catch-up: the stream is read from the start; greetings wait for it.
-        #expect(try redis.commands(.commands) == [["XRANGE", "bs:{team}:log", "-", "+", "COUNT", "512"]])
+        // Catch-up: the checkpoint (none yet), the stream from the start, the checkpoint again;
+        // greetings wait for it.
+        #expect(try redis.commands(.commands) == [["HGETALL", "bs:{team}:ckpt"]])
         Self.connect(hub, 1)
-        #expect(hub.sessions[1]?.isOpen == false, "held until the board caught up")
         try redis.reply(.commands, [.array([])], now: 0)
+        #expect(try redis.commands(.commands) == [["XRANGE", "bs:{team}:log", "-", "+", "COUNT", "512"]])
+        try redis.reply(.commands, [.array([])], now: 0)
+        #expect(try redis.commands(.commands) == [["HGET", "bs:{team}:ckpt", "id"]])
+        #expect(hub.sessions[1]?.isOpen == false, "held until the board caught up")
+        try redis.reply(.commands, [.bulkString(nil)], now: 0)
         #expect(log.isCaughtUp("team") && hub.sessions[1]?.isOpen == true)
         _ = try Self.acks(hub, 1)
         // The client's stroke: merged, handed to the log at the group commit, not acknowledged.
@@ -119,13 +124,13 @@ import Testing
         let redis = Script(log: log)
         log.linkUp(.commands, now: 0)
         log.attach("team", hub: hub, now: 0)
-        _ = try redis.commands(.commands)
+        #expect(try redis.commands(.commands) == [["HGETALL", "bs:{team}:ckpt"]])
         // Redis is loading its append-only file: the read is tried again after the delay.
         try redis.reply(.commands, [.error("LOADING Redis is loading the dataset in memory")], now: 0)
         #expect(try redis.commands(.commands).isEmpty)
         #expect(log.nextDeadline == 0.5)
         #expect(log.handleTimers(now: 0.5).isEmpty)
-        #expect(try redis.commands(.commands).count == 1)
+        #expect(try redis.commands(.commands) == [["HGETALL", "bs:{team}:ckpt"]])
         // No answer at all within the reply timeout: the link is reported dead.
         #expect(log.nextDeadline == 4.5)
         #expect(log.handleTimers(now: 4.6) == [.commands])
@@ -141,7 +146,11 @@ import Testing
         #expect(try redis.commands(.tail) == [["CLIENT", "ID"]])
         try redis.reply(.tail, [.integer(77)], now: 0)
         _ = try redis.commands(.commands)
-        try redis.reply(.commands, [.array([])], now: 0)
+        try redis.reply(.commands, [.array([])], now: 0)  // no checkpoint
+        _ = try redis.commands(.commands)
+        try redis.reply(.commands, [.array([])], now: 0)  // an empty stream
+        _ = try redis.commands(.commands)
+        try redis.reply(.commands, [.bulkString(nil)], now: 0)  // still no checkpoint
         // Caught up: the tail read starts where the stream ended.
         #expect(try redis.commands(.tail) == [["XREAD", "COUNT", "512", "BLOCK", "2000", "STREAMS", "bs:{team}:log", "0-0"]])
         Self.connect(hub, 1)
@@ -173,5 +182,87 @@ import Testing
         // Nothing read from the stream is handed back to it.
         _ = hub.handleTimers(now: 2)
         #expect(try redis.commands(.commands).allSatisfy { $0.first != "XADD" })
+    }
+
+    /// Catch-up from a checkpoint, then (after enough entries) this server writes the next one
+    /// through the lease and the fenced commit.
+    @Test func catchUpLoadsTheCheckpointAndEnoughEntriesWriteTheNextOne() throws {
+        let (hub, store) = try Self.hubWithSession()
+        var options = RedisBoardLog.Options(node: "n1")
+        options.checkpointEvery = 2
+        options.retentionMilliseconds = 1000
+        let log = RedisBoardLog(options: options)
+        let redis = Script(log: log)
+        log.linkUp(.commands, now: 0)
+        log.linkUp(.tail, now: 0)
+        _ = try redis.commands(.tail)
+        try redis.reply(.tail, [.integer(5)], now: 0)
+        log.attach("team", hub: hub, now: 0)
+        _ = try redis.commands(.commands)
+        var writer = Replica(id: ReplicaID(0xAB))
+        _ = try writer.setCanvasSize(CodableSize(width: 900, height: 700))
+        let checkpoint = writer.operations(since: .empty)
+        try redis.reply(.commands, [.array([.bulkString(Array("id".utf8)), .bulkString(Array("1700-3".utf8)),
+                                            .bulkString(Array("state".utf8)), .bulkString(checkpoint.encoded())])], now: 0)
+        #expect(store.replica.snapshot().canvasSize.width == 900, "the checkpoint merged")
+        #expect(try redis.commands(.commands) == [["XRANGE", "bs:{team}:log", "(1700-3", "+", "COUNT", "512"]])
+        try redis.reply(.commands, [.array([])], now: 0)
+        _ = try redis.commands(.commands)
+        try redis.reply(.commands, [.bulkString(Array("1700-3".utf8))], now: 0)  // unchanged
+        #expect(log.isCaughtUp("team"))
+        #expect(try redis.commands(.tail).first?.last == "1700-3", "the tail starts after the checkpoint")
+        // Two entries from another server: enough for a checkpoint.
+        _ = try writer.setCanvasSize(CodableSize(width: 1000, height: 700))
+        let more = writer.operations(since: checkpoint.covers ?? .empty).encoded()
+        func entry(_ id: String) -> RESPValue {
+            .array([.bulkString(Array(id.utf8)), .array([.bulkString(Array("n".utf8)), .bulkString(Array("n2".utf8)),
+                                                         .bulkString(Array("o".utf8)), .bulkString(more)])])
+        }
+        try redis.reply(.tail, [.array([.array([.bulkString(Array("bs:{team}:log".utf8)), .array([entry("5000-0"), entry("5000-1")])])])], now: 1)
+        // First: was anything trimmed past where that read started? Not yet a checkpoint.
+        #expect(try redis.commands(.commands) == [["HMGET", "bs:{team}:ckpt", "minid", "id"]])
+        try redis.reply(.commands, [.array([.bulkString(Array("1000-0".utf8)), .bulkString(Array("1700-3".utf8))])], now: 1)
+        let acquire = try redis.commands(.commands)
+        #expect(acquire.count == 1 && acquire[0].first == "EVAL" && acquire[0][2...] == ["2", "bs:{team}:lease", "bs:{team}:epoch", "n1", "30000"])
+        try redis.reply(.commands, [.integer(7)], now: 1)
+        let commit = try redis.commands(.commands)
+        #expect(commit.count == 1 && commit[0].first == "EVAL")
+        #expect(Array(commit[0][2...6]) == ["4", "bs:{team}:epoch", "bs:{team}:ckpt", "bs:{team}:log", "bs:{team}:lease"])
+        #expect(commit[0][7] == "7" && commit[0][8] == "5000-1", "fenced by epoch 7, covering what was read")
+        #expect(commit[0][10] == "4000-0" && commit[0][11] == "n1", "trimmed a retention window behind")
+        // A stale epoch is refused by the script: nothing changes here, and the next try waits.
+        try redis.reply(.commands, [.error("FENCED the compaction lease moved on (epoch 7 is stale)")], now: 1)
+        #expect(try redis.commands(.commands).allSatisfy { $0.first != "EVAL" })
+    }
+
+    /// A server that stalled while the stream was trimmed past what it had read finds out from
+    /// its next tail read, reloads from the checkpoint, and writes no checkpoint meanwhile.
+    @Test func aReadAfterATrimPastItsStartReloadsFromTheCheckpoint() throws {
+        let (hub, _) = try Self.hubWithSession()
+        var options = RedisBoardLog.Options(node: "n1")
+        options.checkpointEvery = 1
+        let log = RedisBoardLog(options: options)
+        let redis = Script(log: log)
+        log.linkUp(.commands, now: 0)
+        log.linkUp(.tail, now: 0)
+        _ = try redis.commands(.tail)
+        try redis.reply(.tail, [.integer(5)], now: 0)
+        log.attach("team", hub: hub, now: 0)
+        for reply: RESPValue in [.array([]), .array([]), .bulkString(nil)] {
+            _ = try redis.commands(.commands)
+            try redis.reply(.commands, [reply], now: 0)
+        }
+        #expect(try redis.commands(.tail).first?.last == "0-0")
+        var writer = Replica(id: ReplicaID(0xAB))
+        _ = try writer.setCanvasSize(CodableSize(width: 1000, height: 700))
+        let entry = RESPValue.array([.bulkString(Array("9000-0".utf8)),
+                                     .array([.bulkString(Array("n".utf8)), .bulkString(Array("n2".utf8)),
+                                             .bulkString(Array("o".utf8)), .bulkString(writer.operations(since: .empty).encoded())])])
+        try redis.reply(.tail, [.array([.array([.bulkString(Array("bs:{team}:log".utf8)), .array([entry])])])], now: 1)
+        #expect(try redis.commands(.commands) == [["HMGET", "bs:{team}:ckpt", "minid", "id"]], "no checkpoint before the check")
+        // Trimmed up to 8000-0 while this server's read started at 0-0: reload.
+        try redis.reply(.commands, [.array([.bulkString(Array("8000-0".utf8)), .bulkString(Array("8500-0".utf8))])], now: 1)
+        #expect(!log.isCaughtUp("team"))
+        #expect(try redis.commands(.commands) == [["HGETALL", "bs:{team}:ckpt"]])
     }
 }

@@ -1,4 +1,5 @@
 import BoardModel
+import BoardRedis
 import Foundation
 import Testing
 #if canImport(Glibc)
@@ -232,10 +233,114 @@ final class RedisProcess {
         #expect(two.terminate() == 0 && three.terminate() == 0)
     }
 
+    /// The compaction lease and the fenced commit, run by a real Redis: a compactor whose lease
+    /// ran out (paused, say) cannot write its checkpoint over a newer one, a checkpoint never
+    /// goes backwards, and the stream is trimmed only behind a written checkpoint.
+    @Test func aStaleCompactorIsFencedOff() throws {
+        if Self.skipped() { return }
+        let workspace = try Workspace()
+        let redis = try RedisProcess(in: workspace.path)
+        let port = redis.port
+        for ms in 1...12 { RedisProcess.command(port, ["XADD", "bs:{b}:log", "\(ms)-0", "o", "x"]) }
+        func acquire(_ node: String, leaseMs: Int) -> String? {
+            RedisProcess.command(port, ["EVAL", RedisBoardLog.acquireScript, "2", "bs:{b}:lease", "bs:{b}:epoch", node, String(leaseMs)])
+        }
+        func commit(_ node: String, epoch: String, id: String, state: String, minID: String) -> String? {
+            RedisProcess.command(port, ["EVAL", RedisBoardLog.commitScript, "4", "bs:{b}:epoch", "bs:{b}:ckpt", "bs:{b}:log", "bs:{b}:lease",
+                                        epoch, id, state, minID, node])
+        }
+        #expect(acquire("A", leaseMs: 200) == ":1\r\n", "A takes the lease: epoch 1")
+        #expect(acquire("B", leaseMs: 200) == "$-1\r\n", "held: B gets nothing, and the epoch does not move")
+        usleep(400_000)  // A stalls past its lease
+        #expect(acquire("B", leaseMs: 5000) == ":2\r\n", "B takes the expired lease: epoch 2")
+        #expect(commit("B", epoch: "2", id: "10-0", state: "B's state", minID: "5-0") == ":1\r\n")
+        #expect(RedisProcess.command(port, ["XLEN", "bs:{b}:log"]) == ":8\r\n", "entries before 5-0 trimmed")
+        #expect(RedisProcess.command(port, ["EXISTS", "bs:{b}:lease"]) == ":0\r\n", "B released its lease")
+        // A wakes up and commits with its stale epoch: refused, nothing changed.
+        let stale = commit("A", epoch: "1", id: "12-0", state: "A's state", minID: "11-0")
+        #expect(stale?.hasPrefix("-FENCED") == true, "\(stale ?? "no reply")")
+        #expect(RedisProcess.command(port, ["HGET", "bs:{b}:ckpt", "state"])?.contains("B's state") == true)
+        #expect(RedisProcess.command(port, ["XLEN", "bs:{b}:log"]) == ":8\r\n")
+        // Never backwards: the current epoch with an older stream id writes nothing.
+        #expect(acquire("B", leaseMs: 5000) == ":3\r\n")
+        #expect(commit("B", epoch: "3", id: "9-0", state: "older", minID: "8-0") == ":0\r\n")
+        #expect(RedisProcess.command(port, ["HGET", "bs:{b}:ckpt", "id"]) == "$4\r\n10-0\r\n")
+    }
+
+    /// Servers checkpoint and trim as edits stream in (one of them paused with SIGSTOP past its
+    /// lease meanwhile, then continued: it reloads from the checkpoint); a new server catches
+    /// the board up from checkpoint plus stream, with every edit.
+    @Test func checkpointsTrimTheStreamAndANewServerCatchesUpFromThem() throws {
+        if Self.skipped() { return }
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        let redis = try RedisProcess(in: workspace.path)
+        func start(_ data: String) throws -> (Daemon, String) {
+            let daemon = try Daemon(["serve", "--data", data, "--listen", "127.0.0.1:0", "--redis", redis.address, "--node-id", data,
+                                     "--checkpoint-every", "4", "--checkpoint-lease", "0.5", "--checkpoint-retention", "0.1"],
+                                    in: workspace.path)
+            let address = try #require(daemon.listeningAddress(), "\(daemon.log)")
+            #expect(daemon.waitFor("Redis tail link connected") != nil, "\(daemon.log)")
+            return (daemon, address)
+        }
+        let (one, addressOne) = try start("one")
+        let (two, addressTwo) = try start("two")
+        /// The checkpoint's stream id once it differs from `old` (polling Redis for up to 10 s).
+        func checkpoint(after old: String?) -> String? {
+            for _ in 0..<100 {
+                let id = RedisProcess.command(redis.port, ["HGET", "bs:{team}:ckpt", "id"])
+                if let id, id != "$-1\r\n", id != old { return id }
+                usleep(100_000)
+            }
+            return nil
+        }
+        try cli.run("new", "A.boardpkg")
+        #expect(try cli.run("sync", "A.boardpkg", "--server", addressOne, "--board", "team").status == 0)
+        for index in 0..<8 {
+            try cli.run("stroke", "A.boardpkg", "--points", "\(index),0 \(index),9")
+            #expect(try cli.run("sync", "A.boardpkg", "--server", index % 2 == 0 ? addressOne : addressTwo, "--board", "team").status == 0)
+            usleep(150_000)
+        }
+        let first = checkpoint(after: nil)
+        #expect(first != nil, "a checkpoint was written")
+        // Server one stalls past its lease while server two takes edits and checkpoints.
+        kill(one.process.processIdentifier, SIGSTOP)
+        for index in 8..<14 {
+            try cli.run("stroke", "A.boardpkg", "--points", "\(index),0 \(index),9")
+            #expect(try cli.run("sync", "A.boardpkg", "--server", addressTwo, "--board", "team").status == 0)
+            usleep(150_000)
+        }
+        #expect(checkpoint(after: first) != nil, "server two wrote a newer checkpoint while server one was stopped")
+        kill(one.process.processIdentifier, SIGCONT)
+        usleep(300_000)
+        let length = RedisProcess.command(redis.port, ["XLEN", "bs:{team}:log"]) ?? ""
+        let entries = Int(length.dropFirst().prefix { $0.isNumber }) ?? 99
+        #expect(entries < 14, "the stream was trimmed: \(length)")
+        // Both old servers serve all 14 strokes; so does a new one with an empty cache.
+        let (three, addressThree) = try start("three")
+        for (index, address) in [addressOne, addressTwo, addressThree].enumerated() {
+            try cli.run("new", "R\(index).boardpkg")
+            var strokes = 0
+            for _ in 0..<50 {
+                #expect(try cli.run("sync", "R\(index).boardpkg", "--server", address, "--board", "team").status == 0)
+                strokes = try workspace.board("R\(index).boardpkg").strokes.count
+                if strokes == 14 { break }
+                usleep(100_000)
+            }
+            #expect(strokes == 14, "server \(index + 1) serves every stroke")
+        }
+        #expect(one.terminate() == 0 && two.terminate() == 0 && three.terminate() == 0)
+        #expect(three.log.contains("loaded the checkpoint"), "\(three.log)")
+        #expect(one.log.contains("reloading from the checkpoint: the stream was trimmed past"),
+                "server one noticed it had fallen behind a trim: \(one.log)")
+    }
+
     @Test func badRedisOptionsAreUsageErrors() throws {
         let workspace = try Workspace()
         let noRedis = try workspace.cli.run("serve", "--data", "d", "--node-id", "x")
         #expect(noRedis.status == 64 && noRedis.stderr.contains("--node-id needs --redis"))
+        let badEvery = try workspace.cli.run("serve", "--data", "d", "--redis", "127.0.0.1:1", "--checkpoint-every", "-3")
+        #expect(badEvery.status == 64 && badEvery.stderr.contains("--checkpoint-every"))
         let badAddress = try workspace.cli.run("serve", "--data", "d", "--redis", "nowhere")
         #expect(badAddress.status == 64, "\(badAddress.stderr)")
         #expect(try workspace.cli.run("serve", "--help").stdout.contains("--redis HOST:PORT"))
