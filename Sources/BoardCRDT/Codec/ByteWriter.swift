@@ -7,6 +7,14 @@ public struct ByteWriter: Sendable {
         bytes.reserveCapacity(capacity)
     }
 
+    /// Bytes written so far.
+    public var count: Int { bytes.count }
+
+    /// Sets bits in a byte already written (a flag known only once what follows is written).
+    public mutating func setBits(_ bits: UInt8, at index: Int) {
+        bytes[index] |= bits
+    }
+
     public mutating func write(byte: UInt8) {
         bytes.append(byte)
     }

@@ -171,12 +171,9 @@ private struct BatchEncoder {
             if lamport == previousLamport &+ 1 { head |= Flag.lamportNext }
             let item = run[index].payload.item
             if let item, item == previousItem { head |= Flag.sameItem }
-            // Format 2: a point run's shape is known before its head is written.
-            var shape: PointShape?
-            if format >= 2, let item, let points = run[index].payload.points {
-                shape = pointShape(points, of: item)
-                if let shape, shape == lastShape { head |= Flag.samePointShape }
-            }
+            // Format 2's same-shape flag is set in the head once the points are reached
+            // (reading the payload's points here as well cost a retain per operation).
+            let headAt = writer.count
             writer.write(byte: head)
             if head & Flag.seqNext == 0 { writer.write(zigzag: Int64(bitPattern: seq &- previousSeq)) }
             if head & Flag.lamportNext == 0 { writer.write(zigzag: Int64(bitPattern: lamport &- previousLamport)) }
@@ -192,23 +189,22 @@ private struct BatchEncoder {
                     writer.write(varint: item.low)
                 }
             }
-            writePayload(run[index].payload, shape: shape, sameShape: head & Flag.samePointShape != 0)
-            if let shape { lastShape = shape }
+            writePayload(run[index].payload, headAt: headAt)
             previousSeq = seq
             previousLamport = lamport
             previousItem = item
         }
     }
 
-    private mutating func writePayload(_ payload: Payload, shape: PointShape?, sameShape: Bool) {
+    private mutating func writePayload(_ payload: Payload, headAt: Int) {
         switch payload {
         case .beginStroke(let item, let start):
             write(start.color)
             writer.write(varint: UInt64(start.width))
             writer.write(lengthPrefixed: start.z.bytes)
-            if let shape { write(start.points, of: item, shape: shape, sameShape: sameShape) } else { write(start.points, of: item) }
+            writePoints(start.points, of: item, headAt: headAt)
         case .appendPoints(let item, let points):
-            if let shape { write(points, of: item, shape: shape, sameShape: sameShape) } else { write(points, of: item) }
+            writePoints(points, of: item, headAt: headAt)
         case .addSticker(_, let start):
             writer.write(bytes: start.asset.digest)
             writer.write(zigzag: start.position.x)
@@ -295,6 +291,14 @@ private struct BatchEncoder {
         let bits = widest == 0 ? 0 : 64 - widest.leadingZeroBitCount - shift
         let width = max(Int(PointShape.minimumWidth), bits)
         return PointShape(count: points.count, shift: UInt8(shift), width: UInt8(width))
+    }
+
+    private mutating func writePoints(_ points: [GridPoint], of item: ItemID, headAt: Int) {
+        guard format >= 2, let shape = pointShape(points, of: item) else { return write(points, of: item) }
+        let same = shape == lastShape
+        if same { writer.setBits(Flag.samePointShape, at: headAt) }
+        write(points, of: item, shape: shape, sameShape: same)
+        lastShape = shape
     }
 
     /// Format 2: count, shift and width (or nothing when the head says "same shape"), the first
