@@ -17,9 +17,16 @@ import Foundation
 /// simulated log): `commands` (pipelined) and `tail` (the blocking read). Bytes and `now` go in,
 /// bytes come out; it reads no clock and no socket.
 public final class RedisBoardLog {
-    public enum Link: Sendable, CustomStringConvertible {
-        case commands, tail
-        public var description: String { self == .commands ? "commands" : "tail" }
+    public enum Link: Sendable, CustomStringConvertible, CaseIterable {
+        /// Pipelined commands; the blocking tail read; the presence subscription.
+        case commands, tail, presence
+        public var description: String {
+            switch self {
+            case .commands: return "commands"
+            case .tail: return "tail"
+            case .presence: return "presence"
+            }
+        }
     }
 
     public struct Options {
@@ -77,6 +84,7 @@ public final class RedisBoardLog {
         case getAsset(AssetHash)
         case clientID
         case unblock
+        case publish
         case read([String: String])
     }
     private var requests: [Link: [RedisPipeline.Ticket: (request: Request, sentAt: Double)]] = [.commands: [:], .tail: [:]]
@@ -131,6 +139,10 @@ public final class RedisBoardLog {
     private var assetSets: [AssetHash: (data: Data, sent: Bool, notBefore: Double)] = [:]
     private var assetGets: [AssetHash: (boards: Set<String>, giveUpAt: Double, sent: Bool, notBefore: Double)] = [:]
     private var now = 0.0
+    /// The presence link (SUBSCRIBE mode: messages arrive unasked, so no pipeline).
+    private var presenceDecoder = RESPDecoder()
+    private var presenceOutput: [UInt8] = []
+    private var subscribed: Set<String> = []
 
     /// Statistics.
     public private(set) var entriesAppended = 0
@@ -149,6 +161,7 @@ public final class RedisBoardLog {
         hub.replicate = { [weak self] batches in self?.replicate(board, batches) ?? 0 }
         hub.onAssetStored = { [weak self] hash, data in self?.storeAsset(hash, data) }
         hub.fetchAsset = { [weak self] hash in self?.fetchAsset(hash, for: board) }
+        hub.publishPresence = { [weak self] presence in self?.publish(presence, on: board) }
         hub.holdsGreetings = true  // until the stream has been read
         options.log("board '\(board)': reading \(streamKey(board)) from Redis")
         pump()
@@ -161,6 +174,10 @@ public final class RedisBoardLog {
         state.hub.onAssetStored = nil
         state.hub.fetchAsset = nil
         state.hub.holdsGreetings = false
+        state.hub.publishPresence = nil
+        if subscribed.remove(board) != nil, up.contains(.presence) {
+            presenceOutput += RESPValue.command("UNSUBSCRIBE", presenceChannel(board))
+        }
     }
 
     /// Whether a board's stream has been read up to its end once since it was attached.
@@ -170,6 +187,7 @@ public final class RedisBoardLog {
     public var unconfirmedAppends: Int { appends.count }
 
     private func streamKey(_ board: String) -> String { "\(options.keyPrefix):{\(board)}:log" }
+    private func presenceChannel(_ board: String) -> String { "\(options.keyPrefix):{\(board)}:presence" }
     private func checkpointKey(_ board: String) -> String { "\(options.keyPrefix):{\(board)}:ckpt" }
     private func leaseKey(_ board: String) -> String { "\(options.keyPrefix):{\(board)}:lease" }
     private func epochKey(_ board: String) -> String { "\(options.keyPrefix):{\(board)}:epoch" }
@@ -208,6 +226,14 @@ public final class RedisBoardLog {
     /// A link connected: what was waiting is sent on it.
     public func linkUp(_ link: Link, now: Double) {
         self.now = now
+        if link == .presence {
+            presenceDecoder = RESPDecoder()
+            presenceOutput = []
+            subscribed = []
+            up.insert(link)
+            pump()
+            return
+        }
         _ = links[link]!.reset()
         requests[link] = [:]
         up.insert(link)
@@ -225,6 +251,11 @@ public final class RedisBoardLog {
         self.now = now
         guard up.remove(link) != nil else { return }
         options.log("Redis \(link) link lost: \(reason)")
+        if link == .presence {
+            subscribed = []
+            presenceOutput = []
+            return
+        }
         _ = links[link]!.reset()
         for (_, entry) in requests[link]! { forget(entry.request) }
         requests[link] = [:]
@@ -246,19 +277,28 @@ public final class RedisBoardLog {
         case .getAsset(let hash): assetGets[hash]?.sent = false
         case .read: readInFlight = false
         case .unblock: unblockSent = false
-        case .clientID: break
+        case .clientID, .publish: break
         }
     }
 
     /// Bytes to write on a link.
     public func takeOutput(_ link: Link) -> [UInt8] {
-        links[link]!.takeOutput()
+        if link == .presence {
+            defer { presenceOutput = [] }
+            return presenceOutput
+        }
+        return links[link]!.takeOutput()
     }
 
     /// Bytes read from a link. Throws when they are not RESP or do not line up with the
     /// commands sent: the driver drops the link.
     public func receive(_ link: Link, _ bytes: [UInt8], now: Double) throws(RESPError) {
         self.now = now
+        if link == .presence {
+            presenceDecoder.append(bytes)
+            while let value = try presenceDecoder.next() { presenceMessage(value) }
+            return
+        }
         let replies = try links[link]!.receive(bytes)
         for (ticket, value) in replies {
             guard let entry = requests[link]!.removeValue(forKey: ticket) else { continue }
@@ -364,6 +404,12 @@ public final class RedisBoardLog {
                 let ticket = links[.commands]!.send("GET", assetKey(hash))
                 requests[.commands]![ticket] = (.getAsset(hash), now)
                 assetGets[hash]!.sent = true
+            }
+        }
+        if up.contains(.presence) {
+            for board in boards.keys.sorted() where !subscribed.contains(board) {
+                presenceOutput += RESPValue.command("SUBSCRIBE", presenceChannel(board))
+                subscribed.insert(board)
             }
         }
         let tailing = boards.keys.filter { boards[$0]!.caughtUp }.sorted()
@@ -497,7 +543,7 @@ public final class RedisBoardLog {
             }
         case .clientID:
             if case .integer(let id) = value { tailClientID = id }
-        case .unblock:
+        case .unblock, .publish:
             break
         case .read(let starts):
             readInFlight = false
@@ -556,6 +602,8 @@ public final class RedisBoardLog {
             options.log("Redis refused CLIENT ID: \(message)")
         case .unblock:
             unblockSent = false
+        case .publish:
+            break
         }
     }
 
@@ -631,6 +679,45 @@ public final class RedisBoardLog {
         }
         options.log("board '\(board)': caught up from Redis at \(state.lastID)")
         state.hub.holdsGreetings = false
+        onHubChanged?(board)
+    }
+
+    // MARK: Presence
+
+    /// A presence this server's hub took: published for the other servers (ephemeral: dropped
+    /// when the commands link is down). Payload: node id (length-prefixed), then the PRESENCE
+    /// message's frame as on the wire.
+    private func publish(_ presence: Presence, on board: String) {
+        guard up.contains(.commands) else { return }
+        var writer = ByteWriter()
+        writer.write(lengthPrefixed: Array(options.node.utf8))
+        writer.write(bytes: Message.presence(presence).frame().encoded())
+        let ticket = links[.commands]!.send([Array("PUBLISH".utf8), Array(presenceChannel(board).utf8), writer.bytes])
+        requests[.commands]![ticket] = (.publish, now)
+        onOutput?()
+    }
+
+    /// A message on the presence link: `message CHANNEL PAYLOAD` (subscribe confirmations and
+    /// anything else are ignored; a payload that does not decode is dropped).
+    private func presenceMessage(_ value: RESPValue) {
+        let items: [RESPValue]
+        switch value {
+        case .array(let list?): items = list
+        case .push(let list): items = list
+        default: return
+        }
+        guard items.count == 3, items[0].text == "message", let channel = items[1].text,
+              case .bulkString(let payload?) = items[2],
+              let board = boards.keys.first(where: { presenceChannel($0) == channel }) else { return }
+        var reader = ByteReader(payload)
+        guard let node = try? reader.readLengthPrefixed(max: 256, "node id"), node != Array(options.node.utf8) else { return }
+        var frames = FrameDecoder(maxFrame: 1 << 16)
+        frames.append(Array(payload[reader.offset...]))
+        guard let frame = try? frames.next(), case .presence(let presence)? = try? Message(frame: frame, limits: SessionLimits()) else {
+            options.log("board '\(board)': a presence message from Redis does not decode; dropped")
+            return
+        }
+        boards[board]?.hub.receiveReplicatedPresence(presence, now: now)
         onHubChanged?(board)
     }
 

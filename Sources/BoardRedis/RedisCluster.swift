@@ -40,12 +40,11 @@ public final class RedisCluster {
         for (name, board) in endpoint.boards.sorted(by: { $0.key < $1.key }) {
             boardLog.attach(name, hub: board.hub, now: EventLoop.now())
         }
-        connect(.commands)
-        connect(.tail)
+        for link in RedisBoardLog.Link.allCases { connect(link) }
     }
 
-    /// Whether both links are connected.
-    public var isConnected: Bool { connected.count == 2 }
+    /// Whether every link (commands, tail, presence) is connected.
+    public var isConnected: Bool { connected.count == RedisBoardLog.Link.allCases.count }
 
     public func stop() {
         stopped = true

@@ -221,6 +221,7 @@ public final class BoardHub {
             let gone = Presence.gone(replica, clock: entry.presence.clock)
             relayPresence(gone, except: id)
             onPresence?(gone)
+            publishPresence?(gone)
         }
         buckets[id] = nil
         readOnly.remove(id)
@@ -401,6 +402,22 @@ public final class BoardHub {
         }
         relayPresence(presence, except: id)
         if id != nil { onPresence?(presence) }
+        if id != BoardHub.sharedLogSource { publishPresence?(presence) }
+    }
+
+    /// The `from` of presences that came through the shared log (other servers' clients): they
+    /// are shown and relayed like a session's, expire by their ttl, and are never published back.
+    public static let sharedLogSource: SessionID = -1
+
+    /// Set by a replication layer: every presence this hub takes from its sessions or its host
+    /// (and the "gone" of a closed session), for the other servers.
+    public var publishPresence: ((Presence) -> Void)?
+
+    /// A presence another server published for this board.
+    public func receiveReplicatedPresence(_ presence: Presence, now: Double) {
+        self.now = now
+        guard presence.replica != store.replica.id else { return }
+        take(presence, from: BoardHub.sharedLogSource)
     }
 
     /// A planted bug for the simulator's oracles (`board-sim --plant presence-not-relayed`):

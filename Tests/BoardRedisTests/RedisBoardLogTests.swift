@@ -265,4 +265,51 @@ import Testing
         #expect(!log.isCaughtUp("team"))
         #expect(try redis.commands(.commands) == [["HGETALL", "bs:{team}:ckpt"]])
     }
+
+    /// Presence crosses servers through pub/sub: a session's presence is published; another
+    /// server's is taken and relayed; our own echo and undecodable payloads are dropped.
+    @Test func presenceIsPublishedAndOtherServersPresenceRelayed() throws {
+        let (hub, _) = try Self.hubWithSession()
+        let log = RedisBoardLog(options: RedisBoardLog.Options(node: "n1"))
+        let redis = Script(log: log)
+        for link in RedisBoardLog.Link.allCases { log.linkUp(link, now: 0) }
+        _ = try redis.commands(.tail)
+        try redis.reply(.tail, [.integer(5)], now: 0)
+        log.attach("team", hub: hub, now: 0)
+        #expect(try redis.commands(.presence) == [["SUBSCRIBE", "bs:{team}:presence"]])
+        for reply: RESPValue in [.array([]), .array([]), .bulkString(nil)] {
+            _ = try redis.commands(.commands)
+            try redis.reply(.commands, [reply], now: 0)
+        }
+        Self.connect(hub, 1)
+        _ = hub.output(for: 1, now: 0)
+        // The session's presence goes to Redis.
+        let ana = Presence(replica: ReplicaID(0xC), name: "Ana", color: .black, ttl: 10, clock: 3)
+        hub.receive(1, Message.presence(ana).frame().encoded(), now: 1)
+        let published = try redis.commands(.commands).filter { $0.first == "PUBLISH" }
+        #expect(published.count == 1 && published[0][1] == "bs:{team}:presence")
+        // Another server's presence arrives: taken, relayed to the session.
+        func message(_ node: String, _ payload: [UInt8]) -> RESPValue {
+            var writer = ByteWriter()
+            writer.write(lengthPrefixed: Array(node.utf8))
+            writer.write(bytes: payload)
+            return .array([.bulkString(Array("message".utf8)), .bulkString(Array("bs:{team}:presence".utf8)), .bulkString(writer.bytes)])
+        }
+        let bo = Presence(replica: ReplicaID(0xB0), name: "Bo", color: .black, ttl: 10, clock: 7)
+        let echo = Presence(replica: ReplicaID(0xEC), name: "Echo", color: .black, ttl: 10, clock: 1)
+        let bytes = [message("n2", Message.presence(bo).frame().encoded()), message("n1", Message.presence(echo).frame().encoded()),
+                     message("n3", [1, 2, 3])].flatMap { $0.encoded() }
+        try log.receive(.presence, bytes, now: 2)
+        #expect(Set(hub.presences.keys) == [ReplicaID(0xC), ReplicaID(0xB0)], "Bo taken; our own echo and garbage dropped")
+        #expect(hub.presences[ReplicaID(0xB0)]?.from == BoardHub.sharedLogSource)
+        var decoder = FrameDecoder(maxFrame: 1 << 20)
+        decoder.append(hub.output(for: 1, now: 2))
+        var relayed: [Presence] = []
+        while let frame = try decoder.next() {
+            if case .presence(let presence) = try Message(frame: frame, limits: SessionLimits()) { relayed.append(presence) }
+        }
+        #expect(relayed.map(\.name) == ["Bo"])
+        // Not published back (it came from the log).
+        #expect(try redis.commands(.commands).allSatisfy { $0.first != "PUBLISH" })
+    }
 }

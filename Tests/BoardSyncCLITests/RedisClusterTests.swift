@@ -138,10 +138,12 @@ final class RedisProcess {
             FileManager.default.contents(atPath: workspace.path + "/\(package)/stickers/\(stickerID.uuidString).png")
         }
         let red = try #require(image("A.boardpkg"))
-        // A live peer on each server.
-        let peerA = try Daemon(["peer", "A.boardpkg", "--connect", addressOne, "--board", "team"], in: workspace.path)
-        let peerB = try Daemon(["peer", "B.boardpkg", "--connect", addressTwo, "--board", "team"], in: workspace.path)
+        // A live peer on each server; each sees the other's presence (through Redis pub/sub).
+        let peerA = try Daemon(["peer", "A.boardpkg", "--connect", addressOne, "--board", "team", "--name", "Ana"], in: workspace.path)
+        let peerB = try Daemon(["peer", "B.boardpkg", "--connect", addressTwo, "--board", "team", "--name", "Bo"], in: workspace.path)
         #expect(peerA.waitFor("connected to") != nil && peerB.waitFor("connected to") != nil)
+        #expect(peerA.waitFor("presence: Bo") != nil, "\(peerA.log)")
+        #expect(peerB.waitFor("presence: Ana") != nil, "\(peerB.log)")
         // C syncs once through server two, then draws and syncs through server one.
         // (Server two fetches the image from Redis once it learns of the sticker: a sync may end
         // before it arrives and say so; the next one brings it.)
@@ -157,9 +159,11 @@ final class RedisProcess {
         #expect(converged, "C sees A's sticker with its image (server one) and B's stroke (server two): \(shown)")
         try cli.run("stroke", "C.boardpkg", "--points", "20,20 30,30")
         #expect(try cli.run("sync", "C.boardpkg", "--server", addressOne, "--board", "team").status == 0)
-        // Both live peers get C's stroke.
+        // Both live peers get C's stroke. Bo leaves: Ana, on the other server, hears so.
         usleep(1_000_000)
-        #expect(peerA.terminate() == 0 && peerB.terminate() == 0)
+        #expect(peerB.terminate() == 0)
+        #expect(peerA.waitFor("left; on the board: nobody else") != nil, "\(peerA.log)")
+        #expect(peerA.terminate() == 0)
         let boards = try ["A", "B", "C"].map { try cli.run("show", "\($0).boardpkg", "--json").stdout }
         #expect(boards[0] == boards[2] && boards[1] == boards[2], "all three replicas hold the same board")
         #expect(try workspace.board("A.boardpkg").strokes.count == 2)
