@@ -708,8 +708,16 @@ public final class BoardHub {
         let rose = !vectorBefore.dominates(store.replica.versionVector)
         guard !fresh.isEmpty || rose else { return }
         if replicate != nil {
-            // For the shared log: the new operations (a complete delta keeps its `covers`).
-            pendingReplication.append(OperationBatch(operations: fresh, covers: batch.covers))
+            // For the shared log: the new operations. A complete delta goes as this board's own
+            // complete delta from the same base: its `covers` (which closes the gaps its sender
+            // compacted away) applies only with its `base`, and then the entry must carry every
+            // operation beyond that base, not only the ones this hub lacked (found by the demo on
+            // three servers: a reconnecting peer's offline edits never reached the others).
+            if let base = batch.base, batch.covers != nil {
+                pendingReplication.append(store.replica.operations(since: base))
+            } else {
+                pendingReplication.append(OperationBatch(operations: fresh))
+            }
         }
         if batch.covers != nil {
             // A complete delta may skip operations its sender had compacted away; relayed as

@@ -1,6 +1,7 @@
 import BoardCRDT
 import BoardModel
 import BoardNet
+import BoardRedis
 import BoardSimulation
 import BoardStore
 import BoardSync
@@ -14,10 +15,21 @@ struct Demo {
     let out: String
     let steps: Int
     let json: Bool
+    /// Scale-out: this many servers sharing one Redis (1: the single embedded server).
+    let serverCount: Int
+    let redis: SocketAddress?
 
     init(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: ["out", "steps"], flags: ["json"])
+        let args = try Arguments(raw, options: ["out", "steps", "servers", "redis"], flags: ["json"])
         _ = try args.positionals([])
+        serverCount = try args.value("servers").map { text -> Int in
+            guard let value = Int(text), (1...8).contains(value) else { throw UsageError("--servers '\(text)' must be 1...8") }
+            return value
+        } ?? 1
+        redis = try args.value("redis").map { text in
+            do { return try SocketAddress(parsing: text) } catch { throw UsageError("--redis '\(text)' is not HOST:PORT") }
+        }
+        if redis != nil, serverCount == 1 { throw UsageError("--redis goes with --servers N (2 or more)") }
         steps = try args.value("steps").map { text -> Int in
             guard let value = Int(text), (1...10_000).contains(value) else { throw UsageError("--steps '\(text)' must be 1...10000") }
             return value
@@ -50,10 +62,49 @@ struct Demo {
         var serverOptions = SyncHost.Options()
         var serverLog: [String] = []
         serverOptions.log = { serverLog.append($0) }
-        let server = try SyncHost(serverDataDirectory: out + "/server", listen: SocketAddress(host: "127.0.0.1", port: 0),
-                                  loop: loop, options: serverOptions)
-        let address = server.listenAddress!
-        say("BoardSync demo: three peers, one board, an embedded sync server on \(address)")
+        // One embedded server, or (--servers N) several sharing one Redis: its own redis-server
+        // on a free port unless --redis names one.
+        var servers: [SyncHost] = []
+        var clusters: [RedisCluster] = []
+        var redisProcess: Process?
+        defer {
+            if let redisProcess, redisProcess.isRunning {
+                // SIGTERM, then SIGKILL if it is still there after a second (a signal mask
+                // inherited from whoever started us can keep SIGTERM from ever arriving).
+                redisProcess.terminate()
+                for _ in 0..<100 where redisProcess.isRunning { usleep(10_000) }
+                if redisProcess.isRunning { kill(redisProcess.processIdentifier, SIGKILL) }
+                redisProcess.waitUntilExit()
+            }
+        }
+        var redisAddress: SocketAddress?
+        if serverCount > 1 {
+            if let redis {
+                redisAddress = redis
+            } else {
+                (redisProcess, redisAddress) = try Self.startRedis(in: out)
+            }
+            for index in 1...serverCount {
+                let host = try SyncHost(serverDataDirectory: "\(out)/server-\(index)", listen: SocketAddress(host: "127.0.0.1", port: 0),
+                                        loop: loop, options: serverOptions)
+                var options = RedisBoardLog.Options(node: "demo-server-\(index)")
+                options.log = { serverLog.append($0) }
+                let cluster = RedisCluster(address: redisAddress!, options: options, loop: loop)
+                cluster.attach(to: host)
+                servers.append(host)
+                clusters.append(cluster)
+            }
+        } else {
+            servers.append(try SyncHost(serverDataDirectory: out + "/server", listen: SocketAddress(host: "127.0.0.1", port: 0),
+                                        loop: loop, options: serverOptions))
+        }
+        let addresses = servers.map { $0.listenAddress! }
+        let address = addresses[0]
+        if let redisAddress {
+            say("BoardSync demo: three peers, one board, \(serverCount) sync servers (\(addresses.map(\.description).joined(separator: ", "))) sharing Redis at \(redisAddress)\(redisProcess != nil ? " (started for the demo)" : "")")
+        } else {
+            say("BoardSync demo: three peers, one board, an embedded sync server on \(address)")
+        }
         say("writing packages to \(out)")
 
         let names = ["alice", "bob", "carol"]
@@ -67,7 +118,7 @@ struct Demo {
             var options = SyncHost.Options()
             options.reconnectDelay = (0.05, 0.5)
             let host = try SyncHost(board: "demo", store: package, listen: nil, loop: loop, options: options)
-            host.connect(to: address)
+            host.connect(to: addresses[peers.count % addresses.count])
             peers.append(host)
             packages.append(package)
         }
@@ -144,14 +195,27 @@ struct Demo {
 
         func isConverged() -> Bool {
             let vector = packages[0].replica.versionVector
-            guard let hub = server.boards["demo"]?.hub, hub.store.replica.versionVector == vector else { return false }
+            for server in servers {
+                guard let hub = server.boards["demo"]?.hub, hub.store.replica.versionVector == vector,
+                      hub.store.replica.missingAssets.isEmpty, server.isQuiet("demo") else { return false }
+            }
             return packages.allSatisfy { $0.replica.versionVector == vector && $0.replica.missingAssets.isEmpty }
-                && hub.store.replica.missingAssets.isEmpty
-                && peers.allSatisfy { $0.isQuiet("demo") } && server.isQuiet("demo")
+                && peers.allSatisfy { $0.isQuiet("demo") }
+                && clusters.allSatisfy { $0.boardLog.unconfirmedAppends == 0 }
         }
 
         func tick() {
             do {
+                if step == 0, !clusters.allSatisfy(\.isConnected) {
+                    // Servers reach Redis first (a few milliseconds on loopback).
+                    if EventLoop.now() - start > 10 {
+                        failure = Failure("cannot reach Redis at \(redisAddress!): \(serverLog.suffix(3).joined(separator: "; "))")
+                        loop.stop()
+                        return
+                    }
+                    loop.schedule(after: 0.02) { tick() }
+                    return
+                }
                 if step < steps {
                     if step == offlineFrom { peers[2].setOffline(true); say("  step \(step): carol goes offline (keeps editing)") }
                     if step == offlineFrom + 2 {
@@ -172,9 +236,13 @@ struct Demo {
                     for (index, package) in packages.enumerated() {
                         state += "\n  \(names[index]): \(package.replica.versionVector) missing \(package.replica.missingAssets.count) quiet \(peers[index].isQuiet("demo")) links \(peers[index].connectionCount)"
                     }
-                    if let hub = server.boards["demo"]?.hub {
-                        state += "\n  server: \(hub.store.replica.versionVector) missing \(hub.store.replica.missingAssets.count) sessions \(hub.sessions.count)"
+                    for (index, server) in servers.enumerated() {
+                        if let hub = server.boards["demo"]?.hub {
+                            state += "\n  server \(index + 1): \(hub.store.replica.versionVector) missing \(hub.store.replica.missingAssets.count) sessions \(hub.sessions.count)"
+                        }
                     }
+                    let notes = serverLog.filter { $0.contains("refused") || $0.contains("skipped") || $0.contains("Redis") }
+                    if !notes.isEmpty { state += "\n  server log: " + notes.suffix(8).joined(separator: "\n    ") }
                     failure = Failure(state)
                     loop.stop()
                     return
@@ -193,14 +261,15 @@ struct Demo {
         for host in peers { wireBytes += host.sessionBytes.sent + host.sessionBytes.received }
         for host in peers { host.onPresence = nil }  // leaving at the end is not news
         for host in peers { host.shutdown() }
-        server.shutdown()
+        for server in servers { server.shutdown() }
         loop.schedule(after: 0.05) { loop.stop() }
         loop.run()
+        for cluster in clusters { cluster.stop() }
 
         let snapshots = try packages.map { try $0.replica.snapshot().canonicalJSON() }
-        let serverPackage = server.boards["demo"]!.package!
-        let serverSnapshot = try serverPackage.replica.snapshot().canonicalJSON()
-        let identical = snapshots.allSatisfy { $0 == snapshots[0] } && serverSnapshot == snapshots[0]
+        let serverSnapshots = try servers.map { try $0.boards["demo"]!.package!.replica.snapshot().canonicalJSON() }
+        let identical = snapshots.allSatisfy { $0 == snapshots[0] } && serverSnapshots.allSatisfy { $0 == snapshots[0] }
+        let serverPackages = servers.count == 1 ? ["\(out)/server/demo.boardpkg"] : (1...servers.count).map { "\(out)/server-\($0)/demo.boardpkg" }
         let board = packages[0].replica.snapshot()
         for package in packages { try package.save(); package.close() }
         // A picture of the converged board, so a new user sees the result.
@@ -211,11 +280,12 @@ struct Demo {
         let totalOps = packages[0].replica.versionVector.totalCount
         if json {
             try printJSON([
-                "folder": out, "server": address.description, "operations": totalOps,
+                "folder": out, "server": address.description, "servers": addresses.map(\.description),
+                "redis": redisAddress?.description ?? NSNull(), "operations": totalOps,
                 "operationsByPeer": Dictionary(uniqueKeysWithValues: zip(names, made)),
                 "bytesOnWire": wireBytes / 2, "millisecondsToConvergeAfterLastEdit": convergeMS,
                 "identical": identical, "strokes": board.strokes.count, "stickers": board.stickers.count,
-                "packages": names.map { "\(out)/\($0).boardpkg" } + ["\(out)/server/demo.boardpkg"],
+                "packages": names.map { "\(out)/\($0).boardpkg" } + serverPackages,
                 "picture": picture, "pictureWarnings": pictureReport.warnings,
                 "presenceSeen": Dictionary(uniqueKeysWithValues: zip(names, seen.map { $0.sorted() })),
                 "presenceUpdates": presenceUpdates, "presenceDepartures": departures,
@@ -230,18 +300,43 @@ struct Demo {
             var said = Set<String>()
             let left = departures.filter { said.insert($0).inserted }
             if !left.isEmpty { say("  departures seen: " + left.joined(separator: ", ")) }
-            say("  converged: \(identical ? "yes, all three peers and the server hold byte-identical boards" : "NO")")
+            if servers.count > 1 {
+                say("  " + names.indices.map { "\(names[$0]) on server \($0 % servers.count + 1)" }.joined(separator: ", ")
+                    + "; the servers shared every edit and presence through Redis")
+            }
+            say("  converged: \(identical ? "yes, all three peers and \(servers.count == 1 ? "the server" : "all \(servers.count) servers") hold byte-identical boards" : "NO")")
             say("  board: \(board.strokes.count) strokes, \(board.stickers.count) stickers, \(totalOps) operations")
             say("  bytes on the wire: \(wireBytes / 2) (each byte counted once)")
             say("  time to converge after the last edit: \(convergeMS) ms")
             say("  packages:")
             for name in names { say("    \(out)/\(name).boardpkg") }
-            say("    \(out)/server/demo.boardpkg")
+            for package in serverPackages { say("    \(package)") }
             say("  picture of the board: \(picture)")
             say("  look inside: bin/board-sync show \(out)/alice.boardpkg")
             say("  export it yourself: bin/board-sync export \(out)/alice.boardpkg board.pdf")
-            say("  open it in a browser: bin/board-sync serve --data \(out)/server --web 127.0.0.1:7421, then http://127.0.0.1:7421/b/demo")
+            say("  open it in a browser: bin/board-sync serve --data \(servers.count == 1 ? "\(out)/server" : "\(out)/server-1") --web 127.0.0.1:7421, then http://127.0.0.1:7421/b/demo")
         }
         if !identical { throw Failure("the replicas differ after converging") }
+    }
+
+    /// Starts Debian's `redis-server` for the demo on a free loopback port, its files in the
+    /// demo's folder (appendonly, appendfsync always: what docs/SCALE-OUT.md asks for).
+    static func startRedis(in out: String) throws -> (Process, SocketAddress) {
+        guard let binary = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"].first(where: FileManager.default.isExecutableFile) else {
+            throw Failure("--servers needs Redis: give --redis HOST:PORT, or install redis-server (apt-get install redis-server) for the demo to start its own")
+        }
+        let listener = try TCPListener(address: SocketAddress(host: "127.0.0.1", port: 0), on: try EventLoop())
+        let port = listener.address.port
+        listener.close()
+        let directory = out + "/redis"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = ["--port", String(port), "--bind", "127.0.0.1", "--dir", directory, "--save", "",
+                             "--appendonly", "yes", "--appendfsync", "always", "--protected-mode", "no"]
+        process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try process.run()
+        return (process, SocketAddress(host: "127.0.0.1", port: port))
     }
 }

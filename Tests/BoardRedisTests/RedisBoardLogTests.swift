@@ -312,4 +312,48 @@ import Testing
         // Not published back (it came from the log).
         #expect(try redis.commands(.commands).allSatisfy { $0.first != "PUBLISH" })
     }
+
+    /// A peer back from offline sends a complete delta whose compacted history leaves gaps; the
+    /// entry appended for it must close them on the other servers too (found by the demo on
+    /// three servers: the offline edits never reached the others).
+    @Test func aReconnectingPeersCompleteDeltaReachesOtherServersWhole() throws {
+        let (hub, store) = try Self.hubWithSession()
+        let log = RedisBoardLog(options: RedisBoardLog.Options(node: "n1"))
+        let redis = Script(log: log)
+        log.linkUp(.commands, now: 0)
+        log.attach("team", hub: hub, now: 0)
+        for reply: RESPValue in [.array([]), .array([]), .bulkString(nil)] {
+            _ = try redis.commands(.commands)
+            try redis.reply(.commands, [reply], now: 0)
+        }
+        // The peer's first edits reached this server and, through the log, the other one.
+        var peer = Replica(id: ReplicaID(0xC))
+        for width in 900..<905 { _ = try peer.setCanvasSize(CodableSize(width: Double(width), height: 700)) }
+        let early = peer.operations(since: .empty)
+        var other = Replica(id: ReplicaID(0x2))
+        _ = try store.merge(early)
+        try other.apply(early)
+        // Offline, it overwrote the canvas five more times: its delta holds one operation and
+        // covers all ten.
+        for width in 1900..<1905 { _ = try peer.setCanvasSize(CodableSize(width: Double(width), height: 700)) }
+        Self.connect(hub, 1)
+        _ = hub.output(for: 1, now: 0)
+        let delta = peer.operations(since: store.replica.versionVector)
+        #expect(delta.operations.count == 1 && delta.covers?[ReplicaID(0xC)] == 10)
+        hub.receive(1, Message.operations(delta.encoded()).frame().encoded(), now: 1)
+        _ = hub.handleTimers(now: 1)
+        // The entry, as another server reads it from the stream.
+        var decoder = RESPDecoder()
+        decoder.append(log.takeOutput(.commands))
+        var entries: [[UInt8]] = []
+        while let value = try decoder.next() {
+            if case .array(let parts?) = value, parts.first?.text == "XADD", case .bulkString(let bytes?) = parts.last {
+                entries.append(bytes)
+            }
+        }
+        #expect(entries.count == 1)
+        for bytes in entries { try other.apply(try OperationBatch(decoding: bytes)) }
+        #expect(other.versionVector == peer.versionVector, "the gaps the peer compacted away are closed on the other server")
+        #expect(other.snapshot().canvasSize.width == 1904)
+    }
 }

@@ -339,6 +339,25 @@ final class RedisProcess {
                 "server one noticed it had fallen behind a trim: \(one.log)")
     }
 
+    /// `demo --servers 3`: its own redis-server, one peer per server, converged boards on every
+    /// peer and server, presence seen across servers, and Redis stopped at the end.
+    @Test func theDemoRunsOnThreeServersSharingRedis() throws {
+        if Self.skipped() { return }
+        let workspace = try Workspace()
+        let result = try workspace.cli.run("demo", "--servers", "3", "--steps", "16", "--out", "out", "--json")
+        #expect(result.status == 0, "\(result.stderr)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        #expect(report["identical"] as? Bool == true)
+        #expect((report["servers"] as? [String])?.count == 3)
+        #expect((report["packages"] as? [String])?.filter { $0.contains("/server-") }.count == 3)
+        let seen = try #require(report["presenceSeen"] as? [String: [String]])
+        #expect(seen["alice"] == ["bob", "carol"], "alice (server 1) saw the peers of servers 2 and 3: \(seen)")
+        let redis = try #require(report["redis"] as? String)
+        let port = try #require(Int(redis.split(separator: ":").last ?? ""))
+        #expect(!RedisProcess.ping(port), "the demo's own Redis was stopped")
+        #expect(try workspace.cli.run("demo", "--redis", "127.0.0.1:1").status == 64, "--redis needs --servers")
+    }
+
     @Test func badRedisOptionsAreUsageErrors() throws {
         let workspace = try Workspace()
         let noRedis = try workspace.cli.run("serve", "--data", "d", "--node-id", "x")
