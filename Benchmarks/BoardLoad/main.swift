@@ -12,7 +12,7 @@ import Synchronization
 import Glibc
 #endif
 
-let usage = "board-load [--clients N] [--boards M] [--rate OPS-PER-SECOND] [--seconds S] [--processes P] [--tls] [--json]"
+let usage = "board-load [--clients N] [--boards M] [--rate OPS-PER-SECOND] [--seconds S] [--processes P] [--servers K [--redis HOST:PORT]] [--tls] [--json]"
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.contains("--help") || arguments.contains("-h") {
     print("""
@@ -29,6 +29,12 @@ if arguments.contains("--help") || arguments.contains("-h") {
       --processes P   Client processes (default 1): the clients, the rate and the work of
                       applying what arrives are split over P processes, so the generator is not
                       the bottleneck (the server is one more process).
+      --servers K     Scale-out (docs/SCALE-OUT.md): K server processes sharing one Redis,
+                      client i on server i mod K, so most deliveries cross servers (default 1:
+                      one server without Redis).
+      --redis H:P     The Redis the servers share (default: start Debian's redis-server on a
+                      free port with appendonly yes, appendfsync always). With --servers 1 it
+                      measures one server with Redis.
       --tls           Serve and connect over TLS (a throwaway certificate made with the
                       openssl command).
       --json          Print the figures as JSON.
@@ -53,6 +59,15 @@ let seconds = min(value("--seconds", 10), 300)
 let json = arguments.contains("--json")
 let processes = max(1, min(Int(value("--processes", 1)), 64))
 let tls = arguments.contains("--tls")
+let serverCount = max(1, min(Int(value("--servers", 1)), 8))
+let redisGiven: SocketAddress? = arguments.firstIndex(of: "--redis").flatMap { index in
+    index + 1 < arguments.count ? try? SocketAddress(parsing: arguments[index + 1]) : nil
+}
+if arguments.contains("--redis"), redisGiven == nil {
+    FileHandle.standardError.write(Data("Error: --redis needs HOST:PORT\nUsage: \(usage)\n".utf8))
+    exit(64)
+}
+let useRedis = serverCount > 1 || redisGiven != nil
 /// With --tls: the certificate the server presents (its own CA for the clients).
 let certificateDirectory = arguments.firstIndex(of: "--certificates").map { arguments[$0 + 1] }
 /// Set in the worker processes the coordinator starts: `--worker INDEX --address HOST:PORT`.
@@ -115,7 +130,7 @@ final class Load {
     /// Called every 10 ms while editing (the coordinator samples the server's memory).
     var onTick: () -> Void = {}
 
-    init(address: SocketAddress, indices: [Int], share: Double, certificates: String?) throws {
+    init(addresses: [SocketAddress], indices: [Int], share: Double, certificates: String?) throws {
         loop = try EventLoop()
         self.indices = indices
         self.share = share
@@ -125,7 +140,7 @@ final class Load {
         for index in indices {
             let store = TimedStore(ReplicaID(UInt64(index + 1)), sent: sent)
             let host = try SyncHost(board: "load-\(index % boards)", store: store, listen: nil, loop: loop, options: options)
-            host.connect(to: address)
+            host.connect(to: addresses[index % addresses.count])
             hosts[index] = host
             stores[index] = store
         }
@@ -226,12 +241,12 @@ func say(_ object: [String: Any]) {
 
 if let worker = workerIndex {
     guard let index = arguments.firstIndex(of: "--address"), index + 1 < arguments.count,
-          let address = try? SocketAddress(parsing: arguments[index + 1]) else {
-        progress("a worker needs --address HOST:PORT")
+          let addresses = try? arguments[index + 1].split(separator: ",").map({ try SocketAddress(parsing: String($0)) }), !addresses.isEmpty else {
+        progress("a worker needs --address HOST:PORT[,HOST:PORT...]")
         exit(64)
     }
     let indices = clientIndices(worker: worker)
-    let load = try Load(address: address, indices: indices, share: rate * Double(indices.count) / Double(clients),
+    let load = try Load(addresses: addresses, indices: indices, share: rate * Double(indices.count) / Double(clients),
                         certificates: certificateDirectory)
     say(["connected": load.connect()])
     guard readLine() == "go" else { exit(1) }
@@ -271,36 +286,92 @@ if let certificates, !makeCertificate(in: certificates) {
     progress("--tls needs the openssl command to make a certificate")
     exit(1)
 }
-let server = Process()
-server.executableURL = URL(fileURLWithPath: binary)
-server.arguments = ["serve", "--data", data, "--listen", "127.0.0.1:0", "--max-connections", "\(clients + 100)",
-                    "--max-connections-per-address", "\(clients + 100)", "--max-ops-per-second", "1000000"]
-    + (certificates.map { ["--tls-cert", $0 + "/cert.pem", "--tls-key", $0 + "/key.pem"] } ?? [])
-let serverLog = Pipe()
-server.standardError = serverLog
-server.standardOutput = FileHandle.nullDevice
-do { try server.run() } catch {
-    FileHandle.standardError.write(Data("Error: cannot start \(binary) (build it: swift build -c release --product board-sync): \(error)\n".utf8))
-    exit(1)
+/// CPU seconds a process has used (user + system), from /proc.
+func cpuSeconds(_ pid: Int32) -> Double {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = text.lastIndex(of: ")") else { return 0 }
+    let fields = text[text.index(after: close)...].split(separator: " ")
+    guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
-var logText = ""
-var listening: SocketAddress?
-let started = Date()
-while listening == nil, Date().timeIntervalSince(started) < 20 {
-    logText += String(decoding: serverLog.fileHandleForReading.availableData, as: UTF8.self)
-    if let line = logText.split(separator: "\n").first(where: { $0.contains("listening on ") }),
-       let text = line.components(separatedBy: "listening on ").last?.split(separator: " ").first {
-        listening = try? SocketAddress(parsing: String(text))
+
+func freePort() -> UInt16 {
+    guard let loop = try? EventLoop(), let listener = try? TCPListener(address: SocketAddress(host: "127.0.0.1", port: 0), on: loop) else { return 0 }
+    defer { listener.close() }
+    return listener.address.port
+}
+
+// Redis for --servers/--redis: the one given, or our own redis-server.
+var redisProcess: Process?
+var redisAddress = redisGiven
+if useRedis, redisAddress == nil {
+    guard let redisBinary = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"].first(where: FileManager.default.isExecutableFile) else {
+        progress("--servers needs Redis: give --redis HOST:PORT or install redis-server")
+        exit(1)
     }
+    let port = freePort()
+    try? FileManager.default.createDirectory(atPath: data + "-redis", withIntermediateDirectories: true)
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: redisBinary)
+    process.arguments = ["--port", "\(port)", "--bind", "127.0.0.1", "--dir", data + "-redis", "--save", "",
+                         "--appendonly", "yes", "--appendfsync", "always", "--protected-mode", "no"]
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    redisProcess = process
+    redisAddress = SocketAddress(host: "127.0.0.1", port: port)
 }
-guard let address = listening else { progress("the server did not start: \(logText)"); server.terminate(); exit(1) }
-// Keep draining the server's log so it never blocks on a full pipe.
-let drain = Thread { while !serverLog.fileHandleForReading.availableData.isEmpty {} }
-drain.start()
-let idleKB = residentKB(server.processIdentifier)
-let serverPID = server.processIdentifier
+
+var servers: [Process] = []
+var serverLogs: [Pipe] = []
+var serverAddresses: [SocketAddress] = []
+for index in 0..<serverCount {
+    let server = Process()
+    server.executableURL = URL(fileURLWithPath: binary)
+    server.arguments = ["serve", "--data", serverCount == 1 ? data : data + "/server-\(index + 1)", "--listen", "127.0.0.1:0",
+                        "--max-connections", "\(clients + 100)",
+                        "--max-connections-per-address", "\(clients + 100)", "--max-ops-per-second", "1000000"]
+        + (certificates.map { ["--tls-cert", $0 + "/cert.pem", "--tls-key", $0 + "/key.pem"] } ?? [])
+        + (redisAddress.map { ["--redis", $0.description, "--node-id", "load-\(index + 1)"] } ?? [])
+    let serverLog = Pipe()
+    server.standardError = serverLog
+    server.standardOutput = FileHandle.nullDevice
+    do { try server.run() } catch {
+        FileHandle.standardError.write(Data("Error: cannot start \(binary) (build it: swift build -c release --product board-sync): \(error)\n".utf8))
+        exit(1)
+    }
+    var logText = ""
+    var listening: SocketAddress?
+    let started = Date()
+    while listening == nil || (redisAddress != nil && !logText.contains("Redis tail link connected")), Date().timeIntervalSince(started) < 20 {
+        logText += String(decoding: serverLog.fileHandleForReading.availableData, as: UTF8.self)
+        if let line = logText.split(separator: "\n").first(where: { $0.contains("listening on ") }),
+           let text = line.components(separatedBy: "listening on ").last?.split(separator: " ").first {
+            listening = try? SocketAddress(parsing: String(text))
+        }
+    }
+    guard let address = listening, redisAddress == nil || logText.contains("Redis tail link connected") else {
+        progress("server \(index + 1) did not start: \(logText)")
+        for server in servers + [server] { server.terminate() }
+        redisProcess?.terminate()
+        exit(1)
+    }
+    servers.append(server)
+    serverLogs.append(serverLog)
+    serverAddresses.append(address)
+}
+let addresses = serverAddresses
+// Keep draining the servers' logs so they never block on a full pipe.
+for serverLog in serverLogs {
+    let drain = Thread { while !serverLog.fileHandleForReading.availableData.isEmpty {} }
+    drain.start()
+}
+let serverPIDs = servers.map(\.processIdentifier)
+func serversKB() -> Int { serverPIDs.reduce(0) { $0 + residentKB($1) } }
+let idleKB = serversKB()
 let peak = Mutex(0)
-@Sendable func samplePeak() { let now = residentKB(serverPID); peak.withLock { $0 = max($0, now) } }
+@Sendable func samplePeak() { let now = serverPIDs.reduce(0) { $0 + residentKB($1) }; peak.withLock { $0 = max($0, now) } }
+let cpuBefore = (servers: serverPIDs.reduce(0) { $0 + cpuSeconds($1) }, redis: redisProcess.map { cpuSeconds($0.processIdentifier) } ?? 0)
 
 struct Outcome {
     var made = 0
@@ -314,7 +385,7 @@ struct Outcome {
 
 /// The clients in this process (`--processes 1`).
 func runHere() throws -> Outcome {
-    let load = try Load(address: address, indices: Array(0..<clients), share: rate, certificates: certificates)
+    let load = try Load(addresses: addresses, indices: Array(0..<clients), share: rate, certificates: certificates)
     var outcome = Outcome()
     outcome.connected = load.connect()
     var ticks = 0
@@ -337,7 +408,7 @@ func runWorkers() throws -> Outcome {
     for worker in 0..<processes {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-        process.arguments = ["--worker", "\(worker)", "--address", address.description, "--processes", "\(processes)",
+        process.arguments = ["--worker", "\(worker)", "--address", addresses.map(\.description).joined(separator: ","), "--processes", "\(processes)",
                              "--clients", "\(clients)", "--boards", "\(boards)", "--rate", "\(rate)", "--seconds", "\(seconds)"]
             + (certificates.map { ["--certificates", $0] } ?? [])
         let input = Pipe(), output = Pipe()
@@ -383,13 +454,15 @@ func runWorkers() throws -> Outcome {
     return outcome
 }
 
-progress("\(clients) clients in \(processes) process(es) on \(boards) boards, \(Int(rate)) operations per second for \(Int(seconds)) s, server pid \(server.processIdentifier)")
+progress("\(clients) clients in \(processes) process(es) on \(boards) boards, \(Int(rate)) operations per second for \(Int(seconds)) s, \(serverCount) server(s) (pids \(serverPIDs.map(String.init).joined(separator: ", ")))\(redisAddress.map { " sharing Redis at \($0)" } ?? "")")
 let status: Int32
 do {
     let outcome = processes == 1 ? try runHere() : try runWorkers()
     if !outcome.connected { progress("not every client connected within 60 s") }
     samplePeak()
-    let endKB = residentKB(server.processIdentifier)
+    let endKB = serversKB()
+    let serverCPU = serverPIDs.reduce(0) { $0 + cpuSeconds($1) } - cpuBefore.servers
+    let redisCPU = redisProcess.map { cpuSeconds($0.processIdentifier) - cpuBefore.redis }
     let peakKB = peak.withLock { $0 }
     let samples = outcome.latencies.sorted()
     // Made and delivered to every client of its board: the edits plus the time the last
@@ -405,6 +478,8 @@ do {
         "serverIdleKB": idleKB, "serverPeakKB": peakKB, "serverEndKB": endKB,
         "serverKBPerConnection": Double(max(0, endKB - idleKB)) / Double(clients),
         "converged": outcome.converged, "settleSeconds": outcome.settle,
+        "servers": serverCount, "redis": redisAddress?.description ?? NSNull(),
+        "serverCPUSeconds": serverCPU, "redisCPUSeconds": redisCPU ?? NSNull(),
     ]
     if json {
         let bytes = try JSONSerialization.data(withJSONObject: figures, options: [.sortedKeys, .prettyPrinted])
@@ -413,6 +488,9 @@ do {
         print("board-load: \(clients) clients in \(processes) process(es), \(boards) boards\(tls ? ", TLS" : ""), target \(Int(rate)) ops/s for \(String(format: "%.1f", outcome.seconds)) s")
         print("  made \(outcome.made) operations: \(Int(Double(outcome.made) / outcome.seconds)) ops/s sustained; \(outcome.delivered) deliveries to clients; \(Int(endToEnd)) ops/s made and delivered everywhere (until the last arrival)")
         print("  edit to arrival: median \(String(format: "%.2f", percentile(0.5))) ms, p99 \(String(format: "%.2f", percentile(0.99))) ms (\(samples.count) samples)")
+        if let redisAddress {
+            print("  \(serverCount) server(s) sharing Redis at \(redisAddress): servers used \(String(format: "%.2f", serverCPU)) s of CPU" + (redisCPU.map { ", Redis \(String(format: "%.2f", $0)) s (\(Int(100 * $0 / max(0.001, $0 + serverCPU)))% of the two)" } ?? ""))
+        }
         print("  server memory: idle \(idleKB) KB, peak \(peakKB) KB, end \(endKB) KB (\(String(format: "%.1f", Double(max(0, endKB - idleKB)) / Double(clients))) KB per connection)")
         print("  \(outcome.converged ? "every client converged" : "NOT CONVERGED") (\(String(format: "%.2f", outcome.settle)) s after the edits stopped)")
     }
@@ -421,8 +499,14 @@ do {
     progress("failed: \(error)")
     status = 1
 }
-server.terminate()
-server.waitUntilExit()
+for server in servers { server.terminate(); server.waitUntilExit() }
+if let redisProcess {
+    redisProcess.terminate()
+    for _ in 0..<100 where redisProcess.isRunning { usleep(10_000) }
+    if redisProcess.isRunning { kill(redisProcess.processIdentifier, SIGKILL) }
+    redisProcess.waitUntilExit()
+    try? FileManager.default.removeItem(atPath: data + "-redis")
+}
 try? FileManager.default.removeItem(atPath: data)
 if let certificates { try? FileManager.default.removeItem(atPath: certificates) }
 exit(status)

@@ -62,9 +62,8 @@ public final class RedisBoardLog {
     /// Called after the log changed a board's hub (merged operations, acknowledgements, images):
     /// the host writes that board's session output.
     public var onHubChanged: ((String) -> Void)?
-    /// Called when commands were queued outside `receive`/`handleTimers` (a hub handed over
-    /// operations): the driver writes them (once per loop turn: every board's appends of the
-    /// turn travel together).
+    /// Called when commands were queued (a hub handed over operations, say): the driver writes
+    /// them.
     public var onOutput: (() -> Void)?
 
     // MARK: State

@@ -30,7 +30,7 @@ public final class RedisCluster {
         self.host = host
         let endpoint = host.endpoint
         boardLog.onHubChanged = { [weak host] board in host?.refresh(board) }
-        boardLog.onOutput = { [weak self] in self?.pumpSoon() }
+        boardLog.onOutput = { [weak self] in self?.writeOutput() }
         endpoint.onBoardOpened = { [weak self] board in
             guard let self else { return }
             self.boardLog.attach(board.name, hub: board.hub, now: EventLoop.now())
@@ -100,15 +100,12 @@ public final class RedisCluster {
         pump()
     }
 
-    private var pumpScheduled = false
-
-    /// Writes at the end of this loop turn (however many boards queue appends before then).
-    private func pumpSoon() {
-        guard !pumpScheduled, !stopped else { return }
-        pumpScheduled = true
-        _ = loop.schedule(after: 0) { [weak self] in
-            self?.pumpScheduled = false
-            self?.pump()
+    /// Writes what the log queued at once (appends are pipelined: writing each board's as it
+    /// comes adds no round trip, and waiting for the end of the loop turn added latency).
+    private func writeOutput() {
+        for (link, connection) in connections where connected.contains(link) {
+            let bytes = boardLog.takeOutput(link)
+            if !bytes.isEmpty { connection.send(bytes) }
         }
     }
 
