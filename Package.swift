@@ -60,7 +60,7 @@ let package = Package(
         // Benchmarks: run through bin/bench in release builds; never timed assertions in tests.
         .executableTarget(
             name: "board-bench",
-            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardSimulation", "BoardRender"],
+            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardSimulation", "BoardRender", "BoardRedis"],
             path: "Benchmarks/BoardBench"
         ),
         // A load generator against a real server process: run through bin/load (release).

@@ -169,6 +169,14 @@ if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "commit" {
 }
 // Where the full state's bytes go, by kind of operation (each kind's share is the encoding
 // without it subtracted from the whole).
+if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "redis" {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("board-bench-redis-\(ProcessInfo.processInfo.processIdentifier)").path
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    if let figures = try RedisBench.measure(Workload().generate(seed: 1), scratch: directory) {
+        for (key, unit, value) in figures { print(key, value, unit) }
+    }
+    exit(0)
+}
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "bytes" {
     let replica = Workload().generate(seed: 1).replica
     let full = replica.fullState()

@@ -35,6 +35,7 @@ if arguments.contains("--help") || arguments.contains("-h") {
       --redis H:P     The Redis the servers share (default: start Debian's redis-server on a
                       free port with appendonly yes, appendfsync always). With --servers 1 it
                       measures one server with Redis.
+      --redis-own     Start that redis-server even with --servers 1 (and report its CPU).
       --tls           Serve and connect over TLS (a throwaway certificate made with the
                       openssl command).
       --json          Print the figures as JSON.
@@ -67,7 +68,7 @@ if arguments.contains("--redis"), redisGiven == nil {
     FileHandle.standardError.write(Data("Error: --redis needs HOST:PORT\nUsage: \(usage)\n".utf8))
     exit(64)
 }
-let useRedis = serverCount > 1 || redisGiven != nil
+let useRedis = serverCount > 1 || redisGiven != nil || arguments.contains("--redis-own")
 /// With --tls: the certificate the server presents (its own CA for the clients).
 let certificateDirectory = arguments.firstIndex(of: "--certificates").map { arguments[$0 + 1] }
 /// Set in the worker processes the coordinator starts: `--worker INDEX --address HOST:PORT`.
