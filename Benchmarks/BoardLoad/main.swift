@@ -36,6 +36,10 @@ if arguments.contains("--help") || arguments.contains("-h") {
                       free port with appendonly yes, appendfsync always). With --servers 1 it
                       measures one server with Redis.
       --redis-own     Start that redis-server even with --servers 1 (and report its CPU).
+      --kill-one-server
+                      With --servers 2 or more: server 1 is killed with SIGKILL halfway through
+                      the editing and its clients then dial server 2; every client must still
+                      converge with everything acknowledged (one process only).
       --tls           Serve and connect over TLS (a throwaway certificate made with the
                       openssl command).
       --json          Print the figures as JSON.
@@ -69,6 +73,11 @@ if arguments.contains("--redis"), redisGiven == nil {
     exit(64)
 }
 let useRedis = serverCount > 1 || redisGiven != nil || arguments.contains("--redis-own")
+let killOneServer = arguments.contains("--kill-one-server")
+if killOneServer, serverCount < 2 || processes > 1 {
+    FileHandle.standardError.write(Data("Error: --kill-one-server needs --servers 2 or more and one process\nUsage: \(usage)\n".utf8))
+    exit(64)
+}
 /// With --tls: the certificate the server presents (its own CA for the clients).
 let certificateDirectory = arguments.firstIndex(of: "--certificates").map { arguments[$0 + 1] }
 /// Set in the worker processes the coordinator starts: `--worker INDEX --address HOST:PORT`.
@@ -391,6 +400,19 @@ func runHere() throws -> Outcome {
     outcome.connected = load.connect()
     var ticks = 0
     load.onTick = { ticks += 1; if ticks % 20 == 0 { samplePeak() } }
+    if killOneServer {
+        let victim = serverPIDs[0]
+        let failover = addresses[1]
+        let loop = load.loop
+        nonisolated(unsafe) let moved = load.hosts.filter { $0.key % addresses.count == 0 }.map(\.value)
+        let killer = Thread {
+            usleep(UInt32(seconds / 2 * 1_000_000))
+            kill(victim, SIGKILL)
+            progress("killed server 1 (pid \(victim)) with SIGKILL; its \(moved.count) clients dial server 2")
+            loop.execute { for host in moved { host.connect(to: failover) } }
+        }
+        killer.start()
+    }
     outcome.seconds = load.edit()
     outcome.made = load.made
     let expected = load.madeSeqs
@@ -479,7 +501,7 @@ do {
         "serverIdleKB": idleKB, "serverPeakKB": peakKB, "serverEndKB": endKB,
         "serverKBPerConnection": Double(max(0, endKB - idleKB)) / Double(clients),
         "converged": outcome.converged, "settleSeconds": outcome.settle,
-        "servers": serverCount, "redis": redisAddress?.description ?? NSNull(),
+        "servers": serverCount, "redis": redisAddress?.description ?? NSNull(), "killedOneServer": killOneServer,
         "serverCPUSeconds": serverCPU, "redisCPUSeconds": redisCPU ?? NSNull(),
     ]
     if json {

@@ -226,6 +226,11 @@ final class RedisProcess {
         }
         kill(one.process.processIdentifier, SIGKILL)
         one.process.waitUntilExit()
+        // A client that never spoke to server one gets every stroke it acknowledged: they can
+        // only have come through Redis.
+        try cli.run("new", "Fresh.boardpkg")
+        #expect(try cli.run("sync", "Fresh.boardpkg", "--server", addressTwo, "--board", "team").status == 0)
+        #expect(try workspace.board("Fresh.boardpkg").strokes.count == 5, "everything server one acknowledged survived it")
         try cli.run("stroke", "A.boardpkg", "--points", "50,0 50,9")
         #expect(try cli.run("sync", "A.boardpkg", "--server", addressTwo, "--board", "team").status == 0)
         // A third server with an empty cache catches up from the stream.
@@ -356,6 +361,23 @@ final class RedisProcess {
         let port = try #require(Int(redis.split(separator: ":").last ?? ""))
         #expect(!RedisProcess.ping(port), "the demo's own Redis was stopped")
         #expect(try workspace.cli.run("demo", "--redis", "127.0.0.1:1").status == 64, "--redis needs --servers")
+    }
+
+    /// `board-load --servers 2 --kill-one-server`: clients editing on one board over two
+    /// servers; server one is killed with -9 halfway, its clients move to server two, and every
+    /// client converges with everything acknowledged.
+    @Test func killingAServerUnderLoadLosesNothingAcknowledged() throws {
+        if Self.skipped() { return }
+        let workspace = try Workspace()
+        var load = workspace.cli
+        load.program = URL(fileURLWithPath: CLI.binary).deletingLastPathComponent().appendingPathComponent("board-load").path
+        let result = try load.run("--clients", "6", "--boards", "1", "--rate", "300", "--seconds", "4", "--servers", "2",
+                                  "--kill-one-server", "--json")
+        #expect(result.status == 0, "\(result.stderr)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stdout)")
+        #expect(report["converged"] as? Bool == true && report["killedOneServer"] as? Bool == true)
+        #expect((report["operationsMade"] as? Int ?? 0) > 500)
+        #expect(result.stderr.contains("killed server 1"))
     }
 
     @Test func badRedisOptionsAreUsageErrors() throws {
