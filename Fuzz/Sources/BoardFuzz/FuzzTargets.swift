@@ -13,7 +13,7 @@ import Foundation
 /// encoder. `bin/fuzz TARGET` runs one under libFuzzer; `FuzzRegressionTests` replays every
 /// input in `Fuzz/Corpus/<target>/` (seeds and every crash ever found) in the normal test run.
 public enum FuzzTargets {
-    public static let names = ["frame", "operations", "session", "oplog", "manifest", "png", "http", "websocket", "resp"]
+    public static let names = ["frame", "operations", "session", "oplog", "manifest", "png", "http", "websocket", "resp", "redislog"]
 
     /// Runs target `name` on `bytes`. Unknown names trap (a usage error of the harness).
     public static func run(_ name: String, _ bytes: [UInt8]) {
@@ -27,6 +27,7 @@ public enum FuzzTargets {
         case "http": http(bytes)
         case "websocket": websocket(bytes)
         case "resp": resp(bytes)
+        case "redislog": redisLog(bytes)
         default: preconditionFailure("unknown fuzz target '\(name)' (one of \(names.joined(separator: ", ")))")
         }
     }
@@ -257,6 +258,35 @@ public enum FuzzTargets {
     /// The RESP decoder (what a Redis server, or whoever answers on its port, sends), the stream
     /// split where the input says: every value it returns encodes to bytes that decode to the
     /// same value, and it never returns more values than bytes.
+    /// A hostile Redis (or whatever answers on its port) replying to a server's board log: the
+    /// input after two bytes is what the commands link reads (as many bytes as the first byte
+    /// says), then the tail link, then the presence link (as many as the second byte says). The log and its hub never trap, the board stays readable, and what
+    /// the log keeps waiting on stays bounded.
+    static func redisLog(_ bytes: [UInt8]) {
+        let store = MemoryReplicaStore(replica: Replica(id: ReplicaID(0x5E)))
+        let hub = BoardHub(board: "fuzz", store: store)
+        hub.groupCommit = true
+        var options = RedisBoardLog.Options(node: "fuzz")
+        options.checkpointEvery = 2
+        let log = RedisBoardLog(options: options)
+        for link in RedisBoardLog.Link.allCases { log.linkUp(link, now: 0) }
+        log.attach("fuzz", hub: hub, now: 0)
+        let body = Array(bytes.dropFirst(min(2, bytes.count)))
+        let first = bytes.isEmpty ? 0 : Int(bytes[0]) % (body.count + 1)
+        let second = body.count - (bytes.count < 2 ? 0 : Int(bytes[1]) % (body.count - first + 1))
+        let parts: [(RedisBoardLog.Link, ArraySlice<UInt8>)] = [(.commands, body[..<first]), (.tail, body[first..<second]), (.presence, body[second...])]
+        var now = 0.0
+        for (link, part) in parts {
+            _ = log.takeOutput(link)
+            do { try log.receive(link, Array(part), now: now) } catch { log.linkDown(link, now: now, reason: "fuzz") }
+            now += 1
+            _ = log.handleTimers(now: now)
+            _ = hub.handleTimers(now: now)
+        }
+        _ = store.replica.snapshot()
+        precondition(log.unconfirmedAppends <= bytes.count + 1, "appends without bound")
+    }
+
     static func resp(_ bytes: [UInt8]) {
         var limits = RESPLimits()
         limits.maxBulk = 1 << 16
@@ -321,6 +351,28 @@ extension FuzzTargets {
             return [Array("+OK\r\n:1700000000000\r\n$15\r\n1700000000000-0\r\n*-1\r\n".utf8),
                     Array("*1\r\n*2\r\n$12\r\nbs:plans:log\r\n*1\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$1\r\nb\r\n$3\r\nabc\r\n".utf8),
                     Array("%2\r\n+server\r\n$5\r\nredis\r\n+proto\r\n:3\r\n>3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nx\r\n_\r\n#t\r\n,1.5\r\n(123\r\n=7\r\ntxt:abc\r\n~1\r\n:1\r\n-ERR x\r\n!3\r\nbad\r\n".utf8)]
+        case "redislog":
+            // Replies as Redis gives them: no checkpoint, an empty stream, the recheck; the
+            // tail's client id and one read with an entry; a presence message.
+            func entry(_ id: String, _ node: String, _ bytes: [UInt8]) -> RESPValue {
+                .array([.bulkString(Array(id.utf8)), .array([.bulkString(Array("n".utf8)), .bulkString(Array(node.utf8)),
+                                                             .bulkString(Array("o".utf8)), .bulkString(bytes)])])
+            }
+            let commands = [RESPValue.array([]), .array([]), .bulkString(nil), .array([.bulkString(Array("0-0".utf8)), .bulkString(nil)]),
+                            .integer(3)].flatMap { $0.encoded() }
+            let tail = [RESPValue.integer(7), .array([.array([.bulkString(Array("bs:{fuzz}:log".utf8)),
+                                                              .array([entry("5-0", "other", board.batch.encoded()), entry("6-0", "other", board.batch.encoded(format: 1))])])])]
+                .flatMap { $0.encoded() }
+            var payload = ByteWriter()
+            payload.write(lengthPrefixed: Array("other".utf8))
+            payload.write(bytes: board.messages.compactMap { if case .presence = $0 { return $0.frame().encoded() } else { return nil } }.first ?? [])
+            let presence = RESPValue.array([.bulkString(Array("message".utf8)), .bulkString(Array("bs:{fuzz}:presence".utf8)),
+                                            .bulkString(payload.bytes)]).encoded()
+            func seed(_ parts: [[UInt8]]) -> [UInt8] {
+                precondition(parts[0].count < 256 && parts[2].count < 256, "a redislog seed's commands and presence parts fit a byte")
+                return [UInt8(parts[0].count), UInt8(parts[2].count)] + parts.flatMap { $0 }
+            }
+            return [seed([commands, tail, presence]), seed([commands, [], []])]
         case "websocket":
             let mask: [UInt8] = [1, 2, 3, 4]
             return [WebSocket.frame(.text, Array("{\"type\":\"move\"}".utf8), mask: mask),
