@@ -52,6 +52,10 @@ public final class RedisBoardLog {
         public var retentionMilliseconds = 60_000
 
         public var log: (String) -> Void = { _ in }
+        /// Sent first on every link (`AUTH [user] password`) when Redis requires one
+        /// (`requirepass`, or an ACL user).
+        public var password: String?
+        public var user: String?
 
         public init(node: String) {
             self.node = node
@@ -84,6 +88,7 @@ public final class RedisBoardLog {
         case clientID
         case unblock
         case publish
+        case auth
         case read([String: String])
     }
     private var requests: [Link: [RedisPipeline.Ticket: (request: Request, sentAt: Double)]] = [.commands: [:], .tail: [:]]
@@ -186,6 +191,11 @@ public final class RedisBoardLog {
     public var unconfirmedAppends: Int { appends.count }
 
     private func streamKey(_ board: String) -> String { "\(options.keyPrefix):{\(board)}:log" }
+    private var authCommand: [[UInt8]]? {
+        guard let password = options.password else { return nil }
+        return [Array("AUTH".utf8)] + (options.user.map { [Array($0.utf8)] } ?? []) + [Array(password.utf8)]
+    }
+
     private func presenceChannel(_ board: String) -> String { "\(options.keyPrefix):{\(board)}:presence" }
     private func checkpointKey(_ board: String) -> String { "\(options.keyPrefix):{\(board)}:ckpt" }
     private func leaseKey(_ board: String) -> String { "\(options.keyPrefix):{\(board)}:lease" }
@@ -227,7 +237,7 @@ public final class RedisBoardLog {
         self.now = now
         if link == .presence {
             presenceDecoder = RESPDecoder()
-            presenceOutput = []
+            presenceOutput = authCommand.map { RESPValue.command($0) } ?? []
             subscribed = []
             up.insert(link)
             pump()
@@ -236,6 +246,10 @@ public final class RedisBoardLog {
         _ = links[link]!.reset()
         requests[link] = [:]
         up.insert(link)
+        if let auth = authCommand {
+            // Pipelined: Redis runs commands in order, so everything after it is authenticated.
+            requests[link]![links[link]!.send(auth)] = (.auth, now)
+        }
         if link == .tail {
             tailClientID = nil
             readInFlight = false
@@ -276,7 +290,7 @@ public final class RedisBoardLog {
         case .getAsset(let hash): assetGets[hash]?.sent = false
         case .read: readInFlight = false
         case .unblock: unblockSent = false
-        case .clientID, .publish: break
+        case .clientID, .publish, .auth: break
         }
     }
 
@@ -542,7 +556,7 @@ public final class RedisBoardLog {
             }
         case .clientID:
             if case .integer(let id) = value { tailClientID = id }
-        case .unblock, .publish:
+        case .unblock, .publish, .auth:
             break
         case .read(let starts):
             readInFlight = false
@@ -603,6 +617,8 @@ public final class RedisBoardLog {
             unblockSent = false
         case .publish:
             break
+        case .auth:
+            options.log("Redis refused the password (check --redis-password-file): \(message)")
         }
     }
 
@@ -701,6 +717,9 @@ public final class RedisBoardLog {
     private func presenceMessage(_ value: RESPValue) {
         let items: [RESPValue]
         switch value {
+        case .error(let message):
+            options.log("Redis presence link: \(message)")
+            return
         case .array(let list?): items = list
         case .push(let list): items = list
         default: return

@@ -71,14 +71,18 @@ struct NetCommands {
     }
 
     private func serve(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: Set(["data", "listen", "secret-file", "web", "redis", "node-id", "checkpoint-every", "checkpoint-lease", "checkpoint-retention"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name)), flags: [])
+        let args = try Arguments(raw, options: Set(["data", "listen", "secret-file", "web", "redis", "node-id", "checkpoint-every", "checkpoint-lease", "checkpoint-retention", "redis-password-file", "redis-user"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name)), flags: [])
         _ = try args.positionals([])
         guard let data = args.value("data") else { throw UsageError("missing --data DIR") }
         let listen = try address(args.value("listen") ?? "127.0.0.1:7420", "--listen")
         let webAddress = try args.value("web").map { try address($0, "--web") }
         let redisAddress = try args.value("redis").map { try address($0, "--redis") }
-        for option in ["node-id", "checkpoint-every", "checkpoint-lease", "checkpoint-retention"] where args.value(option) != nil && redisAddress == nil {
+        for option in ["node-id", "checkpoint-every", "checkpoint-lease", "checkpoint-retention", "redis-password-file", "redis-user"]
+        where args.value(option) != nil && redisAddress == nil {
             throw UsageError("--\(option) needs --redis HOST:PORT")
+        }
+        if args.value("redis-user") != nil, args.value("redis-password-file") == nil {
+            throw UsageError("--redis-user needs --redis-password-file FILE")
         }
         let checkpointEvery = try args.value("checkpoint-every").map { try Parse.number($0, "--checkpoint-every") }
         let lease = try args.value("checkpoint-lease").map { try Parse.number($0, "--checkpoint-lease") }
@@ -126,6 +130,14 @@ struct NetCommands {
             var redisOptions = RedisBoardLog.Options(node: node)
             redisOptions.log = NetCommands.log
             if let checkpointEvery { redisOptions.checkpointEvery = Int(checkpointEvery) }
+            if let file = args.value("redis-password-file") {
+                guard let text = try? String(contentsOfFile: file, encoding: .utf8),
+                      let password = text.split(whereSeparator: \.isNewline).first.map(String.init), !password.isEmpty else {
+                    throw Failure("cannot read a password from --redis-password-file \(file) (its first line)")
+                }
+                redisOptions.password = password
+            }
+            redisOptions.user = args.value("redis-user")
             if let lease { redisOptions.leaseMilliseconds = Int(lease * 1000) }
             if let retention { redisOptions.retentionMilliseconds = Int(retention * 1000) }
             cluster = RedisCluster(address: redisAddress, options: redisOptions, loop: loop)

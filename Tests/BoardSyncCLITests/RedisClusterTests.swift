@@ -17,9 +17,12 @@ final class RedisProcess {
     let directory: String
     private(set) var process: Process
 
-    init(in directory: String, port: Int? = nil) throws {
+    let extra: [String]
+
+    init(in directory: String, port: Int? = nil, extra: [String] = []) throws {
         self.directory = directory
         self.port = port ?? RedisProcess.freePort()
+        self.extra = extra
         process = Process()
         try start()
     }
@@ -28,14 +31,14 @@ final class RedisProcess {
         process = Process()
         process.executableURL = URL(fileURLWithPath: RedisProcess.binary!)
         process.arguments = ["--port", String(port), "--bind", "127.0.0.1", "--dir", directory, "--save", "",
-                             "--appendonly", "yes", "--appendfsync", "always", "--protected-mode", "no"]
+                             "--appendonly", "yes", "--appendfsync", "always", "--protected-mode", "no"] + extra
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
         // Ready once it accepts connections.
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
-            if RedisProcess.ping(port) { return }
+            if let reply = RedisProcess.command(port, ["PING"]), reply.hasPrefix("+PONG") || reply.hasPrefix("-NOAUTH") { return }
             usleep(20_000)
         }
         throw CLI.Failure("redis-server did not start on port \(port)")
@@ -380,12 +383,41 @@ final class RedisProcess {
         #expect(result.stderr.contains("killed server 1"))
     }
 
+    /// A Redis that requires a password: a server given it syncs; one without it says why in
+    /// its log and acknowledges nothing.
+    @Test func aRedisWithAPasswordNeedsIt() throws {
+        if Self.skipped() { return }
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        let redis = try RedisProcess(in: workspace.path, extra: ["--requirepass", "s3cret"])
+        try "s3cret\n".write(toFile: workspace.path + "/redis-password", atomically: true, encoding: .utf8)
+        let good = try Daemon(["serve", "--data", "good", "--listen", "127.0.0.1:0", "--redis", redis.address,
+                               "--redis-password-file", "redis-password"], in: workspace.path)
+        let goodAddress = try #require(good.listeningAddress())
+        let bad = try Daemon(["serve", "--data", "bad", "--listen", "127.0.0.1:0", "--redis", redis.address], in: workspace.path)
+        let badAddress = try #require(bad.listeningAddress())
+        try cli.run("new", "A.boardpkg")
+        try cli.run("stroke", "A.boardpkg", "--points", "1,1 2,2")
+        let synced = try cli.run("sync", "A.boardpkg", "--server", goodAddress, "--board", "team", "--timeout", "10")
+        #expect(synced.status == 0, "\(synced.stderr)")
+        #expect(RedisProcess.command(redis.port, ["AUTH", "s3cret"]) == "+OK\r\n")
+        let refused = try cli.run("sync", "A.boardpkg", "--server", badAddress, "--board", "team", "--timeout", "3")
+        #expect(refused.status == 1)
+        #expect(good.terminate() == 0 && bad.terminate() == 0)
+        #expect(bad.log.contains("NOAUTH"), "\(bad.log)")
+        #expect(!good.log.contains("NOAUTH"), "\(good.log)")
+    }
+
     @Test func badRedisOptionsAreUsageErrors() throws {
         let workspace = try Workspace()
         let noRedis = try workspace.cli.run("serve", "--data", "d", "--node-id", "x")
         #expect(noRedis.status == 64 && noRedis.stderr.contains("--node-id needs --redis"))
         let badEvery = try workspace.cli.run("serve", "--data", "d", "--redis", "127.0.0.1:1", "--checkpoint-every", "-3")
         #expect(badEvery.status == 64 && badEvery.stderr.contains("--checkpoint-every"))
+        let userOnly = try workspace.cli.run("serve", "--data", "d", "--redis", "127.0.0.1:1", "--redis-user", "bs")
+        #expect(userOnly.status == 64 && userOnly.stderr.contains("--redis-password-file"))
+        let noFile = try workspace.cli.run("serve", "--data", "d", "--redis", "127.0.0.1:1", "--redis-password-file", "missing")
+        #expect(noFile.status == 1 && noFile.stderr.contains("cannot read a password"))
         let badAddress = try workspace.cli.run("serve", "--data", "d", "--redis", "nowhere")
         #expect(badAddress.status == 64, "\(badAddress.stderr)")
         #expect(try workspace.cli.run("serve", "--help").stdout.contains("--redis HOST:PORT"))
