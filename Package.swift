@@ -48,7 +48,7 @@ let package = Package(
         // Seeded randomness and history generation that drives the real replica code.
         .target(
             name: "BoardSimulation",
-            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardRender"],
+            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardRender", "BoardRedis"],
             path: "Simulations/Sources/BoardSimulation"
         ),
         // The network simulator's command line (bin/board-sim).
@@ -77,7 +77,7 @@ let package = Package(
             path: "Fuzz/Sources/BoardFuzz"
         ),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["BoardFuzz"]),
-        .testTarget(name: "BoardRedisTests", dependencies: ["BoardRedis", "BoardSync", "BoardCRDT", "BoardModel"]),
+        .testTarget(name: "BoardRedisTests", dependencies: ["BoardRedis", "BoardSync", "BoardCRDT", "BoardModel", "BoardSimulation"]),
         .testTarget(name: "BoardModelTests", dependencies: ["BoardModel"]),
         .testTarget(name: "BoardRenderTests", dependencies: ["BoardModel", "BoardRender"], exclude: ["Fixtures"]),
         .testTarget(name: "BoardCRDTTests", dependencies: ["BoardModel", "BoardCRDT", "BoardSimulation"]),

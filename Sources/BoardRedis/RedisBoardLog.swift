@@ -63,6 +63,9 @@ public final class RedisBoardLog {
     }
 
     public let options: Options
+    /// A planted bug for the cluster simulation's oracles: tickets complete (sessions are
+    /// acknowledged) without waiting for Redis to take their appends. Never set outside it.
+    @_spi(Mutations) public var acknowledgesBeforeRedis = false
     /// Called after the log changed a board's hub (merged operations, acknowledgements, images):
     /// the host writes that board's session output.
     public var onHubChanged: ((String) -> Void)?
@@ -210,7 +213,7 @@ public final class RedisBoardLog {
             appends[nextAppend] = Append(board: board, bytes: batch.encoded())
             waitingFor.insert(nextAppend)
         }
-        tickets.append(Ticket(id: nextTicket, board: board, waitingFor: waitingFor))
+        tickets.append(Ticket(id: nextTicket, board: board, waitingFor: acknowledgesBeforeRedis ? [] : waitingFor))
         let ticket = nextTicket
         // A ticket with nothing to append completes after the ones before it (at the end of
         // this turn: the hub records it once this returns).
