@@ -47,6 +47,26 @@ import Testing
         }
     }
 
+    /// Answers an attached board's catch-up as an empty Redis does: no checkpoint, an empty
+    /// stream, still no checkpoint.
+    static func catchUpEmpty(_ redis: Script) throws {
+        for reply: RESPValue in [.array([]), .array([]), .bulkString(nil)] {
+            _ = try redis.commands(.commands)
+            try redis.reply(.commands, [reply], now: 0)
+        }
+    }
+
+    /// A log with every link up (the tail's client id answered) attached to `hub`.
+    static func linkedLog(_ hub: BoardHub, _ options: RedisBoardLog.Options = RedisBoardLog.Options(node: "n1")) throws -> (RedisBoardLog, Script) {
+        let log = RedisBoardLog(options: options)
+        let redis = Script(log: log)
+        for link in RedisBoardLog.Link.allCases { log.linkUp(link, now: 0) }
+        _ = try redis.commands(.tail)
+        try redis.reply(.tail, [.integer(5)], now: 0)
+        log.attach("team", hub: hub, now: 0)
+        return (log, redis)
+    }
+
     static func hubWithSession() throws -> (BoardHub, MemoryReplicaStore) {
         let store = MemoryReplicaStore(replica: Replica(id: ReplicaID(1)))
         let hub = BoardHub(board: "team", store: store)
@@ -191,13 +211,7 @@ import Testing
         var options = RedisBoardLog.Options(node: "n1")
         options.checkpointEvery = 2
         options.retentionMilliseconds = 1000
-        let log = RedisBoardLog(options: options)
-        let redis = Script(log: log)
-        log.linkUp(.commands, now: 0)
-        log.linkUp(.tail, now: 0)
-        _ = try redis.commands(.tail)
-        try redis.reply(.tail, [.integer(5)], now: 0)
-        log.attach("team", hub: hub, now: 0)
+        let (log, redis) = try Self.linkedLog(hub, options)
         _ = try redis.commands(.commands)
         var writer = Replica(id: ReplicaID(0xAB))
         _ = try writer.setCanvasSize(CodableSize(width: 900, height: 700))
@@ -241,17 +255,8 @@ import Testing
         let (hub, _) = try Self.hubWithSession()
         var options = RedisBoardLog.Options(node: "n1")
         options.checkpointEvery = 1
-        let log = RedisBoardLog(options: options)
-        let redis = Script(log: log)
-        log.linkUp(.commands, now: 0)
-        log.linkUp(.tail, now: 0)
-        _ = try redis.commands(.tail)
-        try redis.reply(.tail, [.integer(5)], now: 0)
-        log.attach("team", hub: hub, now: 0)
-        for reply: RESPValue in [.array([]), .array([]), .bulkString(nil)] {
-            _ = try redis.commands(.commands)
-            try redis.reply(.commands, [reply], now: 0)
-        }
+        let (log, redis) = try Self.linkedLog(hub, options)
+        try Self.catchUpEmpty(redis)
         #expect(try redis.commands(.tail).first?.last == "0-0")
         var writer = Replica(id: ReplicaID(0xAB))
         _ = try writer.setCanvasSize(CodableSize(width: 1000, height: 700))
@@ -270,17 +275,9 @@ import Testing
     /// server's is taken and relayed; our own echo and undecodable payloads are dropped.
     @Test func presenceIsPublishedAndOtherServersPresenceRelayed() throws {
         let (hub, _) = try Self.hubWithSession()
-        let log = RedisBoardLog(options: RedisBoardLog.Options(node: "n1"))
-        let redis = Script(log: log)
-        for link in RedisBoardLog.Link.allCases { log.linkUp(link, now: 0) }
-        _ = try redis.commands(.tail)
-        try redis.reply(.tail, [.integer(5)], now: 0)
-        log.attach("team", hub: hub, now: 0)
+        let (log, redis) = try Self.linkedLog(hub)
         #expect(try redis.commands(.presence) == [["SUBSCRIBE", "bs:{team}:presence"]])
-        for reply: RESPValue in [.array([]), .array([]), .bulkString(nil)] {
-            _ = try redis.commands(.commands)
-            try redis.reply(.commands, [reply], now: 0)
-        }
+        try Self.catchUpEmpty(redis)
         Self.connect(hub, 1)
         _ = hub.output(for: 1, now: 0)
         // The session's presence goes to Redis.
@@ -322,10 +319,7 @@ import Testing
         let redis = Script(log: log)
         log.linkUp(.commands, now: 0)
         log.attach("team", hub: hub, now: 0)
-        for reply: RESPValue in [.array([]), .array([]), .bulkString(nil)] {
-            _ = try redis.commands(.commands)
-            try redis.reply(.commands, [reply], now: 0)
-        }
+        try Self.catchUpEmpty(redis)
         // The peer's first edits reached this server and, through the log, the other one.
         var peer = Replica(id: ReplicaID(0xC))
         for width in 900..<905 { _ = try peer.setCanvasSize(CodableSize(width: Double(width), height: 700)) }

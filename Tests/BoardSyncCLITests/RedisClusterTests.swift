@@ -116,6 +116,13 @@ final class RedisProcess {
         return false
     }
 
+    /// A workspace, a Redis in it, and servers "one" and "two" sharing it.
+    static func twoServers() throws -> (Workspace, RedisProcess, (Daemon, String), (Daemon, String)) {
+        let workspace = try Workspace()
+        let redis = try RedisProcess(in: workspace.path)
+        return (workspace, redis, try server(workspace, "one", redis: redis, node: "one"), try server(workspace, "two", redis: redis, node: "two"))
+    }
+
     static func server(_ workspace: Workspace, _ data: String, redis: RedisProcess, node: String) throws -> (Daemon, String) {
         let daemon = try Daemon(["serve", "--data", data, "--listen", "127.0.0.1:0", "--redis", redis.address, "--node-id", node],
                                 in: workspace.path)
@@ -128,11 +135,8 @@ final class RedisProcess {
     /// either server get everything; the stream holds each edit once.
     @Test func twoServersShareBoardsThroughRedis() throws {
         if Self.skipped() { return }
-        let workspace = try Workspace()
+        let (workspace, redis, (one, addressOne), (two, addressTwo)) = try Self.twoServers()
         let cli = workspace.cli
-        let redis = try RedisProcess(in: workspace.path)
-        let (one, addressOne) = try Self.server(workspace, "one", redis: redis, node: "one")
-        let (two, addressTwo) = try Self.server(workspace, "two", redis: redis, node: "two")
         for name in ["A", "B", "C"] { try cli.run("new", "\(name).boardpkg") }
         try cli.run("sticker", "A.boardpkg", "--image", "red.png", "--at", "10,10")
         try cli.run("stroke", "B.boardpkg", "--points", "1,1 4,4 9,2")
@@ -182,11 +186,8 @@ final class RedisProcess {
     /// (a one-shot sync cannot finish), then they carry on, and nothing acknowledged is lost.
     @Test func redisCrashAndRestartLosesNothingAcknowledged() throws {
         if Self.skipped() { return }
-        let workspace = try Workspace()
+        let (workspace, redis, (one, addressOne), (two, addressTwo)) = try Self.twoServers()
         let cli = workspace.cli
-        let redis = try RedisProcess(in: workspace.path)
-        let (one, addressOne) = try Self.server(workspace, "one", redis: redis, node: "one")
-        let (two, addressTwo) = try Self.server(workspace, "two", redis: redis, node: "two")
         try cli.run("new", "A.boardpkg")
         try cli.run("new", "B.boardpkg")
         try cli.run("stroke", "A.boardpkg", "--points", "1,1 2,2")
@@ -217,11 +218,8 @@ final class RedisProcess {
     /// nothing it was told is saved is lost; a new server with an empty cache catches up.
     @Test func aClientMovesToAnotherServerAfterItsServerIsKilled() throws {
         if Self.skipped() { return }
-        let workspace = try Workspace()
+        let (workspace, redis, (one, addressOne), (two, addressTwo)) = try Self.twoServers()
         let cli = workspace.cli
-        let redis = try RedisProcess(in: workspace.path)
-        let (one, addressOne) = try Self.server(workspace, "one", redis: redis, node: "one")
-        let (two, addressTwo) = try Self.server(workspace, "two", redis: redis, node: "two")
         try cli.run("new", "A.boardpkg")
         for index in 0..<5 {
             try cli.run("stroke", "A.boardpkg", "--points", "\(index),0 \(index),9")
