@@ -277,4 +277,20 @@ import Testing
         #expect(replay.status == 1, "\(replay.stdout.suffix(500))")
         #expect(replay.stdout.contains("no convergence"), "\(replay.stdout.suffix(800))")
     }
+
+    /// `board-sim cluster`: a seed's report, a summary of several, the planted bug's seeds
+    /// failing with their replay command, bad usage refused.
+    @Test func boardSimRunsTheClusterSimulation() throws {
+        let workspace = try Workspace()
+        let one = try sim(["cluster", "--seed", "3"], in: workspace.path)
+        #expect(one.status == 0, "\(one.stdout)")
+        #expect(one.stdout.contains("seed 3: ") && one.stdout.contains("converged"), "\(one.stdout)")
+        #expect(try sim(["cluster", "--seed", "3"], in: workspace.path).stdout == one.stdout, "the same seed, the same run")
+        let several = try sim(["cluster", "--seeds", "5", "--from", "10"], in: workspace.path)
+        #expect(several.status == 0 && several.stdout.contains("cluster seeds 10..<15: 5 passed, 0 failed"), "\(several.stdout)")
+        let planted = try sim(["cluster", "--seed", "12", "--plant", "ack-before-redis"], in: workspace.path)
+        #expect(planted.status == 1 && planted.stdout.contains("acknowledged loss"), "\(planted.stdout)")
+        #expect(try sim(["cluster"], in: workspace.path).status == 64)
+        #expect(try sim(["cluster", "--plant", "nonsense", "--seed", "1"], in: workspace.path).status == 64)
+    }
 }

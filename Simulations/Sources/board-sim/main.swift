@@ -4,7 +4,7 @@ import BoardSimulation
 import Dispatch
 import Foundation
 
-let usage = "board-sim run FILE... [--svg DIR] | --seed N [--peers P] [--edits R] [--plant BUG] [--plan | --shrink [--out FILE]] [--verbose] [--json] | --seeds K [--from N] [--peers P] [--edits R] [--plant BUG] [--json]"
+let usage = "board-sim run FILE... [--svg DIR] | cluster (--seed N | --seeds K [--from N]) [--plant ack-before-redis] [--json] | --seed N [--peers P] [--edits R] [--plant BUG] [--plan | --shrink [--out FILE]] [--verbose] [--json] | --seeds K [--from N] [--peers P] [--edits R] [--plant BUG] [--json]"
 let help = """
 OVERVIEW: Run BoardSync's real server and peer code over simulated links, time and disks, with
 seeded faults (link cuts and resets, corrupted bytes, partitions, clogged and slow links, server
@@ -20,6 +20,12 @@ SUBCOMMANDS:
                            replica's final board, check the expectations and oracles; exit 1 when
                            one fails, 64 when a file is malformed. --svg DIR draws every
                            replica's final board as DIR/<scenario>-<host>.svg.
+
+  cluster                  Scale-out (docs/SCALE-OUT.md): two or three servers sharing a simulated
+                           Redis, clients editing through any of them under server crashes, Redis
+                           restarts and cut links; checks convergence and that nothing
+                           acknowledged is lost. With --seed N (one report) or --seeds K [--from N];
+                           --plant ack-before-redis plants a bug the oracles must catch.
 
 OPTIONS:
   --seed N                 Run one seed and print its report; the last line is `hash: <hex>`,
@@ -52,6 +58,53 @@ var arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.isEmpty || arguments.contains("-h") || arguments.contains("--help") {
     print(help)
     exit(0)
+}
+
+// board-sim cluster: the scale-out simulation.
+if arguments.first == "cluster" {
+    arguments.removeFirst()
+    var seed: UInt64?
+    var count: UInt64?
+    var first: UInt64 = 0
+    var json = false
+    var plant = false
+    while !arguments.isEmpty {
+        let name = arguments.removeFirst()
+        switch name {
+        case "--json": json = true
+        case "--plant":
+            guard arguments.first == "ack-before-redis" else { fail("cluster --plant knows ack-before-redis") }
+            arguments.removeFirst()
+            plant = true
+        case "--seed", "--seeds", "--from":
+            guard let text = arguments.first, let value = UInt64(text) else { fail("\(name) needs a whole number") }
+            arguments.removeFirst()
+            if name == "--seed" { seed = value } else if name == "--seeds" { count = value } else { first = value }
+        default: fail("unknown option \(name) for cluster")
+        }
+    }
+    let seeds: [UInt64]
+    if let seed { seeds = [seed] } else if let count { seeds = Array(first..<(first + count)) } else { fail("cluster needs --seed N or --seeds K") }
+    var reports: [ClusterSimulation.Report] = []
+    for seed in seeds { reports.append(ClusterSimulation(seed: seed, plantAckBeforeRedis: plant).run()) }
+    let failed = reports.filter { !$0.passed }
+    if json {
+        let object: [String: Any] = ["seeds": reports.count, "failed": failed.map(\.seed),
+                                     "crashes": reports.reduce(0) { $0 + $1.crashes }, "redisRestarts": reports.reduce(0) { $0 + $1.redisRestarts },
+                                     "checkpoints": reports.reduce(0) { $0 + $1.checkpoints }, "operations": reports.reduce(0) { $0 + $1.operationsMade }]
+        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])
+        FileHandle.standardOutput.write(data + Data([10]))
+    } else {
+        for report in reports where seeds.count == 1 || !report.passed {
+            print("seed \(report.seed): \(report.servers) servers, \(report.clients) clients, \(report.operationsMade) operations; \(report.crashes) server crashes, \(report.redisRestarts) Redis restarts, \(report.cuts) cut links, \(report.departures) departures, \(report.checkpoints) checkpoints, \(report.redisCommands) Redis commands; \(report.passed ? "converged \(String(format: "%.3f", report.convergedAfter ?? 0)) s after the heal" : "FAILED")")
+            for failure in report.failures { print("  \(failure)") }
+        }
+        if seeds.count > 1 {
+            print("cluster seeds \(first)..<\(first + UInt64(seeds.count)): \(reports.count - failed.count) passed, \(failed.count) failed; \(reports.reduce(0) { $0 + $1.crashes }) server crashes, \(reports.reduce(0) { $0 + $1.redisRestarts }) Redis restarts, \(reports.reduce(0) { $0 + $1.checkpoints }) checkpoints")
+            for report in failed { print("FAILED seed \(report.seed) — replay: bin/board-sim cluster --seed \(report.seed)\(plant ? " --plant ack-before-redis" : "")") }
+        }
+    }
+    exit(failed.isEmpty ? 0 : 1)
 }
 
 // board-sim run FILE... [--svg DIR]: scenarios.
