@@ -42,6 +42,9 @@ public final class RedisBoardLog {
         public var replyTimeout = 10.0
         /// How long to keep asking Redis for an image another server has not stored yet.
         public var assetWait = 30.0
+        /// Images larger than this are stored in chunks of this size (one huge value would hold
+        /// up Redis's single thread while it is written or read).
+        public var assetChunkBytes = 1 << 20
         /// A server that has seen this many entries of a board since its last checkpoint tries
         /// to write a new one (0: never).
         public var checkpointEvery = 2000
@@ -87,7 +90,9 @@ public final class RedisBoardLog {
         /// After a tail read from `start` returned entries: was the stream trimmed past `start`?
         case verify(String, String)
         case setAsset(AssetHash)
+        case setChunk(AssetHash)
         case getAsset(AssetHash)
+        case getChunks(AssetHash, size: Int)
         case clientID
         case unblock
         case publish
@@ -289,8 +294,8 @@ public final class RedisBoardLog {
         case .verify(let board, _):
             boards[board]?.unverifiedReads -= 1
             reload(board, because: "a tail read could not be checked against the trim point")
-        case .setAsset(let hash): assetSets[hash]?.sent = false
-        case .getAsset(let hash): assetGets[hash]?.sent = false
+        case .setAsset(let hash), .setChunk(let hash): assetSets[hash]?.sent = false
+        case .getAsset(let hash), .getChunks(let hash, _): assetGets[hash]?.sent = false
         case .read: readInFlight = false
         case .unblock: unblockSent = false
         case .clientID, .publish, .auth: break
@@ -411,7 +416,21 @@ public final class RedisBoardLog {
             }
             for hash in assetSets.keys.sorted(by: { $0.hex < $1.hex }) {
                 guard let entry = assetSets[hash], !entry.sent, entry.notBefore <= now else { continue }
-                let ticket = links[.commands]!.send([Array("SET".utf8), Array(assetKey(hash).utf8), [UInt8](entry.data), Array("NX".utf8)])
+                let bytes = [UInt8](entry.data)
+                var value = bytes
+                if bytes.count > options.assetChunkBytes {
+                    // Chunks first, then the marker naming them: a reader never sees a marker
+                    // before its chunks.
+                    let chunks = stride(from: 0, to: bytes.count, by: options.assetChunkBytes).map {
+                        Array(bytes[$0..<min($0 + options.assetChunkBytes, bytes.count)])
+                    }
+                    for (index, chunk) in chunks.enumerated() {
+                        let ticket = links[.commands]!.send([Array("SET".utf8), Array("\(assetKey(hash)):\(index)".utf8), chunk])
+                        requests[.commands]![ticket] = (.setChunk(hash), now)
+                    }
+                    value = Array("\(Self.chunkMarker)\(chunks.count):\(bytes.count)".utf8)
+                }
+                let ticket = links[.commands]!.send([Array("SET".utf8), Array(assetKey(hash).utf8), value, Array("NX".utf8)])
                 requests[.commands]![ticket] = (.setAsset(hash), now)
                 assetSets[hash]!.sent = true
             }
@@ -543,9 +562,40 @@ public final class RedisBoardLog {
                 reload(board, because: "the stream was trimmed past \(start) (this server fell behind)")
             }
         case .setAsset(let hash):
-            assetSets[hash] = nil
+            // Replies come in order: a chunk refused before this marker left `sent` false, and
+            // the whole image goes again (the marker's NX keeps the first).
+            if assetSets[hash]?.sent == true { assetSets[hash] = nil }
+        case .setChunk:
+            break
+        case .getChunks(let hash, let size):
+            guard let entry = assetGets[hash] else { return }
+            var bytes: [UInt8] = []
+            if case .array(let parts?) = value {
+                for part in parts {
+                    guard case .bulkString(let chunk?) = part else { bytes = []; break }
+                    bytes += chunk
+                }
+            }
+            guard bytes.count == size else {
+                // A chunk is missing: ask again shortly (the hash is checked on arrival anyway).
+                assetGets[hash]!.sent = false
+                assetGets[hash]!.notBefore = now + 0.5
+                return
+            }
+            assetGets[hash] = nil
+            for board in entry.boards.sorted() {
+                boards[board]?.hub.assetFetched(hash, Data(bytes))
+                onHubChanged?(board)
+            }
         case .getAsset(let hash):
             guard let entry = assetGets[hash] else { return }
+            if case .bulkString(let bytes?) = value, bytes.starts(with: Array(Self.chunkMarker.utf8)),
+               let (count, size) = Self.chunkCounts(bytes), up.contains(.commands) {
+                let keys = (0..<count).map { Array("\(assetKey(hash)):\($0)".utf8) }
+                let ticket = links[.commands]!.send([Array("MGET".utf8)] + keys)
+                requests[.commands]![ticket] = (.getChunks(hash, size: size), now)
+                return
+            }
             if case .bulkString(let bytes?) = value {
                 assetGets[hash] = nil
                 for board in entry.boards.sorted() {
@@ -602,10 +652,10 @@ public final class RedisBoardLog {
         case .verify(let board, _):
             boards[board]?.unverifiedReads -= 1
             reload(board, because: "Redis refused checking the trim point: \(message)")
-        case .setAsset(let hash):
+        case .setAsset(let hash), .setChunk(let hash):
             assetSets[hash]?.sent = false
             assetSets[hash]?.notBefore = at
-        case .getAsset(let hash):
+        case .getAsset(let hash), .getChunks(let hash, _):
             assetGets[hash]?.sent = false
             assetGets[hash]?.notBefore = at
         case .read:
@@ -773,6 +823,17 @@ public final class RedisBoardLog {
         default: break
         }
         return result
+    }
+
+    /// What an image's key holds when its bytes are in chunks (`<marker><count>:<size>`); no
+    /// PNG starts like this.
+    static let chunkMarker = "BSCHUNKS:"
+
+    static func chunkCounts(_ bytes: [UInt8]) -> (Int, Int)? {
+        let parts = String(decoding: bytes.dropFirst(chunkMarker.utf8.count), as: UTF8.self).split(separator: ":")
+        guard parts.count == 2, let count = Int(parts[0]), let size = Int(parts[1]),
+              count > 0, count <= 1 << 16, size > 0, size <= 1 << 30 else { return nil }
+        return (count, size)
     }
 
     /// A stream id's two numbers ("ms-seq"), for comparing ids; malformed ones sort first.

@@ -350,4 +350,49 @@ import Testing
         #expect(other.versionVector == peer.versionVector, "the gaps the peer compacted away are closed on the other server")
         #expect(other.snapshot().canvasSize.width == 1904)
     }
+
+    /// An image over the chunk size goes to Redis as chunks, then a marker naming them; a
+    /// server that lacks it reads the marker, then every chunk, and checks the hash.
+    @Test func largeImagesTravelInChunks() throws {
+        let (hub, store) = try Self.hubWithSession()
+        var options = RedisBoardLog.Options(node: "n1")
+        options.assetChunkBytes = 1000
+        let (log, redis) = try Self.linkedLog(hub, options)
+        try Self.catchUpEmpty(redis)
+        let image = Data(PNGEncoder.solid(width: 30, height: 30, red: 1, green: 2, blue: 3))
+        #expect(image.count > 2000)
+        let hash = AssetHash.of(image)
+        hub.onAssetStored?(hash, image)
+        var decoder = RESPDecoder()
+        decoder.append(log.takeOutput(.commands))
+        var sets: [(String, [UInt8])] = []
+        while let value = try decoder.next() {
+            if case .array(let parts?) = value, parts.first?.text == "SET", let key = parts[1].text, case .bulkString(let bytes?) = parts[2] {
+                sets.append((key, bytes))
+            }
+        }
+        let chunks = (image.count + 999) / 1000
+        #expect(sets.count == chunks + 1)
+        #expect(sets.dropLast().map(\.0) == (0..<chunks).map { "bs:asset:\(hash.hex):\($0)" })
+        #expect(sets.last?.0 == "bs:asset:\(hash.hex)" && String(decoding: sets.last!.1, as: UTF8.self) == "BSCHUNKS:\(chunks):\(image.count)")
+        #expect(Data(sets.dropLast().flatMap(\.1)) == image)
+        // Another board's server lacks it: marker, then the chunks (one missing: asked again).
+        try redis.reply(.commands, Array(repeating: RESPValue.simpleString("OK"), count: chunks + 1), now: 1)
+        var other = Replica(id: ReplicaID(0xAB))
+        _ = try other.addSticker(asset: hash, at: CodablePoint(x: 1, y: 1))
+        try hub.mergeReplicated(other.operations(since: .empty), now: 1)
+        #expect(try redis.commands(.commands) == [["GET", "bs:asset:\(hash.hex)"]])
+        try redis.reply(.commands, [.bulkString(sets.last!.1)], now: 1)
+        #expect(try redis.commands(.commands) == [["MGET"] + (0..<chunks).map { "bs:asset:\(hash.hex):\($0)" }])
+        var parts = sets.dropLast().map { RESPValue.bulkString($0.1) }
+        parts[1] = .bulkString(nil)
+        try redis.reply(.commands, [.array(parts)], now: 1)
+        #expect(!store.replica.assets.contains(hash))
+        _ = log.handleTimers(now: 1.6)
+        #expect(try redis.commands(.commands) == [["GET", "bs:asset:\(hash.hex)"]], "asked again")
+        try redis.reply(.commands, [.bulkString(sets.last!.1)], now: 1.6)
+        _ = try redis.commands(.commands)
+        try redis.reply(.commands, [.array(sets.dropLast().map { .bulkString($0.1) })], now: 1.6)
+        #expect(store.replica.assets.data(for: hash) == image)
+    }
 }

@@ -381,6 +381,36 @@ final class RedisProcess {
         #expect(result.stderr.contains("killed server 1"))
     }
 
+    /// A 3 MB image crosses servers in 1 MiB chunks and arrives whole.
+    @Test func aLargeImageCrossesServersInChunks() throws {
+        if Self.skipped() { return }
+        let (workspace, redis, (one, addressOne), (two, addressTwo)) = try Self.twoServers()
+        let cli = workspace.cli
+        let big = Data(PNGEncoder.solid(width: 1000, height: 1000, red: 10, green: 200, blue: 30))
+        #expect(big.count > 2 << 20)
+        try big.write(to: URL(fileURLWithPath: workspace.path + "/big.png"))
+        try cli.run("new", "A.boardpkg")
+        try cli.run("new", "B.boardpkg")
+        try cli.run("sticker", "A.boardpkg", "--image", "big.png", "--at", "5,5")
+        #expect(try cli.run("sync", "A.boardpkg", "--server", addressOne, "--board", "team").status == 0)
+        let id = try #require(try workspace.board("A.boardpkg").stickers.first?.id)
+        let path = "/stickers/\(id.uuidString).png"
+        var arrived = false
+        for _ in 0..<50 {
+            #expect(try cli.run("sync", "B.boardpkg", "--server", addressTwo, "--board", "team").status == 0)
+            if let bytes = FileManager.default.contents(atPath: workspace.path + "/B.boardpkg" + path),
+               bytes == FileManager.default.contents(atPath: workspace.path + "/A.boardpkg" + path) {
+                arrived = true
+                break
+            }
+            usleep(100_000)
+        }
+        #expect(arrived, "the image arrived whole through server two")
+        let keys = RedisProcess.command(redis.port, ["KEYS", "bs:asset:*"]) ?? ""
+        #expect(keys.components(separatedBy: "bs:asset:").count - 1 >= 4, "a marker and at least three chunks: \(keys)")
+        #expect(one.terminate() == 0 && two.terminate() == 0)
+    }
+
     /// A Redis that requires a password: a server given it syncs; one without it says why in
     /// its log and acknowledges nothing.
     @Test func aRedisWithAPasswordNeedsIt() throws {
