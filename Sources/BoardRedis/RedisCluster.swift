@@ -30,7 +30,9 @@ public final class RedisCluster {
         self.host = host
         let endpoint = host.endpoint
         boardLog.onHubChanged = { [weak host] board in host?.refresh(board) }
-        boardLog.onOutput = { [weak self] in self?.writeOutput() }
+        // Written at once, and the timer re-armed: a ticket with nothing to append completes at
+        // the log's next deadline (now), not at the next reply from Redis.
+        boardLog.onOutput = { [weak self] in self?.pump() }
         endpoint.onBoardOpened = { [weak self] board in
             guard let self else { return }
             self.boardLog.attach(board.name, hub: board.hub, now: EventLoop.now())
@@ -100,16 +102,8 @@ public final class RedisCluster {
         pump()
     }
 
-    /// Writes what the log queued at once (appends are pipelined: writing each board's as it
-    /// comes adds no round trip, and waiting for the end of the loop turn added latency).
-    private func writeOutput() {
-        for (link, connection) in connections where connected.contains(link) {
-            let bytes = boardLog.takeOutput(link)
-            if !bytes.isEmpty { connection.send(bytes) }
-        }
-    }
-
-    /// Writes what the log queued on each link and re-arms the timer at its next deadline.
+    /// Writes what the log queued on each link and re-arms the timer at its next deadline
+    /// (appends are pipelined: writing each board's as it comes adds no round trip).
     private func pump() {
         for (link, connection) in connections where connected.contains(link) {
             let bytes = boardLog.takeOutput(link)
