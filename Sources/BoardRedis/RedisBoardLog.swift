@@ -334,18 +334,19 @@ public final class RedisBoardLog {
         tickets.first.map { $0.waitingFor.allSatisfy { appends[$0] == nil } } ?? false
     }
 
+    /// When a command's reply is overdue: the reply timeout after it was sent (a blocking read:
+    /// after its block time too).
+    private func replyDeadline(_ entry: (request: Request, sentAt: Double)) -> Double {
+        if case .read = entry.request { return entry.sentAt + Double(options.blockMilliseconds) / 1000 + options.replyTimeout }
+        return entry.sentAt + options.replyTimeout
+    }
+
     /// When `handleTimers` should next run.
     public var nextDeadline: Double? {
         var deadlines: [Double] = []
         if ticketReady { deadlines.append(now) }
         for (link, pending) in requests where up.contains(link) {
-            for (_, entry) in pending {
-                if case .read = entry.request {
-                    deadlines.append(entry.sentAt + Double(options.blockMilliseconds) / 1000 + options.replyTimeout)
-                } else {
-                    deadlines.append(entry.sentAt + options.replyTimeout)
-                }
-            }
+            for (_, entry) in pending { deadlines.append(replyDeadline(entry)) }
         }
         for append in appends.values where !append.sent && append.notBefore > now { deadlines.append(append.notBefore) }
         for state in boards.values where !state.caughtUp && !state.rangeInFlight && state.notBefore > now { deadlines.append(state.notBefore) }
@@ -361,22 +362,12 @@ public final class RedisBoardLog {
         self.now = now
         completeTickets()
         var dead: [Link] = []
-        for (link, pending) in requests where up.contains(link) {
-            let late = pending.values.contains { entry in
-                if case .read = entry.request {
-                    return now - entry.sentAt > Double(options.blockMilliseconds) / 1000 + options.replyTimeout
-                }
-                return now - entry.sentAt > options.replyTimeout
-            }
-            if late { dead.append(link) }
+        for (link, pending) in requests where up.contains(link) && pending.values.contains(where: { now > replyDeadline($0) }) {
+            dead.append(link)
         }
         for (hash, entry) in assetGets where !entry.sent && now >= entry.giveUpAt {
-            assetGets[hash] = nil
             options.log("image \(hash) is not in Redis after \(Int(options.assetWait)) s; giving up")
-            for board in entry.boards.sorted() {
-                boards[board]?.hub.assetFetched(hash, nil)
-                onHubChanged?(board)
-            }
+            deliver(hash, nil, to: entry.boards)
         }
         pump()
         return dead.sorted { $0.description < $1.description }
@@ -507,10 +498,7 @@ public final class RedisBoardLog {
             boards[board]!.checkpointID = id
             do {
                 let checkpoint = try OperationBatch(decoding: stateBytes)
-                var vector = boards[board]!.streamVector
-                for op in checkpoint.operations where op.id.seq > vector[op.id.replica] { vector[op.id.replica] = op.id.seq }
-                if let covers = checkpoint.covers { vector = vector.merged(with: covers) }
-                boards[board]!.streamVector = vector
+                boards[board]!.streamVector = boards[board]!.streamVector.raised(by: checkpoint)
                 try boards[board]!.hub.mergeReplicated(checkpoint, now: now)
                 entriesMerged += 1
                 if Self.streamID(id) > Self.streamID(boards[board]!.lastID) { boards[board]!.lastID = id }
@@ -582,11 +570,7 @@ public final class RedisBoardLog {
                 assetGets[hash]!.notBefore = now + 0.5
                 return
             }
-            assetGets[hash] = nil
-            for board in entry.boards.sorted() {
-                boards[board]?.hub.assetFetched(hash, Data(bytes))
-                onHubChanged?(board)
-            }
+            deliver(hash, Data(bytes), to: entry.boards)
         case .getAsset(let hash):
             guard let entry = assetGets[hash] else { return }
             if case .bulkString(let bytes?) = value, bytes.starts(with: Array(Self.chunkMarker.utf8)),
@@ -597,11 +581,7 @@ public final class RedisBoardLog {
                 return
             }
             if case .bulkString(let bytes?) = value {
-                assetGets[hash] = nil
-                for board in entry.boards.sorted() {
-                    boards[board]?.hub.assetFetched(hash, Data(bytes))
-                    onHubChanged?(board)
-                }
+                deliver(hash, Data(bytes), to: entry.boards)
             } else {
                 // Not there yet (another server may still be storing it): ask again shortly.
                 assetGets[hash]!.sent = false
@@ -631,6 +611,15 @@ public final class RedisBoardLog {
                     }
                 }
             }
+        }
+    }
+
+    /// Hands a fetched image (or nil: not in Redis) to the hubs that asked for it.
+    private func deliver(_ hash: AssetHash, _ data: Data?, to waiting: Set<String>) {
+        assetGets[hash] = nil
+        for board in waiting.sorted() {
+            boards[board]?.hub.assetFetched(hash, data)
+            onHubChanged?(board)
         }
     }
 
@@ -714,12 +703,7 @@ public final class RedisBoardLog {
             options.log("board '\(board)': stream entry \(entry.id) does not decode (\(error)); skipped")
             return
         }
-        if catchingUp {
-            var vector = state.streamVector
-            for op in batch.operations where op.id.seq > vector[op.id.replica] { vector[op.id.replica] = op.id.seq }
-            if let covers = batch.covers { vector = vector.merged(with: covers) }
-            boards[board]!.streamVector = vector
-        }
+        if catchingUp { boards[board]!.streamVector = state.streamVector.raised(by: batch) }
         do {
             entriesMerged += 1
             try state.hub.mergeReplicated(batch, now: now)
@@ -905,5 +889,16 @@ public final class RedisBoardLog {
             }
         }
         if completed > 0 { tickets.removeFirst(completed) }
+    }
+}
+
+extension VersionVector {
+    /// This vector raised to everything `batch` reaches: its operations' sequence numbers and,
+    /// for a complete delta, its `covers`.
+    public func raised(by batch: OperationBatch) -> VersionVector {
+        var vector = self
+        for op in batch.operations where op.id.seq > vector[op.id.replica] { vector[op.id.replica] = op.id.seq }
+        if let covers = batch.covers { vector = vector.merged(with: covers) }
+        return vector
     }
 }

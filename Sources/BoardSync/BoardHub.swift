@@ -469,15 +469,7 @@ public final class BoardHub {
         operationsMerged += fresh.count
         let named = fresh.compactMap { op in op.payload.asset.map { (hash: $0, item: op.payload.item) } }
         if !named.isEmpty { requestMissing(preferring: nil, named: named) }
-        if batch.covers != nil {
-            for other in sessions.keys.sorted() where sessions[other]!.isOpen {
-                let delta = store.replica.operations(since: peerVersions[other] ?? .empty)
-                operationsSent += delta.operations.count
-                sessions[other]!.send(delta)
-            }
-        } else {
-            broadcast(fresh)
-        }
+        relay(fresh, of: batch, except: nil)
         onChange?()
         return fresh.count
     }
@@ -719,19 +711,21 @@ public final class BoardHub {
                 pendingReplication.append(OperationBatch(operations: fresh))
             }
         }
-        if batch.covers != nil {
-            // A complete delta may skip operations its sender had compacted away; relayed as
-            // loose operations they would leave gaps in the other peers' version vectors. Send
-            // each other peer a complete delta from what it is known to hold instead.
-            for other in sessions.keys where other != id && sessions[other]!.isOpen {
-                let delta = store.replica.operations(since: peerVersions[other] ?? .empty)
-                operationsSent += delta.operations.count
-                sessions[other]!.send(delta)
-            }
-        } else {
-            broadcast(fresh, except: id)
-        }
+        relay(fresh, of: batch, except: id)
         onChange?()
+    }
+
+    /// Passes merged operations on to every other open session. A complete delta may skip
+    /// operations its sender had compacted away; relayed as loose operations they would leave
+    /// gaps in the other peers' version vectors, so each gets a complete delta from what it is
+    /// known to hold instead.
+    private func relay(_ fresh: [Op], of batch: OperationBatch, except excluded: SessionID?) {
+        guard batch.covers != nil else { return broadcast(fresh, except: excluded) }
+        for other in sessions.keys.sorted() where other != excluded && sessions[other]!.isOpen {
+            let delta = store.replica.operations(since: peerVersions[other] ?? .empty)
+            operationsSent += delta.operations.count
+            sessions[other]!.send(delta)
+        }
     }
 
     /// The batch's operations this board lacks, and its version vector now. A function of its

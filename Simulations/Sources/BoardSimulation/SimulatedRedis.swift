@@ -83,8 +83,7 @@ final class SimulatedRedis {
         var vector = VersionVector.empty
         func add(_ bytes: [UInt8]) {
             guard let batch = try? OperationBatch(decoding: bytes) else { return }
-            for op in batch.operations where op.id.seq > vector[op.id.replica] { vector[op.id.replica] = op.id.seq }
-            if let covers = batch.covers { vector = vector.merged(with: covers) }
+            vector = vector.raised(by: batch)
         }
         if let state = hashes["bs:{\(board)}:ckpt"]?["state"] { add(state) }
         for entry in streams["bs:{\(board)}:log"] ?? [] {
