@@ -395,4 +395,39 @@ import Testing
         try redis.reply(.commands, [.array(sets.dropLast().map { .bulkString($0.1) })], now: 1.6)
         #expect(store.replica.assets.data(for: hash) == image)
     }
+
+    /// What a broken or hostile Redis could hold: a checkpoint that does not decode is skipped
+    /// (the stream is read instead, the board still catches up), and an image marker claiming
+    /// absurd chunk counts is not followed (taken as the image's bytes, it fails the hash
+    /// check: nothing is stored).
+    @Test func aCorruptCheckpointAndAnAbsurdImageMarkerAreRefused() throws {
+        let (hub, store) = try Self.hubWithSession()
+        var lines: [String] = []
+        var options = RedisBoardLog.Options(node: "n1")
+        options.log = { lines.append($0) }
+        let (log, redis) = try Self.linkedLog(hub, options)
+        _ = try redis.commands(.commands)
+        try redis.reply(.commands, [.array([.bulkString(Array("id".utf8)), .bulkString(Array("9-0".utf8)),
+                                            .bulkString(Array("state".utf8)), .bulkString([2, 0, 9, 9, 9])])], now: 0)
+        #expect(lines.contains { $0.contains("the checkpoint at 9-0 is unusable") }, "\(lines)")
+        var writer = Replica(id: ReplicaID(0xAB))
+        let hash = AssetHash.of([1, 2, 3])
+        _ = try writer.addSticker(asset: hash, at: CodablePoint(x: 1, y: 1))
+        let entry = RESPValue.array([.bulkString(Array("10-0".utf8)),
+                                     .array([.bulkString(Array("n".utf8)), .bulkString(Array("n2".utf8)),
+                                             .bulkString(Array("o".utf8)), .bulkString(writer.operations(since: .empty).encoded())])])
+        #expect(try redis.commands(.commands) == [["XRANGE", "bs:{team}:log", "-", "+", "COUNT", "512"]], "the whole stream that is left")
+        try redis.reply(.commands, [.array([entry])], now: 0)
+        var commands = try redis.commands(.commands)
+        #expect(commands.contains(["GET", "bs:asset:\(hash.hex)"]), "\(commands)")
+        #expect(commands.contains(["HGET", "bs:{team}:ckpt", "id"]), "\(commands)")
+        // Replies in the order sent: the image (an absurd marker), then the recheck.
+        let order = commands.map { $0.first ?? "" }
+        let replies: [RESPValue] = order.map { $0 == "GET" ? .bulkString(Array("BSCHUNKS:99999999:5".utf8)) : .bulkString(Array("9-0".utf8)) }
+        try redis.reply(.commands, replies, now: 0)
+        commands = try redis.commands(.commands)
+        #expect(!commands.contains { $0.first == "MGET" }, "no read of 99,999,999 chunks")
+        #expect(log.isCaughtUp("team") && store.replica.versionVector[ReplicaID(0xAB)] == 1)
+        #expect(!store.replica.assets.contains(hash))
+    }
 }
