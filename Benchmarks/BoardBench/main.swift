@@ -203,6 +203,27 @@ if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "bytes" {
         if case .beginStroke(_, let s) = op.payload { points += s.points.count }
     }
     print("points", points)
+    // Live updates: every operation of the workload as the one-operation batch a live peer
+    // sends, self-contained (format 2) and linked (format 3, what a peer announcing
+    // `linkedBatches` receives), by kind; the linked ones are decoded back through a mirror link.
+    let live = Workload().generate(seed: 1).operations
+    var sender = BatchLink(), receiver = BatchLink()
+    var selfContained: [String: (count: Int, bytes: Int)] = [:], linked: [String: Int] = [:]
+    for op in live {
+        let batch = OperationBatch(operations: [op])
+        let bytes = batch.encoded(linkedTo: &sender)
+        guard try OperationBatch(decoding: bytes, link: &receiver) == batch else { fatalError("linked batch did not round-trip: \(op)") }
+        selfContained[kind(op), default: (0, 0)].count += 1
+        selfContained[kind(op), default: (0, 0)].bytes += batch.encoded().count
+        linked[kind(op), default: 0] += bytes.count
+    }
+    for (k, entry) in selfContained.sorted(by: { $0.key < $1.key }) {
+        print("live", k, entry.count, "ops", entry.bytes, "bytes self-contained,", linked[k]!, "linked,",
+              Double(linked[k]!) / Double(entry.count), "per op")
+    }
+    let liveSelf = selfContained.values.reduce(0) { $0 + $1.bytes }, liveLinked = linked.values.reduce(0, +)
+    print("live_update_bytes_self_contained", liveSelf, "ratio_to_full_state", Double(liveSelf) / Double(total))
+    print("live_update_bytes_linked", liveLinked, "ratio_to_full_state", Double(liveLinked) / Double(total))
     exit(0)
 }
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "load" {

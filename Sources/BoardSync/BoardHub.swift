@@ -331,11 +331,18 @@ public final class BoardHub {
         guard !operations.isEmpty else { return }
         let recipients = sessions.keys.filter { $0 != excluded && sessions[$0]!.isOpen }.sorted()
         guard !recipients.isEmpty else { return }
-        // Encoded once for every recipient (it was once per session, each coalescing its own
+        // Encoded once for every recipient of self-contained batches (it was once per session, each coalescing its own
         // copy: the host takes every session's output right after each read anyway).
         let batch = OperationBatch(operations: operations)
         var frames: [UInt8: [UInt8]] = [:]  // by batch format: peers from before format 2 read 1
         for id in recipients {
+            if sessions[id]!.sendsLinkedBatches {
+                // Linked batches depend on what each link carried: encoded per session (a
+                // one-operation batch costs about a microsecond; it saves three quarters of the bytes).
+                withSession(id) { $0.send(batch) }
+                operationsSent += operations.count
+                continue
+            }
             let format = sessions[id]!.batchFormat
             let frame = frames[format] ?? Message.operations(batch.encoded(format: format)).frame().encoded()
             frames[format] = frame

@@ -90,8 +90,12 @@ public enum Capabilities {
     /// The peer reads operation batches in format 2 (packed points). A peer without it gets
     /// format 1, so builds from before format 2 still sync with this one.
     public static let packedPoints: UInt64 = 1 << 1
+    /// The peer reads linked batches (format 3): live operations encoded against what the
+    /// connection already carried, about a quarter of a self-contained batch's bytes
+    /// (docs/PROTOCOL.md, "Linked batches"). A peer without it gets self-contained batches.
+    public static let linkedBatches: UInt64 = 1 << 2
     /// What this version of BoardSync speaks.
-    public static let supported: UInt64 = presence | packedPoints
+    public static let supported: UInt64 = presence | packedPoints | linkedBatches
 }
 
 extension Presence {

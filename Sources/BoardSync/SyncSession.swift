@@ -106,6 +106,10 @@ public struct SyncSession: Sendable {
     /// costs one pending PONG, not a queue of them.
     private var pendingPong: UInt64?
     private var pendingLive: [Op] = []
+    /// What this session's live batches carried to the peer, and what the peer's carried here:
+    /// linked batches (format 3) are encoded and decoded against them.
+    private var outgoingLink = BatchLink()
+    private var incomingLink = BatchLink()
     /// Presence waiting for output, latest per replica (a slow reader holds one per replica).
     private var pendingPresence: [ReplicaID: Presence] = [:]
     /// Token bucket for the peer's PRESENCE messages.
@@ -283,6 +287,12 @@ public struct SyncSession: Sendable {
         (peer?.capabilities ?? 0) & Capabilities.packedPoints != 0 ? OperationBatch.formatVersion : 1
     }
 
+    /// Whether live operations go to the peer as linked batches (format 3): it announced
+    /// `Capabilities.linkedBatches`. A hub then cannot share one encoded frame among peers.
+    public var sendsLinkedBatches: Bool {
+        (peer?.capabilities ?? 0) & Capabilities.linkedBatches != 0
+    }
+
     /// Sends an already encoded batch (a handshake delta shared by several peers), in the
     /// session's `batchFormat`.
     public mutating func sendEncoded(_ batch: [UInt8]) {
@@ -414,7 +424,8 @@ public struct SyncSession: Sendable {
         guard !pendingLive.isEmpty else { return }
         let batch = OperationBatch(operations: pendingLive)
         pendingLive = []
-        outbox += Message.operations(batch.encoded(format: batchFormat)).frame().encoded()
+        let bytes = sendsLinkedBatches ? batch.encoded(linkedTo: &outgoingLink) : batch.encoded(format: batchFormat)
+        outbox += Message.operations(bytes).frame().encoded()
     }
 
     private mutating func fail(_ error: SessionError) -> SessionEvent {
@@ -458,7 +469,9 @@ public struct SyncSession: Sendable {
             case .hello: throw SessionError(.unexpectedMessage, "a second HELLO")
             case .operations(let bytes):
                 do {
-                    return .operations(try OperationBatch(decoding: bytes))
+                    // Linked batches (format 3) read against what this peer sent before; the
+                    // self-contained formats do not touch the link.
+                    return .operations(try OperationBatch(decoding: bytes, link: &incomingLink))
                 } catch {
                     throw SessionError(.invalidOperations, "\(error)")
                 }

@@ -31,8 +31,9 @@ import Testing
 
     /// Random strokes with every kind of step (zero, tiny, huge, shifted grids, the coordinate
     /// limits) through both formats: the packed widths from 4 to 64 bits all come back exactly.
-    @Test(arguments: 0..<40 as Range<UInt64>)
-    func packedPointsRoundTripAtEveryWidth(seed: UInt64) throws {
+    /// Random strokes with every kind of step (zero, tiny, huge, shifted grids, the coordinate
+    /// limits) by one author.
+    static func extremeStrokes(seed: UInt64) -> [Op] {
         var rng = SeededRandom(seed: seed)
         let author = ReplicaID(0xAB)
         var ops: [Op] = []
@@ -63,7 +64,14 @@ import Testing
                 ops.append(Op(id: OpID(replica: author, seq: lamport), lamport: lamport, payload: payload))
             }
         }
-        let batch = OperationBatch(operations: ops)
+        return ops
+    }
+
+    /// Extreme strokes through both formats: the packed widths from 4 to 64 bits all come back
+    /// exactly.
+    @Test(arguments: 0..<40 as Range<UInt64>)
+    func packedPointsRoundTripAtEveryWidth(seed: UInt64) throws {
+        let batch = OperationBatch(operations: Self.extremeStrokes(seed: seed))
         for format in OperationBatch.readableFormats {
             let bytes = batch.encoded(format: format)
             #expect(try OperationBatch(decoding: bytes) == batch, "seed \(seed), format \(format)")

@@ -191,9 +191,10 @@ import Testing
         var decoder = FrameDecoder(maxFrame: 1 << 20)
         decoder.append(hub.output(for: 1, now: 1))
         var relayed: [Op] = []
+        var link = BatchLink()  // the session announced linked batches: live ones come linked
         while let frame = try decoder.next() {
             if case .operations(let payload) = try Message(frame: frame, limits: SessionLimits()) {
-                relayed += try OperationBatch(decoding: payload).operations
+                relayed += try OperationBatch(decoding: payload, link: &link).operations
             }
         }
         #expect(relayed == ops, "relayed to the hub's session")

@@ -182,43 +182,50 @@ func storeWithHistory(seed: UInt64, replicaIndex: Int) -> MemoryReplicaStore {
         #expect(store.replica.versionVector == .empty)
     }
 
-    /// Batches in format 2 go only to peers that announce `packedPoints`; a build from before
-    /// format 2 gets format 1, in its handshake delta and in relayed edits, and the same ops.
-    @Test func peersWithoutPackedPointsGetFormatOne() throws {
+    /// Batches in format 2 go only to peers that announce `packedPoints`, linked live batches
+    /// (format 3) only to peers that announce `linkedBatches`: a build from before format 2 gets
+    /// format 1, one from before format 3 gets format 2, in its handshake delta and in relayed
+    /// edits, and every peer the same ops.
+    @Test func peersGetOnlyTheBatchFormatsTheyAnnounce() throws {
         var replica = Replica(id: ReplicaID(1))
         let stroke = [CodablePoint(x: 1, y: 2), CodablePoint(x: 3.5, y: 4), CodablePoint(x: 6, y: 1.25)]
         _ = try replica.beginStroke(color: RGBAColor(red: 1, green: 0, blue: 0), width: 2, points: stroke)
         replica.finishStroke()
         let store = MemoryReplicaStore(replica: replica)
         let hub = BoardHub(board: "team", store: store)
-        for (id, capabilities) in [(SessionID(1), UInt64(0)), (2, Capabilities.supported)] {
+        let peers: [(SessionID, UInt64)] = [(1, 0), (2, Capabilities.presence | Capabilities.packedPoints), (3, Capabilities.supported)]
+        for (id, capabilities) in peers {
             hub.addAcceptor(id, SyncSession(role: .acceptor, localReplica: ReplicaID(1)), now: 0)
             let hello = Hello(board: "team", replica: ReplicaID(10 + UInt64(id)), capabilities: capabilities, version: .empty)
             hub.receive(id, Message.hello(hello).frame().encoded(), now: 0)
         }
+        var links = [SessionID: BatchLink]()  // each peer's mirror of what its session sent it
         func batches(_ id: SessionID) throws -> [(format: UInt8, batch: OperationBatch)] {
             var decoder = FrameDecoder(maxFrame: 1 << 20)
             decoder.append(hub.output(for: id, now: 0))
             var found: [(UInt8, OperationBatch)] = []
             while let frame = try decoder.next() {
                 if frame.type == Message.Kind.operations.rawValue {
-                    found.append((frame.payload[0], try OperationBatch(decoding: frame.payload)))
+                    found.append((frame.payload[0], try OperationBatch(decoding: frame.payload, link: &links[id, default: BatchLink()])))
                 }
             }
             return found
         }
-        let old = try batches(1), new = try batches(2)
-        #expect(old.map(\.format) == [1] && new.map(\.format) == [2])
-        #expect(old.map(\.batch.operations) == new.map(\.batch.operations))
-        #expect(old.first?.batch.operations.count == 1)
-        // A live edit relayed to both.
+        let handshakes = try peers.map { try batches($0.0) }
+        #expect(handshakes.map { $0.map(\.format) } == [[1], [2], [2]], "handshake deltas are self-contained")
+        #expect(Set(handshakes.map { $0.map(\.batch.operations) }).count == 1)
+        #expect(handshakes[0].first?.batch.operations.count == 1)
+        // Two live edits relayed to every peer.
         var edit = store.replica
         let live = try edit.beginStroke(color: RGBAColor(red: 0, green: 0, blue: 1), width: 1,
                                         points: [CodablePoint(x: 7, y: 7), CodablePoint(x: 9, y: 8.5)]).operations
+        let more = try edit.appendPoints([CodablePoint(x: 9.5, y: 8), CodablePoint(x: 10, y: 7.5)]).operations
         hub.broadcast(live)
-        let oldLive = try batches(1), newLive = try batches(2)
-        #expect(oldLive.map(\.format) == [1] && newLive.map(\.format) == [2])
-        #expect(oldLive.first?.batch.operations == live && newLive.first?.batch.operations == live)
+        let first = try peers.map { try batches($0.0) }
+        hub.broadcast(more)
+        let second = try peers.map { try batches($0.0) }
+        #expect(first.map { $0.map(\.format) } == [[1], [2], [3]] && second.map { $0.map(\.format) } == [[1], [2], [3]])
+        #expect(first.allSatisfy { $0.first?.batch.operations == live } && second.allSatisfy { $0.first?.batch.operations == more })
     }
 
     @Test func keepAliveAndIdleTimeout() throws {

@@ -263,7 +263,7 @@ struct BatchDecoder {
 
 /// Reads what `BitPacker` writes from a buffer whose length the caller checked: exactly enough
 /// bytes for the values asked for.
-private struct BitUnpacker {
+struct BitUnpacker {
     let bytes: UnsafeBufferPointer<UInt8>
     let width: Int
     private var index = 0

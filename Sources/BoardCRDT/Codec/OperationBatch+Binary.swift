@@ -383,7 +383,7 @@ struct BitPacker {
 
 extension Payload {
     /// The points a stroke operation carries.
-    fileprivate var points: [GridPoint]? {
+    var points: [GridPoint]? {
         switch self {
         case .beginStroke(_, let start): return start.points
         case .appendPoints(_, let points): return points
@@ -391,7 +391,7 @@ extension Payload {
         }
     }
 
-    fileprivate var kind: OpKind {
+    var kind: OpKind {
         switch self {
         case .beginStroke: return .beginStroke
         case .appendPoints: return .appendPoints

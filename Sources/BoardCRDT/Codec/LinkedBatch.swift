@@ -1,0 +1,502 @@
+import BoardModel
+
+// Linked batches (format 3): live operations encoded against what one direction of one
+// connection has already carried. Both ends keep the same `BatchLink` — the sender updates it
+// as it encodes, the receiver as it decodes, and a connection delivers batches in order — so a
+// batch can leave out what the receiver can work out: which replica wrote it (a per-link table
+// instead of 8-byte ids), its sequence number and Lamport clock (one more than the link's
+// previous), its item (the link's previous item), a point run's shape, and where its points
+// start (where the same item's points or position ended on this link). A one-operation live
+// batch, which every live edit is, takes 2 bytes plus what changed, against about 20 for a
+// self-contained format 2 batch. docs/PROTOCOL.md ("Linked batches") has the table.
+//
+//   format    u8 = 3
+//   ops       one or more, until the end of the batch:
+//   head      u8: kind (low 4 bits) | 0x10 seq = the author's previous on this link + 1
+//                 | 0x20 item = the link's previous item | 0x40 lamport = link's previous + 1
+//                 | 0x80 an extension byte follows
+//   [ext]     u8: 0x01 the author changes: a replica reference follows | 0x02 a point shape
+//                 follows (otherwise the link's previous shape) | other bits zero
+//   [author]  replica reference: varint index into the link's table; the table's count means
+//             "a new replica", whose id follows as fixed64 and joins the table
+//   [seq]     zigzag delta from the author's previous sequence number on this link (0 at first)
+//   [lamport] zigzag delta from the link's previous Lamport clock (0 at first)
+//   [item]    v = low << 1 (created by the author), or v = reference << 1 | 1 (created by the
+//             referenced replica; a new one's id follows), then the low word
+//   payload   as format 2, except: a point run packs every delta when the link knows where the
+//             item's points ended (else the first is from the origin, as varints, as in format
+//             2); a position (a sticker's start, a move) is a zigzag delta from the item's last
+//             point or position on this link (else from the origin).
+//
+// The link's memory is bounded: at most `maxReplicas` replicas (a batch that would need more
+// is sent self-contained in format 2 instead) and `maxItems` remembered coordinates (the table
+// is emptied, on both ends alike, when a new item would exceed it).
+
+/// What one direction of a connection has carried: the state a linked batch (format 3) is
+/// encoded and decoded against. A sender keeps one per peer and a receiver one per peer; each
+/// starts empty with the connection. After a decoding error the link is broken (the rest of the
+/// stream cannot be read; a session closes).
+public struct BatchLink: Sendable {
+    /// The batch format a linked batch starts with.
+    public static let format: UInt8 = 3
+    /// Replicas a link names (a batch that needs more goes self-contained).
+    public static let maxReplicas = 4_096
+    /// Items whose last coordinate a link remembers.
+    public static let maxItems = 16_384
+
+    var replicas: [ReplicaID] = []
+    var index: [ReplicaID: Int] = [:]
+    var lastSeq: [UInt64] = []
+    var author: Int?
+    var lamport: UInt64 = 0
+    var item: ItemID?
+    var shape: PointShape?
+    var coordinates: [ItemID: GridPoint] = [:]
+    public private(set) var isBroken = false
+
+    public init() {}
+
+    /// Replicas the link has named so far.
+    public var replicaCount: Int { replicas.count }
+
+    fileprivate mutating func remember(_ point: GridPoint, of item: ItemID) {
+        if coordinates.count >= BatchLink.maxItems, coordinates[item] == nil {
+            coordinates.removeAll(keepingCapacity: true)
+        }
+        coordinates[item] = point
+    }
+
+    fileprivate mutating func add(_ replica: ReplicaID) {
+        index[replica] = replicas.count
+        replicas.append(replica)
+        lastSeq.append(0)
+    }
+
+    fileprivate mutating func breakLink() {
+        isBroken = true
+    }
+}
+
+extension OperationBatch {
+    /// These live operations as a linked batch (format 3), encoded against `link` and updating
+    /// it. A batch with a base or covers vector, an empty one, or one that would name more
+    /// replicas than a link holds is encoded self-contained (format 2) and leaves `link` as it was.
+    public func encoded(linkedTo link: inout BatchLink) -> [UInt8] {
+        precondition(!link.isBroken, "encoding against a broken link")
+        guard base == nil, covers == nil, !operations.isEmpty, fitsLink(link) else { return encoded() }
+        var writer = ByteWriter(capacity: 16 + operations.count * 12)
+        writer.write(byte: BatchLink.format)
+        operations.withUnsafeBufferPointer { ops in
+            for index in ops.indices { LinkedCodec.write(ops[index], to: &writer, link: &link) }
+        }
+        return writer.bytes
+    }
+
+    /// Decodes a linked batch (format 3) against `link`, updating it, and validates every
+    /// operation. Throws `CodecError` for malformed bytes or an invalid operation; the link is
+    /// then broken, as the stream after such a batch cannot be read.
+    public init(decoding bytes: [UInt8], link: inout BatchLink) throws {
+        guard !link.isBroken else { throw CodecError.malformed("the link broke at an earlier batch", offset: 0) }
+        var reader = ByteReader(bytes)
+        do {
+            let version = try reader.readByte()
+            guard version == BatchLink.format else {
+                // Self-contained batches may travel on a link too; they do not touch it.
+                self = try OperationBatch(decoding: bytes)
+                return
+            }
+            var operations: [Op] = []
+            repeat {
+                operations.append(try LinkedCodec.read(from: &reader, link: &link))
+                guard operations.count <= OperationBatch.maxOperations else {
+                    throw CodecError.limitExceeded("operations in batch", value: UInt64(operations.count),
+                                                      limit: UInt64(OperationBatch.maxOperations), offset: reader.offset)
+                }
+            } while !reader.isAtEnd
+            for op in operations {
+                do {
+                    try op.validate()
+                } catch let error as OperationError {
+                    throw CodecError.invalidOperation(error.description)
+                }
+            }
+            self.init(operations: operations)
+        } catch {
+            link.breakLink()
+            throw error
+        }
+    }
+
+    /// Whether the replicas this batch names fit in the link's table.
+    private func fitsLink(_ link: BatchLink) -> Bool {
+        var new: Set<ReplicaID> = []
+        for op in operations {
+            if link.index[op.id.replica] == nil { new.insert(op.id.replica) }
+            if let item = op.payload.item, link.index[ReplicaID(item.high)] == nil { new.insert(ReplicaID(item.high)) }
+        }
+        return new.isEmpty || link.replicas.count + new.count <= BatchLink.maxReplicas
+    }
+}
+
+private enum LinkFlag {
+    static let seqNext: UInt8 = 0x10
+    static let sameItem: UInt8 = 0x20
+    static let lamportNext: UInt8 = 0x40
+    static let extended: UInt8 = 0x80
+    static let newAuthor: UInt8 = 0x01
+    static let newShape: UInt8 = 0x02
+}
+
+/// The encoder and decoder of linked batches, one operation at a time.
+private enum LinkedCodec {
+    // MARK: Encoding
+
+    static func write(_ op: Op, to writer: inout ByteWriter, link: inout BatchLink) {
+        let payload = op.payload
+        var head = payload.kind.rawValue
+        var ext: UInt8 = 0
+        let author = op.id.replica
+        let knownAuthor = link.index[author]
+        if knownAuthor == nil || knownAuthor != link.author { ext |= LinkFlag.newAuthor }
+        let previousSeq = knownAuthor.map { link.lastSeq[$0] } ?? 0
+        if op.id.seq == previousSeq &+ 1 { head |= LinkFlag.seqNext }
+        if op.lamport == link.lamport &+ 1 { head |= LinkFlag.lamportNext }
+        let item = payload.item
+        if let item, item == link.item { head |= LinkFlag.sameItem }
+        var shape: PointShape?
+        var origin: GridPoint?
+        if let item, let points = payload.points {
+            origin = link.coordinates[item]
+            shape = pointShape(points, from: origin)
+            if shape == nil || shape != link.shape { ext |= LinkFlag.newShape }
+        }
+        if ext != 0 { head |= LinkFlag.extended }
+        writer.write(byte: head)
+        if ext != 0 { writer.write(byte: ext) }
+        if ext & LinkFlag.newAuthor != 0 { writeReference(author, tagged: false, to: &writer, link: &link) }
+        let authorIndex = link.index[author]!
+        if head & LinkFlag.seqNext == 0 { writer.write(zigzag: Int64(bitPattern: op.id.seq &- previousSeq)) }
+        if head & LinkFlag.lamportNext == 0 { writer.write(zigzag: Int64(bitPattern: op.lamport &- link.lamport)) }
+        if let item, head & LinkFlag.sameItem == 0 {
+            let creator = ReplicaID(item.high)
+            if creator == author, item.low < 1 << 63 {
+                writer.write(varint: item.low << 1)
+            } else {
+                writeReference(creator, tagged: true, to: &writer, link: &link)
+                writer.write(varint: item.low)
+            }
+        }
+        switch payload {
+        case .beginStroke(let item, let start):
+            write(start.color, to: &writer)
+            writer.write(varint: UInt64(start.width))
+            writer.write(lengthPrefixed: start.z.bytes)
+            writePoints(start.points, of: item, origin: origin, shape: shape, ext: ext, to: &writer, link: &link)
+        case .appendPoints(let item, let points):
+            writePoints(points, of: item, origin: origin, shape: shape, ext: ext, to: &writer, link: &link)
+        case .addSticker(let item, let start):
+            writer.write(bytes: start.asset.digest)
+            writePosition(start.position, of: item, to: &writer, link: &link)
+            writer.write(double: start.scale)
+            writer.write(double: start.rotation)
+            writer.write(lengthPrefixed: start.z.bytes)
+        case .setItem(let item, let field):
+            switch field {
+            case .exists: break
+            case .color(let color): write(color, to: &writer)
+            case .width(let width): writer.write(varint: UInt64(width))
+            case .asset(let hash): writer.write(bytes: hash.digest)
+            case .position(let point): writePosition(point, of: item, to: &writer, link: &link)
+            case .scale(let value), .rotation(let value): writer.write(double: value)
+            case .z(let key): writer.write(lengthPrefixed: key.bytes)
+            }
+        case .setBoard(let field):
+            switch field {
+            case .background(let hash): if let hash { writer.write(bytes: hash.digest) }
+            case .canvas(let width, let height):
+                writer.write(varint: UInt64(width))
+                writer.write(varint: UInt64(height))
+            }
+        }
+        link.author = authorIndex
+        link.lastSeq[authorIndex] = op.id.seq
+        link.lamport = op.lamport
+        if let item { link.item = item }
+    }
+
+    /// A replica as an index into the link's table, or the table's count and the id (it joins).
+    /// `tagged`: shifted left past an item reference's tag bit, which is set.
+    private static func writeReference(_ replica: ReplicaID, tagged: Bool, to writer: inout ByteWriter, link: inout BatchLink) {
+        let known = link.index[replica]
+        let index = UInt64(known ?? link.replicas.count)
+        writer.write(varint: tagged ? index << 1 | 1 : index)
+        if known == nil {
+            writer.write(fixed64: replica.rawValue)
+            link.add(replica)
+        }
+    }
+
+    private static func write(_ color: Color8, to writer: inout ByteWriter) {
+        writer.write(byte: color.red)
+        writer.write(byte: color.green)
+        writer.write(byte: color.blue)
+        writer.write(byte: color.alpha)
+    }
+
+    private static func writePosition(_ point: GridPoint, of item: ItemID, to writer: inout ByteWriter, link: inout BatchLink) {
+        let from = link.coordinates[item] ?? GridPoint(x: 0, y: 0)
+        writer.write(zigzag: point.x &- from.x)
+        writer.write(zigzag: point.y &- from.y)
+        link.remember(point, of: item)
+    }
+
+    private static func zigzag(_ value: Int64) -> UInt64 {
+        UInt64(bitPattern: (value << 1) ^ (value >> 63))
+    }
+
+    /// A run's count, shared shift, and the bit width of its packed deltas: all of them when the
+    /// link knows where the item's points ended (`origin`), else all but the first.
+    private static func pointShape(_ points: [GridPoint], from origin: GridPoint?) -> PointShape? {
+        guard !points.isEmpty else { return nil }
+        let start = origin ?? GridPoint(x: 0, y: 0)
+        var combined = (points[0].x &- start.x) | (points[0].y &- start.y)
+        var widest: UInt64 = origin == nil ? 0 : zigzag(points[0].x &- start.x) | zigzag(points[0].y &- start.y)
+        for index in points.indices.dropFirst() {
+            let dx = points[index].x &- points[index - 1].x
+            let dy = points[index].y &- points[index - 1].y
+            combined |= dx | dy
+            widest |= zigzag(dx) | zigzag(dy)
+        }
+        let shift = combined == 0 ? 0 : min(combined.trailingZeroBitCount, 32)
+        let bits = widest == 0 ? 0 : 64 - widest.leadingZeroBitCount - shift
+        return PointShape(count: points.count, shift: UInt8(shift), width: UInt8(max(Int(PointShape.minimumWidth), bits)))
+    }
+
+    private static func writePoints(_ points: [GridPoint], of item: ItemID, origin: GridPoint?, shape: PointShape?,
+                                    ext: UInt8, to writer: inout ByteWriter, link: inout BatchLink) {
+        guard let shape else {
+            writer.write(varint: 0)  // an empty run: the shape says count 0 and nothing follows
+            return
+        }
+        let packed = origin == nil ? shape.count - 1 : shape.count
+        if ext & LinkFlag.newShape != 0 {
+            writer.write(varint: UInt64(shape.count))
+            writer.write(byte: shape.shift)
+            if packed > 0 { writer.write(byte: shape.width) }
+        }
+        let shift = Int64(shape.shift)
+        var previous = origin ?? GridPoint(x: 0, y: 0)
+        var first = 0
+        if origin == nil {
+            writer.write(zigzag: (points[0].x &- previous.x) >> shift)
+            writer.write(zigzag: (points[0].y &- previous.y) >> shift)
+            previous = points[0]
+            first = 1
+        }
+        if packed > 0 {
+            var bits = BitPacker(width: Int(shape.width))
+            for index in first..<points.count {
+                bits.append(zigzag((points[index].x &- previous.x) >> shift), to: &writer)
+                bits.append(zigzag((points[index].y &- previous.y) >> shift), to: &writer)
+                previous = points[index]
+            }
+            bits.finish(to: &writer)
+        }
+        link.shape = shape
+        link.remember(points[points.count - 1], of: item)
+    }
+
+    // MARK: Decoding
+
+    static func read(from reader: inout ByteReader, link: inout BatchLink) throws -> Op {
+        let headOffset = reader.offset
+        let head = try reader.readByte()
+        guard let kind = OpKind(rawValue: head & 0x0F) else {
+            throw CodecError.malformed("unknown operation head \(head)", offset: headOffset)
+        }
+        var ext: UInt8 = 0
+        if head & LinkFlag.extended != 0 {
+            let extOffset = reader.offset
+            ext = try reader.readByte()
+            guard ext != 0, ext & ~(LinkFlag.newAuthor | LinkFlag.newShape) == 0 else {
+                throw CodecError.malformed("unknown extension byte \(ext)", offset: extOffset)
+            }
+        }
+        let isPoints = kind == .beginStroke || kind == .appendPoints
+        if ext & LinkFlag.newShape != 0, !isPoints {
+            throw CodecError.malformed("a point shape on an operation without points", offset: headOffset)
+        }
+        let authorIndex: Int
+        if ext & LinkFlag.newAuthor != 0 {
+            authorIndex = try readReference(try reader.readVarint(), from: &reader, link: &link)
+        } else {
+            guard let previous = link.author else {
+                throw CodecError.malformed("the link's first operation does not name its author", offset: headOffset)
+            }
+            authorIndex = previous
+        }
+        let author = link.replicas[authorIndex]
+        let previousSeq = link.lastSeq[authorIndex]
+        let seq = head & LinkFlag.seqNext != 0 ? previousSeq &+ 1 : previousSeq &+ UInt64(bitPattern: try reader.readZigzag())
+        let lamport = head & LinkFlag.lamportNext != 0 ? link.lamport &+ 1 : link.lamport &+ UInt64(bitPattern: try reader.readZigzag())
+        var item: ItemID?
+        if kind != .noBackground && kind != .background && kind != .canvas {
+            if head & LinkFlag.sameItem != 0 {
+                guard let previous = link.item else {
+                    throw CodecError.malformed("same-item flag before the link carried an item", offset: headOffset)
+                }
+                item = previous
+            } else {
+                let value = try reader.readVarint()
+                if value & 1 == 0 {
+                    item = ItemID(high: author.rawValue, low: value >> 1)
+                } else {
+                    let creator = try readReference(value >> 1, from: &reader, link: &link)
+                    item = ItemID(high: link.replicas[creator].rawValue, low: try reader.readVarint())
+                }
+            }
+        } else if head & LinkFlag.sameItem != 0 {
+            throw CodecError.malformed("same-item flag on a board operation", offset: headOffset)
+        }
+        func itemID() -> ItemID { item! }  // present for every item kind
+        let payload: Payload
+        switch kind {
+        case .beginStroke:
+            let color = try readColor(from: &reader)
+            let width = Int64(bitPattern: try reader.readVarint(max: UInt64(FixedPoint.limit), "stroke width"))
+            let z = try readZKey(from: &reader)
+            let points = try readPoints(of: itemID(), newShape: ext & LinkFlag.newShape != 0, from: &reader, link: &link)
+            payload = .beginStroke(itemID(), StrokeStart(color: color, width: width, z: z, points: points))
+        case .appendPoints:
+            payload = .appendPoints(itemID(), try readPoints(of: itemID(), newShape: ext & LinkFlag.newShape != 0, from: &reader, link: &link))
+        case .addSticker:
+            let asset = AssetHash(digest: try reader.readBytes(32))!
+            let position = try readPosition(of: itemID(), from: &reader, link: &link)
+            let scale = try reader.readDouble()
+            let rotation = try reader.readDouble()
+            let z = try readZKey(from: &reader)
+            payload = .addSticker(itemID(), StickerStart(asset: asset, position: position, scale: scale, rotation: rotation, z: z))
+        case .erase: payload = .setItem(itemID(), .exists(false))
+        case .unerase: payload = .setItem(itemID(), .exists(true))
+        case .color: payload = .setItem(itemID(), .color(try readColor(from: &reader)))
+        case .width:
+            payload = .setItem(itemID(), .width(Int64(bitPattern: try reader.readVarint(max: UInt64(FixedPoint.limit), "stroke width"))))
+        case .asset: payload = .setItem(itemID(), .asset(AssetHash(digest: try reader.readBytes(32))!))
+        case .position: payload = .setItem(itemID(), .position(try readPosition(of: itemID(), from: &reader, link: &link)))
+        case .scale: payload = .setItem(itemID(), .scale(try reader.readDouble()))
+        case .rotation: payload = .setItem(itemID(), .rotation(try reader.readDouble()))
+        case .z: payload = .setItem(itemID(), .z(try readZKey(from: &reader)))
+        case .noBackground: payload = .setBoard(.background(nil))
+        case .background: payload = .setBoard(.background(AssetHash(digest: try reader.readBytes(32))!))
+        case .canvas:
+            let width = try reader.readVarint(max: UInt64(FixedPoint.limit), "canvas width")
+            let height = try reader.readVarint(max: UInt64(FixedPoint.limit), "canvas height")
+            payload = .setBoard(.canvas(width: Int64(width), height: Int64(height)))
+        }
+        link.author = authorIndex
+        link.lastSeq[authorIndex] = seq
+        link.lamport = lamport
+        if let item { link.item = item }
+        return Op(id: OpID(replica: author, seq: seq), lamport: lamport, payload: payload)
+    }
+
+    private static func readReference(_ index: UInt64, from reader: inout ByteReader, link: inout BatchLink) throws -> Int {
+        let offset = reader.offset
+        if index < UInt64(link.replicas.count) { return Int(index) }
+        guard index == UInt64(link.replicas.count) else {
+            throw CodecError.malformed("replica reference \(index) beyond the link's \(link.replicas.count)", offset: offset)
+        }
+        guard link.replicas.count < BatchLink.maxReplicas else {
+            throw CodecError.limitExceeded("replicas on a link", value: index + 1, limit: UInt64(BatchLink.maxReplicas), offset: offset)
+        }
+        let replica = ReplicaID(try reader.readFixed64())
+        guard link.index[replica] == nil else {
+            throw CodecError.malformed("replica \(replica) joins the link a second time", offset: offset)
+        }
+        link.add(replica)
+        return link.replicas.count - 1
+    }
+
+    private static func readColor(from reader: inout ByteReader) throws -> Color8 {
+        let bytes = try reader.readBytes(4)
+        let start = bytes.startIndex
+        return Color8(red: bytes[start], green: bytes[start + 1], blue: bytes[start + 2], alpha: bytes[start + 3])
+    }
+
+    private static func readZKey(from reader: inout ByteReader) throws -> ZKey {
+        let offset = reader.offset
+        guard let key = ZKey(bytes: try reader.readLengthPrefixed(max: ZKey.maxLength, "z key length")) else {
+            throw CodecError.malformed("z key is empty or ends in a zero byte", offset: offset)
+        }
+        return key
+    }
+
+    private static func readPosition(of item: ItemID, from reader: inout ByteReader, link: inout BatchLink) throws -> GridPoint {
+        let from = link.coordinates[item] ?? GridPoint(x: 0, y: 0)
+        // Wrapping arithmetic: hostile deltas give out-of-range values that validation rejects.
+        let point = GridPoint(x: from.x &+ (try reader.readZigzag()), y: from.y &+ (try reader.readZigzag()))
+        link.remember(point, of: item)
+        return point
+    }
+
+    private static func unzigzag(_ raw: UInt64) -> Int64 {
+        Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
+    }
+
+    private static func readPoints(of item: ItemID, newShape: Bool, from reader: inout ByteReader, link: inout BatchLink) throws -> [GridPoint] {
+        let origin = link.coordinates[item]
+        let shape: PointShape
+        if newShape {
+            let count = try reader.readCount(max: Op.maxPoints, minimumSize: 1, "point count")
+            guard count > 0 else { return [] }
+            let shiftOffset = reader.offset
+            let shift = try reader.readByte()
+            guard shift <= 32 else { throw CodecError.malformed("point shift \(shift) over 32", offset: shiftOffset) }
+            var width = PointShape.minimumWidth
+            if origin != nil || count > 1 {
+                let widthOffset = reader.offset
+                width = try reader.readByte()
+                guard (PointShape.minimumWidth...64).contains(width) else {
+                    throw CodecError.malformed("point width \(width) outside \(PointShape.minimumWidth)...64", offset: widthOffset)
+                }
+            }
+            shape = PointShape(count: count, shift: shift, width: width)
+        } else {
+            guard let previous = link.shape else {
+                throw CodecError.malformed("a point run without a shape before the link carried one", offset: reader.offset)
+            }
+            shape = previous
+        }
+        let shift = Int64(shape.shift)
+        var previous = origin ?? GridPoint(x: 0, y: 0)
+        var points: [GridPoint] = []
+        var packed = shape.count
+        if origin == nil {
+            previous = GridPoint(x: previous.x &+ (try reader.readZigzag() &<< shift),
+                                 y: previous.y &+ (try reader.readZigzag() &<< shift))
+            points.append(previous)
+            packed -= 1
+        }
+        if packed > 0 {
+            let packedBytes = (packed * 2 * Int(shape.width) + 7) / 8
+            guard packedBytes <= reader.remaining else { throw CodecError.truncated(offset: reader.offset) }
+            points.reserveCapacity(shape.count)
+            let bytes = Array(try reader.readBytes(packedBytes))
+            try bytes.withUnsafeBufferPointer { buffer in
+                var unpacker = BitUnpacker(buffer, width: Int(shape.width))
+                for _ in 0..<packed {
+                    let dx = unzigzag(unpacker.next())
+                    let dy = unzigzag(unpacker.next())
+                    previous = GridPoint(x: previous.x &+ (dx &<< shift), y: previous.y &+ (dy &<< shift))
+                    points.append(previous)
+                }
+                guard unpacker.paddingIsZero else {
+                    throw CodecError.malformed("point padding bits are not zero", offset: reader.offset - 1)
+                }
+            }
+        }
+        link.shape = shape
+        link.remember(previous, of: item)
+        return points
+    }
+}
