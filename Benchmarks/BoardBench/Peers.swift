@@ -69,8 +69,11 @@ enum PeersBench {
             var fresh = Replica(id: ReplicaID(0xBE7C))
             try fresh.apply(ops)
         }
-        // Live updates: each operation as the one-op batch a live peer sends.
-        out["live_update_bytes"] = Double(ops.reduce(0) { $0 + OperationBatch(operations: [$1]).encoded().count })
+        // Live updates: each operation as the one-op batch a live peer sends: linked (format 3,
+        // what a peer announcing `linkedBatches` gets) and self-contained (format 2).
+        var link = BatchLink()
+        out["live_update_bytes"] = Double(ops.reduce(0) { $0 + OperationBatch(operations: [$1]).encoded(linkedTo: &link).count })
+        out["live_update_bytes_self_contained"] = Double(ops.reduce(0) { $0 + OperationBatch(operations: [$1]).encoded().count })
         let full = workload.replica.fullState()
         let fullBytes = full.encoded()
         out["full_state_bytes"] = Double(fullBytes.count)
@@ -82,8 +85,11 @@ enum PeersBench {
         }
         var mover = workload.replica
         let sticker = mover.itemIDs.first { mover.kind(of: $0) == .sticker }!
-        // The live frame's batch for one move of a sticker (what crosses the wire for it).
-        out["one_move_bytes"] = Double(OperationBatch(operations: try mover.move(sticker, to: CodablePoint(x: 1234.25, y: 987.5)).operations).encoded().count)
+        // The live frame's batch for one move of a sticker (what crosses the wire for it): on a
+        // link that has carried the board's live edits, and self-contained.
+        let move = OperationBatch(operations: try mover.move(sticker, to: CodablePoint(x: 1234.25, y: 987.5)).operations)
+        out["one_move_bytes"] = Double(move.encoded(linkedTo: &link).count)
+        out["one_move_bytes_self_contained"] = Double(move.encoded().count)
         return out
     }
 }

@@ -160,6 +160,10 @@ def table(directory, as_json):
         cells = [show(figures[name][key], unit) for name in ("boardsync", "yrs", "loro")]
         ratios = [f"{figures[name][key] / ours:6.1f}x" if ours else "   -" for name in ("yrs", "loro")]
         print(f"{label:58} {cells[0]:>11} {cells[1]:>11} {cells[2]:>11}  {ratios[0]} {ratios[1]}")
+    ours = figures["boardsync"]
+    if "live_update_bytes_self_contained" in ours:
+        print(f"(BoardSync's live updates and move are linked batches, format 3; self-contained (format 2) they take"
+              f" {show(ours['live_update_bytes_self_contained'], 'bytes')} and {show(ours['one_move_bytes_self_contained'], 'bytes')}.)")
     print("(ratios above 1: BoardSync is smaller or faster. Yrs and Loro run from Python: their")
     print(" times include the interpreter's share; BoardSync's do not. Full states: BoardSync's is")
     print(" its compacted operation set, Yrs's its v1 state update, Loro's a snapshot with history.)")

@@ -29,6 +29,8 @@ import Testing
             #expect(FuzzTargets.accepts("operations", seed))
         }
         for seed in FuzzTargets.seeds("frame") { #expect(FuzzTargets.accepts("frame", seed)) }
+        for seed in FuzzTargets.seeds("linked") { #expect(FuzzTargets.accepts("linked", seed)) }
+        for seed in FuzzTargets.seeds("session") { #expect(FuzzTargets.accepts("session", seed)) }
         for seed in FuzzTargets.seeds("oplog").prefix(1) { #expect(FuzzTargets.accepts("oplog", seed)) }
         for seed in FuzzTargets.seeds("manifest") { #expect(FuzzTargets.accepts("manifest", seed)) }
         for seed in FuzzTargets.seeds("png") { #expect(FuzzTargets.accepts("png", seed)) }
@@ -38,6 +40,7 @@ import Testing
         #expect(!FuzzTargets.accepts("websocket", [0x81, 0x01, 65]), "an unmasked frame fails")
         #expect(!FuzzTargets.accepts("png", Array(FuzzTargets.seeds("png")[1].dropLast(20))))
         #expect(!FuzzTargets.accepts("operations", [0xFF, 0x00]))
+        #expect(!FuzzTargets.accepts("linked", [1, 0, 3]), "a linked batch with no operation fails")
         #expect(!FuzzTargets.accepts("manifest", Array("{".utf8)))
     }
 }

@@ -13,13 +13,14 @@ import Foundation
 /// encoder. `bin/fuzz TARGET` runs one under libFuzzer; `FuzzRegressionTests` replays every
 /// input in `Fuzz/Corpus/<target>/` (seeds and every crash ever found) in the normal test run.
 public enum FuzzTargets {
-    public static let names = ["frame", "operations", "session", "oplog", "manifest", "png", "http", "websocket", "resp", "redislog"]
+    public static let names = ["frame", "operations", "linked", "session", "oplog", "manifest", "png", "http", "websocket", "resp", "redislog"]
 
     /// Runs target `name` on `bytes`. Unknown names trap (a usage error of the harness).
     public static func run(_ name: String, _ bytes: [UInt8]) {
         switch name {
         case "frame": frame(bytes)
         case "operations": operations(bytes)
+        case "linked": linked(bytes)
         case "session": session(bytes)
         case "oplog": opLog(bytes)
         case "manifest": manifest(bytes)
@@ -45,8 +46,24 @@ public enum FuzzTargets {
             decoder.append(bytes)
             guard let frame = try? decoder.next() else { return false }
             return (try? Message(frame: frame, limits: limits)) != nil
-        case "operations", "session":
+        case "operations":
             return (try? OperationBatch(decoding: bytes)) != nil
+        case "linked":
+            let batches = linkedBatches(bytes)
+            var link = BatchLink()
+            return !batches.isEmpty && batches.allSatisfy { (try? OperationBatch(decoding: $0, link: &link)) != nil }
+        case "session":
+            var decoder = FrameDecoder(maxFrame: 1 << 20)
+            decoder.append(bytes)
+            var link = BatchLink(), found = false
+            while let frame = try? decoder.next() {
+                guard let message = try? Message(frame: frame, limits: limits) else { return false }
+                if case .operations(let payload) = message {
+                    guard (try? OperationBatch(decoding: payload, link: &link)) != nil else { return false }
+                    found = true
+                }
+            }
+            return found
         case "oplog":
             let fileSystem = MemoryFileSystem()
             guard (try? fileSystem.writeFile("/log", bytes)) != nil,
@@ -129,6 +146,47 @@ public enum FuzzTargets {
         let version = replica.versionVector
         _ = try? replica.apply(batch)
         precondition(replica.versionVector == version, "re-applying a batch changed the version")
+    }
+
+    /// The input as a stream of batches, each a 16-bit little-endian length and its bytes.
+    static func linkedBatches(_ bytes: [UInt8]) -> [[UInt8]] {
+        var batches: [[UInt8]] = []
+        var offset = 0
+        while offset + 2 <= bytes.count {
+            let length = Int(bytes[offset]) | Int(bytes[offset + 1]) << 8
+            offset += 2
+            let end = min(bytes.count, offset + length)
+            batches.append(Array(bytes[offset..<end]))
+            offset = end
+        }
+        return batches
+    }
+
+    /// Linked batches (format 3) as a hostile peer's stream on one link: each decodes to valid
+    /// operations or is refused, after which the link reads nothing more. Every accepted
+    /// sequence, encoded again through a fresh pair of links, comes back the same (the two ends
+    /// of a link stay mirrored whatever was carried).
+    static func linked(_ bytes: [UInt8]) {
+        var receiver = BatchLink()
+        var accepted: [OperationBatch] = []
+        for batch in linkedBatches(bytes) {
+            guard let decoded = try? OperationBatch(decoding: batch, link: &receiver) else {
+                precondition(receiver.isBroken, "a refused linked batch left the link usable")
+                precondition((try? OperationBatch(decoding: [BatchLink.format, 14, 2, 2, 1, 1], link: &receiver)) == nil,
+                             "a broken link decoded a batch")
+                break
+            }
+            for op in decoded.operations { precondition((try? op.validate()) != nil, "a decoded operation is invalid") }
+            accepted.append(decoded)
+        }
+        var sender = BatchLink(), mirror = BatchLink()
+        for batch in accepted {
+            let again: OperationBatch
+            do { again = try OperationBatch(decoding: batch.encoded(linkedTo: &sender), link: &mirror) } catch {
+                preconditionFailure("an accepted batch does not decode after linked encoding: \(error)")
+            }
+            precondition(again == batch, "a batch changed through a fresh link")
+        }
     }
 
     /// A server-side session after a valid HELLO, fed the input as the rest of the stream (in
@@ -334,9 +392,21 @@ extension FuzzTargets {
         case "operations":
             // Both batch formats: 2 (packed points) and 1 (op logs and peers from before it).
             return [board.batch.encoded(), board.batch.encoded(format: 1)] + board.edits.map { OperationBatch(operations: $0).encoded() }
+        case "linked":
+            // The board's edits as a peer sends them live, one linked batch each, with a
+            // self-contained batch between.
+            var link = BatchLink()
+            var stream: [UInt8] = []
+            for (index, edit) in board.edits.enumerated() {
+                let bytes = index == 2 ? OperationBatch(operations: edit).encoded() : OperationBatch(operations: edit).encoded(linkedTo: &link)
+                stream += [UInt8(bytes.count & 0xFF), UInt8(bytes.count >> 8)] + bytes
+            }
+            return [stream]
         case "session":
-            // Everything after the HELLO, in one stream.
-            return [board.messages.dropFirst().flatMap { $0.frame().encoded() }]
+            // Everything after the HELLO, in one stream; then the edits as linked batches.
+            var link = BatchLink()
+            let live = board.edits.flatMap { Message.operations(OperationBatch(operations: $0).encoded(linkedTo: &link)).frame().encoded() }
+            return [board.messages.dropFirst().flatMap { $0.frame().encoded() }, live]
         case "oplog":
             return [board.opLog, [0] + board.opLog.dropFirst(OpLog.magic.count)]
         case "manifest":
