@@ -5,14 +5,35 @@
 /// the sender had. A receiver already at `base` may then treat itself as at `covers`, even where
 /// the sender had compacted overwritten operations away.
 public struct OperationBatch: Hashable, Sendable {
-    public var operations: [Op]
+    public var operations: [Op] {
+        didSet { operationsValidated = false }
+    }
     public var base: VersionVector?
     public var covers: VersionVector?
+    /// Set by the decoders, which validate every operation they return: admission then does
+    /// not check each one again (one validation per merge). Cleared when `operations` change;
+    /// not part of equality.
+    var operationsValidated = false
 
     public init(operations: [Op], base: VersionVector? = nil, covers: VersionVector? = nil) {
         self.operations = operations
         self.base = base
         self.covers = covers
+    }
+
+    init(validated operations: [Op], base: VersionVector? = nil, covers: VersionVector? = nil) {
+        self.init(operations: operations, base: base, covers: covers)
+        operationsValidated = true
+    }
+
+    public static func == (lhs: OperationBatch, rhs: OperationBatch) -> Bool {
+        lhs.operations == rhs.operations && lhs.base == rhs.base && lhs.covers == rhs.covers
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(operations)
+        hasher.combine(base)
+        hasher.combine(covers)
     }
 }
 

@@ -32,6 +32,22 @@ extension Replica {
     /// order, counters close to what is held); the slower exact checks run only when the fast
     /// bounds are exceeded.
     public func admit(_ batch: OperationBatch) throws {
+        _ = try admit(batch, collectingNew: false)
+    }
+
+    /// Admits `batch` (as `admit`, changing nothing) and returns the operations this replica
+    /// does not hold yet, in batch order: what merging the batch integrates. One pass does both,
+    /// so a store logging only what is new filters nothing again.
+    public func admitted(_ batch: OperationBatch) throws -> [Op] {
+        try admit(batch, collectingNew: true)
+    }
+
+    private func admit(_ batch: OperationBatch, collectingNew: Bool) throws -> [Op] {
+        // Operations a decoder returned were validated there; others are validated here.
+        let validate = !batch.operationsValidated
+        // The new operations: the batch's own array while none is held (the usual live batch).
+        var new: [Op] = []
+        var held = 0
         var authors: [ReplicaID: AuthorRun] = [:]
         var run = AuthorRun()
         var runAuthor: ReplicaID?
@@ -39,8 +55,8 @@ extension Replica {
         var highestLamport: UInt64 = 0
         var itemOperations = 0
         var creations: [ItemID: OpID] = [:]
-        for op in batch.operations {
-            try op.validate()
+        for (index, op) in batch.operations.enumerated() {
+            if validate { try op.validate() }
             let author = op.id.replica
             if author != runAuthor {
                 if let runAuthor { authors[runAuthor] = run }
@@ -59,9 +75,12 @@ extension Replica {
             }
             if runSeen.contains(op.id.seq) {
                 // Held already: it must be the same operation (when it survives compaction).
-                if let held = log[author]?[op.id.seq], held != op { throw OperationError.equivocation(op.id) }
+                if let stored = log[author]?[op.id.seq], stored != op { throw OperationError.equivocation(op.id) }
+                if collectingNew, held == 0 { new = Array(batch.operations[..<index]) }
+                held += 1
                 continue
             }
+            if collectingNew, held > 0 { new.append(op) }
             if author == id { throw OperationError.forgedOwnOperation(op.id) }
             if op.id.seq <= run.last { run.increasing = false }
             run.last = op.id.seq
@@ -132,6 +151,7 @@ extension Replica {
                 throw OperationError.tooManyWaiting(waitingOperations + waiting, limit: Replica.maxWaitingOperations)
             }
         }
+        return held == 0 ? batch.operations : new
     }
 
     /// What the fast pass learns about one author's operations in a batch.

@@ -232,17 +232,26 @@ public final class BoardPackage {
     /// were saved.
     @discardableResult
     public func merge(_ batch: OperationBatch, deferringSync: Bool) throws -> Int {
+        try merging(batch, deferringSync: deferringSync).count
+    }
+
+    /// `merge`, returning the operations that were new (what the log took of the batch).
+    ///
+    /// One path: admission validates the operations (unless a decoder already did) and picks
+    /// the new ones in the same pass; the log takes those; the replica integrates them without
+    /// checking them again. Applying an admitted batch cannot fail, so a failed log write still
+    /// changes nothing, and the replica is never copied (a copy of a large board per merged
+    /// frame was most of a merge's cost).
+    @discardableResult
+    public func merging(_ batch: OperationBatch, deferringSync: Bool) throws -> [Op] {
         try requireOpen()
-        // Validate first, log second, apply in place last: applying a validated batch cannot
-        // fail, so a failed log write still changes nothing, and the replica is never copied
-        // (a copy of a large board per merged frame was most of a merge's cost).
-        try replica.admit(batch)
-        let fresh = batch.operations.filter { !replica.hasIntegrated($0.id) }
+        let fresh = try replica.admitted(batch)
         let raisesVector = batch.covers.map { !replica.versionVector.dominates($0) } ?? false
-        guard !fresh.isEmpty || raisesVector else { return 0 }
+        guard !fresh.isEmpty || raisesVector else { return [] }
         let record = OperationBatch(operations: fresh, base: batch.base, covers: batch.covers)
         try log.append(record, sync: !deferringSync)
-        return try replica.apply(record, from: .ownLog)
+        try replica.apply(record, from: .ownLog)
+        return fresh
     }
 
     /// Makes every deferred merge durable (one fsync of the log).

@@ -11,6 +11,9 @@ public protocol ReplicaStore: AnyObject {
     /// Merges a peer's operations, durable only after `syncMerges()` (group commit: the hub
     /// acknowledges them after that). Stores without a log merge durably at once.
     @discardableResult func merge(_ batch: OperationBatch, deferringSync: Bool) throws -> Int
+    /// `merge(_:deferringSync:)`, returning the operations that were new (admission picks them
+    /// while it checks the batch: the hub filters nothing again).
+    func merging(_ batch: OperationBatch, deferringSync: Bool) throws -> [Op]
     /// Makes every merge since the last sync durable.
     func syncMerges() throws
     /// Stores asset bytes a peer sent, refusing bytes that do not match `claimedHash`. (A store
@@ -25,6 +28,12 @@ public protocol ReplicaStore: AnyObject {
 
 extension ReplicaStore {
     @discardableResult public func merge(_ batch: OperationBatch, deferringSync: Bool) throws -> Int { try merge(batch) }
+    /// For stores that only implement `merge`: the new operations are picked before it.
+    public func merging(_ batch: OperationBatch, deferringSync: Bool) throws -> [Op] {
+        let fresh = try replica.admitted(batch)
+        try merge(batch, deferringSync: deferringSync)
+        return fresh
+    }
     public func syncMerges() throws {}
     public func loadAuthors() throws -> [ReplicaID: String] { [:] }
     public func bindAuthor(_ replica: ReplicaID, to subject: String) throws {}
@@ -39,7 +48,15 @@ public final class MemoryReplicaStore: ReplicaStore {
     }
 
     public func merge(_ batch: OperationBatch) throws -> Int {
-        try replica.apply(batch)
+        try merging(batch, deferringSync: false).count
+    }
+
+    /// Admits the batch once, then integrates its new operations without checking them again.
+    public func merging(_ batch: OperationBatch, deferringSync: Bool) throws -> [Op] {
+        let fresh = try replica.admitted(batch)
+        guard !fresh.isEmpty || batch.covers != nil else { return [] }
+        try replica.apply(OperationBatch(operations: fresh, base: batch.base, covers: batch.covers), from: .ownLog)
+        return fresh
     }
 
     public func addReceivedAsset(_ data: Data, claimedHash: AssetHash?) throws -> AssetHash {
@@ -468,11 +485,10 @@ public final class BoardHub {
     @discardableResult
     public func mergeReplicated(_ batch: OperationBatch, now: Double) throws -> Int {
         self.now = now
-        let (fresh, vectorBefore) = newOperations(in: batch)
-        try store.merge(batch, deferringSync: groupCommit)
+        let vectorBefore = batch.covers != nil ? store.replica.versionVector : nil
+        let fresh = try store.merging(batch, deferringSync: groupCommit)
         if groupCommit, syncPendingSince == nil { syncPendingSince = now }
-        let rose = !vectorBefore.dominates(store.replica.versionVector)
-        guard !fresh.isEmpty || rose else { return 0 }
+        guard !fresh.isEmpty || rose(from: vectorBefore) else { return 0 }
         operationsMerged += fresh.count
         let named = fresh.compactMap { op in op.payload.asset.map { (hash: $0, item: op.payload.item) } }
         if !named.isEmpty { requestMissing(preferring: nil, named: named) }
@@ -671,11 +687,19 @@ public final class BoardHub {
             bucket.tokens -= Double(batch.operations.count)
             buckets[id] = bucket
         }
-        let (fresh, vectorBefore) = newOperations(in: batch)
-        // Authorship: new operations only (a handshake echoes some the board already holds).
-        if subjectOf[id] != nil, !claim(Array(Set(fresh.map(\.id.replica))), for: id) { return }
+        // Only a complete delta can raise the vector without a new operation: the vector before
+        // is needed for nothing else.
+        let vectorBefore = batch.covers != nil ? store.replica.versionVector : nil
+        // Authorship: authors of new operations only (a handshake echoes some the board
+        // already holds). Only boards with access control look before merging.
+        if subjectOf[id] != nil {
+            let replica = store.replica
+            let authors = Set(batch.operations.lazy.filter { !replica.hasIntegrated($0.id) }.map(\.id.replica))
+            if !claim(Array(authors), for: id) { return }
+        }
+        let fresh: [Op]
         do {
-            try store.merge(batch, deferringSync: groupCommit)
+            fresh = try store.merging(batch, deferringSync: groupCommit)
         } catch let error as OperationError {
             log?("session \(id): refused operations: \(error)")
             sessions[id]?.close(SessionError(.invalidOperations, error.description))
@@ -704,8 +728,7 @@ public final class BoardHub {
         // A complete delta may raise the vector over operations its sender compacted away
         // without carrying a single new operation: the others must hear of that too, or the
         // next loose operation leaves them a gap that never closes (found by the simulator).
-        let rose = !vectorBefore.dominates(store.replica.versionVector)
-        guard !fresh.isEmpty || rose else { return }
+        guard !fresh.isEmpty || rose(from: vectorBefore) else { return }
         if replicate != nil {
             // For the shared log: the new operations. A complete delta goes as this board's own
             // complete delta from the same base: its `covers` (which closes the gaps its sender
@@ -738,9 +761,10 @@ public final class BoardHub {
     /// The batch's operations this board lacks, and its version vector now. A function of its
     /// own so the copy of the replica is gone before the merge: held across it, the merge
     /// would copy the whole board (copy-on-write) for every frame.
-    private func newOperations(in batch: OperationBatch) -> ([Op], VersionVector) {
-        let replica = store.replica
-        return (batch.operations.filter { !replica.hasIntegrated($0.id) }, replica.versionVector)
+    /// Whether the board's vector rose above `before` (the vector before a complete delta's
+    /// merge; nil for loose operations, which raise it only with new operations).
+    private func rose(from before: VersionVector?) -> Bool {
+        before.map { !$0.dominates(store.replica.versionVector) } ?? false
     }
 
     /// Asks for every referenced asset that is missing and not already on its way (with

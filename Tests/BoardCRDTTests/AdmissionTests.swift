@@ -1,5 +1,6 @@
 import BoardCRDT
 import BoardModel
+import BoardSimulation
 import Foundation
 import Testing
 
@@ -19,6 +20,45 @@ import Testing
         }
         #expect(try canonical(replica) == before, sourceLocation: sourceLocation)
         #expect(replica.versionVector == vector, sourceLocation: sourceLocation)
+    }
+
+    /// A decoded batch's operations are validated once, by the decoder; admission trusts that
+    /// only while they are the decoder's: any operation changed or added afterwards is checked.
+    @Test func operationsChangedAfterDecodingAreValidatedAgain() throws {
+        var author = Replica(id: ReplicaID(0xA))
+        let edit = try author.addSticker(imagePNG: imageA, at: pt(1, 2))
+        let decoded = try OperationBatch(decoding: OperationBatch(operations: edit.operations).encoded())
+        #expect(decoded == OperationBatch(operations: edit.operations), "equality ignores where a batch came from")
+        let invalid = Op(id: OpID(replica: ReplicaID(0xA), seq: 2), lamport: 0, payload: .setItem(edit.item!, .position(GridPoint(x: 1, y: 1))))
+        var appended = decoded
+        appended.operations.append(invalid)
+        var replaced = decoded
+        replaced.operations[0] = Op(id: OpID(replica: ReplicaID(0xA), seq: 0), lamport: 1, payload: edit.operations[0].payload)
+        for batch in [appended, replaced] {
+            let victim = Replica(id: ReplicaID(0xB))
+            #expect(throws: OperationError.self) { try victim.admit(batch) }
+            #expect(throws: OperationError.self) { _ = try victim.admitted(batch) }
+        }
+        var receiver = Replica(id: ReplicaID(0xB))
+        #expect(try receiver.apply(decoded) == edit.operations.count)
+    }
+
+    /// `admitted` returns exactly the operations not held yet, in batch order (what a store
+    /// logs), in the same pass that checks the batch.
+    @Test(arguments: 0..<20 as Range<UInt64>)
+    func admittedReturnsExactlyTheNewOperations(seed: UInt64) throws {
+        let history = HistoryGenerator().generate(seed: seed)
+        var rng = SeededRandom(seed: seed)
+        var receiver = history.replicas[0]
+        let cut = Int.random(in: 0...history.operations.count, using: &rng)
+        try receiver.apply(Array(history.operations.prefix(cut)))
+        var ops = history.operations.shuffled(using: &rng)
+        if let repeated = ops.first { ops.append(repeated) }
+        let batch = OperationBatch(operations: ops)
+        let expected = ops.filter { !receiver.hasIntegrated($0.id) }
+        #expect(try receiver.admitted(batch) == expected, "seed \(seed)")
+        let fresh = OperationBatch(operations: expected)
+        #expect(try receiver.admitted(fresh) == expected, "seed \(seed): nothing held")
     }
 
     @Test func aLamportCounterFarAheadIsRefusedSoNoPeerCanExhaustTheClock() throws {

@@ -52,7 +52,7 @@ struct BatchDecoder {
                 throw CodecError.invalidOperation(error.description)
             }
         }
-        return OperationBatch(operations: operations, base: base, covers: covers)
+        return OperationBatch(validated: operations, base: base, covers: covers)
     }
 
     private func replica(at index: UInt64) throws -> ReplicaID {

@@ -120,7 +120,7 @@ extension OperationBatch {
                     throw CodecError.invalidOperation(error.description)
                 }
             }
-            self.init(operations: operations)
+            self.init(validated: operations)
         } catch {
             link.breakLink()
             throw error
