@@ -51,7 +51,11 @@ public struct BatchLink: Sendable {
     var lamport: UInt64 = 0
     var item: ItemID?
     var shape: PointShape?
+    /// Items' last coordinates, except the item written last, kept beside (a drag or a stroke
+    /// touches one item many times in a row: no hashing then).
     var coordinates: [ItemID: GridPoint] = [:]
+    var hotItem: ItemID?
+    var hotPoint = GridPoint(x: 0, y: 0)
     public private(set) var isBroken = false
 
     public init() {}
@@ -59,11 +63,27 @@ public struct BatchLink: Sendable {
     /// Replicas the link has named so far.
     public var replicaCount: Int { replicas.count }
 
+    /// The last coordinate the link carried for `item`.
+    fileprivate func coordinate(of item: ItemID) -> GridPoint? {
+        item == hotItem ? hotPoint : coordinates[item]
+    }
+
     fileprivate mutating func remember(_ point: GridPoint, of item: ItemID) {
-        if coordinates.count >= BatchLink.maxItems, coordinates[item] == nil {
-            coordinates.removeAll(keepingCapacity: true)
+        if item != hotItem, let previous = hotItem {
+            // The table forgets everything when it would exceed its bound (both ends alike).
+            if coordinates.updateValue(hotPoint, forKey: previous) == nil, coordinates.count > BatchLink.maxItems {
+                coordinates.removeAll(keepingCapacity: true)
+                coordinates[previous] = hotPoint
+            }
         }
-        coordinates[item] = point
+        hotItem = item
+        hotPoint = point
+    }
+
+    /// The table index of `replica`, looking at the last author first.
+    fileprivate func indexOf(_ replica: ReplicaID) -> Int? {
+        if let author, replicas[author] == replica { return author }
+        return index[replica]
     }
 
     fileprivate mutating func add(_ replica: ReplicaID) {
@@ -129,6 +149,8 @@ extension OperationBatch {
 
     /// Whether the replicas this batch names fit in the link's table.
     private func fitsLink(_ link: BatchLink) -> Bool {
+        // Each operation names at most two replicas: most batches cannot overflow the table.
+        if link.replicas.count + 2 * operations.count <= BatchLink.maxReplicas { return true }
         var new: Set<ReplicaID> = []
         for op in operations {
             if link.index[op.id.replica] == nil { new.insert(op.id.replica) }
@@ -156,7 +178,7 @@ private enum LinkedCodec {
         var head = payload.kind.rawValue
         var ext: UInt8 = 0
         let author = op.id.replica
-        let knownAuthor = link.index[author]
+        let knownAuthor = link.indexOf(author)
         if knownAuthor == nil || knownAuthor != link.author { ext |= LinkFlag.newAuthor }
         let previousSeq = knownAuthor.map { link.lastSeq[$0] } ?? 0
         if op.id.seq == previousSeq &+ 1 { head |= LinkFlag.seqNext }
@@ -166,15 +188,14 @@ private enum LinkedCodec {
         var shape: PointShape?
         var origin: GridPoint?
         if let item, let points = payload.points {
-            origin = link.coordinates[item]
+            origin = link.coordinate(of: item)
             shape = pointShape(points, from: origin)
             if shape == nil || shape != link.shape { ext |= LinkFlag.newShape }
         }
         if ext != 0 { head |= LinkFlag.extended }
         writer.write(byte: head)
         if ext != 0 { writer.write(byte: ext) }
-        if ext & LinkFlag.newAuthor != 0 { writeReference(author, tagged: false, to: &writer, link: &link) }
-        let authorIndex = link.index[author]!
+        let authorIndex = ext & LinkFlag.newAuthor != 0 ? writeReference(author, tagged: false, to: &writer, link: &link) : knownAuthor!
         if head & LinkFlag.seqNext == 0 { writer.write(zigzag: Int64(bitPattern: op.id.seq &- previousSeq)) }
         if head & LinkFlag.lamportNext == 0 { writer.write(zigzag: Int64(bitPattern: op.lamport &- link.lamport)) }
         if let item, head & LinkFlag.sameItem == 0 {
@@ -226,14 +247,16 @@ private enum LinkedCodec {
 
     /// A replica as an index into the link's table, or the table's count and the id (it joins).
     /// `tagged`: shifted left past an item reference's tag bit, which is set.
-    private static func writeReference(_ replica: ReplicaID, tagged: Bool, to writer: inout ByteWriter, link: inout BatchLink) {
-        let known = link.index[replica]
-        let index = UInt64(known ?? link.replicas.count)
-        writer.write(varint: tagged ? index << 1 | 1 : index)
+    @discardableResult
+    private static func writeReference(_ replica: ReplicaID, tagged: Bool, to writer: inout ByteWriter, link: inout BatchLink) -> Int {
+        let known = link.indexOf(replica)
+        let index = known ?? link.replicas.count
+        writer.write(varint: tagged ? UInt64(index) << 1 | 1 : UInt64(index))
         if known == nil {
             writer.write(fixed64: replica.rawValue)
             link.add(replica)
         }
+        return index
     }
 
     private static func write(_ color: Color8, to writer: inout ByteWriter) {
@@ -244,7 +267,7 @@ private enum LinkedCodec {
     }
 
     private static func writePosition(_ point: GridPoint, of item: ItemID, to writer: inout ByteWriter, link: inout BatchLink) {
-        let from = link.coordinates[item] ?? GridPoint(x: 0, y: 0)
+        let from = link.coordinate(of: item) ?? GridPoint(x: 0, y: 0)
         writer.write(zigzag: point.x &- from.x)
         writer.write(zigzag: point.y &- from.y)
         link.remember(point, of: item)
@@ -432,7 +455,7 @@ private enum LinkedCodec {
     }
 
     private static func readPosition(of item: ItemID, from reader: inout ByteReader, link: inout BatchLink) throws -> GridPoint {
-        let from = link.coordinates[item] ?? GridPoint(x: 0, y: 0)
+        let from = link.coordinate(of: item) ?? GridPoint(x: 0, y: 0)
         // Wrapping arithmetic: hostile deltas give out-of-range values that validation rejects.
         let point = GridPoint(x: from.x &+ (try reader.readZigzag()), y: from.y &+ (try reader.readZigzag()))
         link.remember(point, of: item)
@@ -444,7 +467,7 @@ private enum LinkedCodec {
     }
 
     private static func readPoints(of item: ItemID, newShape: Bool, from reader: inout ByteReader, link: inout BatchLink) throws -> [GridPoint] {
-        let origin = link.coordinates[item]
+        let origin = link.coordinate(of: item)
         let shape: PointShape
         if newShape {
             let count = try reader.readCount(max: Op.maxPoints, minimumSize: 1, "point count")
