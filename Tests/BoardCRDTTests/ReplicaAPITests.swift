@@ -7,6 +7,30 @@ import Testing
 /// appended to a named stroke, a stroke's undo step holding only that stroke, a combined
 /// transform, typed reads of stickers and strokes.
 @Suite struct ReplicaAPITests {
+    /// One undo step that moves more stickers than a small step scans for (a selection of 12
+    /// dragged three times): undo puts every one back where the step found it, redo where the
+    /// step left it.
+    @Test func anUndoStepOverManyItemsRestoresEachOne() throws {
+        var (a, _, _) = makeReplicas()
+        var stickers: [ItemID] = []
+        for index in 0..<12 {
+            stickers.append(try a.addSticker(imagePNG: imageA, at: pt(Double(index * 10), 0)).item!)
+        }
+        a.beginUndoGroup()
+        for round in 1...3 {
+            for (index, sticker) in stickers.enumerated() {
+                _ = try a.move(sticker, to: pt(Double(index * 10), Double(round * 5)))
+            }
+        }
+        a.endUndoGroup()
+        _ = try a.undo()
+        #expect(stickers.enumerated().allSatisfy { a.sticker($1)?.position == pt(Double($0 * 10), 0) })
+        _ = try a.redo()
+        #expect(stickers.enumerated().allSatisfy { a.sticker($1)?.position == pt(Double($0 * 10), 15) })
+        _ = try a.undo()
+        #expect(stickers.enumerated().allSatisfy { a.sticker($1)?.position == pt(Double($0 * 10), 0) })
+    }
+
     @Test func severalStrokesInProgressEachGetTheirOwnPoints() throws {
         var (a, b, _) = makeReplicas()
         let left = try a.beginStroke(color: red, width: 2, points: [pt(0, 0)]).item!

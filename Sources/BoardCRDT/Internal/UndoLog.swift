@@ -9,17 +9,27 @@ struct UndoLog: Sendable {
     struct Group: Sendable {
         var inverses: [Payload] = []
         var forwards: [Payload] = []
-        var targets: [Target: Int] = [:]
+        /// The register of each entry, in the same order: found by a scan while the group is
+        /// small (most steps are one edit: no table to allocate and hash), through `lookup` once
+        /// it holds more than `scanLimit`.
+        var targets: [Target] = []
+        var lookup: [Target: Int]?
+        static let scanLimit = 8
 
         /// Keeps the first inverse and the last forward value per register: a drag of many
         /// moves undoes to where it started and redoes to where it ended.
         mutating func record(_ inverse: Payload, forward: Payload, for target: Target) {
-            if let index = targets[target] {
+            if let index = lookup.map({ $0[target] }) ?? targets.firstIndex(of: target) {
                 forwards[index] = forward
-            } else {
-                targets[target] = inverses.count
-                inverses.append(inverse)
-                forwards.append(forward)
+                return
+            }
+            targets.append(target)
+            inverses.append(inverse)
+            forwards.append(forward)
+            if lookup != nil {
+                lookup![target] = targets.count - 1
+            } else if targets.count > Group.scanLimit {
+                lookup = Dictionary(uniqueKeysWithValues: targets.enumerated().map { ($1, $0) })
             }
         }
     }
