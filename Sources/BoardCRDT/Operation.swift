@@ -26,7 +26,7 @@ public enum Payload: Hashable, Sendable, CustomStringConvertible {
     /// Adds points to the end of a stroke; applies only when made by the stroke's creator.
     case appendPoints(ItemID, [GridPoint])
     /// Creates a sticker showing the asset with this content hash.
-    case addSticker(ItemID, StickerStart)
+    indirect case addSticker(ItemID, StickerStart)
     /// Writes one last-writer-wins register of an item.
     case setItem(ItemID, ItemField)
     /// Writes one last-writer-wins register of the board.
@@ -113,7 +113,7 @@ public enum ItemField: Hashable, Sendable, CustomStringConvertible {
     case exists(Bool)
     case color(Color8)
     case width(Int64)
-    case asset(AssetHash)
+    indirect case asset(AssetHash)
     /// The sticker's centre: x and y are one register, so a move wins whole.
     case position(GridPoint)
     case scale(Double)

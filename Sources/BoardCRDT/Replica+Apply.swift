@@ -119,21 +119,23 @@ extension Replica {
         case .beginStroke(let item, let start):
             create(item, by: op, as: .stroke(start))  // notes the item for a transaction
             var state = items[item, default: ItemState()]
-            for field: ItemField in [.exists(true), .color(start.color), .width(start.width), .z(start.z)] {
-                _ = state.write(field, stamp: stamp, writer: nil)
-            }
+            state.fields.reserveCapacity(4)
+            _ = state.write(.exists(true), stamp: stamp, writer: nil)
+            _ = state.write(.color(start.color), stamp: stamp, writer: nil)
+            _ = state.write(.width(start.width), stamp: stamp, writer: nil)
+            _ = state.write(.z(start.z), stamp: stamp, writer: nil)
             items[item] = state
             store(op)
         case .addSticker(let item, let start):
             create(item, by: op, as: .sticker(start))  // notes the item for a transaction
             var state = items[item, default: ItemState()]
-            let fields: [ItemField] = [
-                .exists(true), .asset(start.asset), .position(start.position),
-                .scale(start.scale), .rotation(start.rotation), .z(start.z),
-            ]
-            for field in fields {
-                _ = state.write(field, stamp: stamp, writer: nil)
-            }
+            state.fields.reserveCapacity(6)
+            _ = state.write(.exists(true), stamp: stamp, writer: nil)
+            _ = state.write(.asset(start.asset), stamp: stamp, writer: nil)
+            _ = state.write(.position(start.position), stamp: stamp, writer: nil)
+            _ = state.write(.scale(start.scale), stamp: stamp, writer: nil)
+            _ = state.write(.rotation(start.rotation), stamp: stamp, writer: nil)
+            _ = state.write(.z(start.z), stamp: stamp, writer: nil)
             items[item] = state
             store(op)
         case .appendPoints(let item, let points):

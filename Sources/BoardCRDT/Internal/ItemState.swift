@@ -3,31 +3,32 @@
 struct ItemState: Sendable {
     enum Creation: Sendable {
         case stroke(StrokeStart)
-        case sticker(StickerStart)
+        indirect case sticker(StickerStart)
     }
 
     /// The creating operation. If two creations ever claim one id, the earlier timestamp wins on
     /// every replica, so the outcome does not depend on delivery order.
     var creation: (op: OpID, stamp: Timestamp, kind: Creation)?
-    var fields = [Register<ItemField>?](repeating: nil, count: ItemField.Kind.allCases.count)
+    /// The registers written so far, at most one per kind (a stroke has 4, a sticker 6 of the 8
+    /// kinds): only those take memory, found by a scan of a few entries.
+    var fields: [Register<ItemField>] = []
     /// Appended point runs, sorted by operation id; only the creator's runs are shown.
     var appends: [(op: OpID, points: [GridPoint])] = []
     /// Operations integrated while the creation had not arrived (see `Replica.waitingOperations`).
     var waiting = 0
 
     subscript(kind: ItemField.Kind) -> ItemField? {
-        fields[kind.rawValue]?.value
+        for register in fields where register.value.kind == kind { return register.value }
+        return nil
     }
 
     mutating func write(_ field: ItemField, stamp: Timestamp, writer: OpID?) -> Register<ItemField>.Outcome {
-        let index = field.kind.rawValue
-        guard var register = fields[index] else {
-            fields[index] = Register(value: field, stamp: stamp, writer: writer)
+        let kind = field.kind
+        guard let index = fields.firstIndex(where: { $0.value.kind == kind }) else {
+            fields.append(Register(value: field, stamp: stamp, writer: writer))
             return .won(displaced: nil)
         }
-        let outcome = register.write(field, stamp: stamp, writer: writer)
-        fields[index] = register
-        return outcome
+        return fields[index].write(field, stamp: stamp, writer: writer)
     }
 
     /// Writes a register of a plain set; also says whether the operation now waits for the
