@@ -161,6 +161,17 @@ func commitMilliseconds(_ workload: Workload.Result, moving sticker: ItemID) thr
     }
     return seconds(ContinuousClock.now - start) / Double(edits) * 1000
 }
+if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "offline" {
+    let workload = Workload().generate(seed: 1)
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("board-bench-offline-\(ProcessInfo.processInfo.processIdentifier)").path
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    for run in 0..<3 {
+        let offline = try SyncBench.offlineSync(scratch: directory + "/\(run)", workload: workload)
+        print("offline_sync_whole_board", offline.seconds, "s", offline.bytes, "bytes")
+    }
+    exit(0)
+}
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "commit" {
     let workload = Workload().generate(seed: 1)
     let sticker = workload.replica.itemIDs.first { workload.replica.kind(of: $0) == .sticker && workload.replica.isVisible($0) }!
