@@ -209,7 +209,7 @@ private enum LinkedCodec {
         }
         switch payload {
         case .beginStroke(let item, let start):
-            write(start.color, to: &writer)
+            writer.write(start.color)
             writer.write(varint: UInt64(start.width))
             writer.write(lengthPrefixed: start.z.bytes)
             writePoints(start.points, of: item, origin: origin, shape: shape, ext: ext, to: &writer, link: &link)
@@ -222,22 +222,9 @@ private enum LinkedCodec {
             writer.write(double: start.rotation)
             writer.write(lengthPrefixed: start.z.bytes)
         case .setItem(let item, let field):
-            switch field {
-            case .exists: break
-            case .color(let color): write(color, to: &writer)
-            case .width(let width): writer.write(varint: UInt64(width))
-            case .asset(let hash): writer.write(bytes: hash.digest)
-            case .position(let point): writePosition(point, of: item, to: &writer, link: &link)
-            case .scale(let value), .rotation(let value): writer.write(double: value)
-            case .z(let key): writer.write(lengthPrefixed: key.bytes)
-            }
+            writer.writeValue(of: field) { writer, point in writePosition(point, of: item, to: &writer, link: &link) }
         case .setBoard(let field):
-            switch field {
-            case .background(let hash): if let hash { writer.write(bytes: hash.digest) }
-            case .canvas(let width, let height):
-                writer.write(varint: UInt64(width))
-                writer.write(varint: UInt64(height))
-            }
+            writer.writeValue(of: field)
         }
         link.author = authorIndex
         link.lastSeq[authorIndex] = op.id.seq
@@ -257,13 +244,6 @@ private enum LinkedCodec {
             link.add(replica)
         }
         return index
-    }
-
-    private static func write(_ color: Color8, to writer: inout ByteWriter) {
-        writer.write(byte: color.red)
-        writer.write(byte: color.green)
-        writer.write(byte: color.blue)
-        writer.write(byte: color.alpha)
     }
 
     private static func writePosition(_ point: GridPoint, of item: ItemID, to writer: inout ByteWriter, link: inout BatchLink) {

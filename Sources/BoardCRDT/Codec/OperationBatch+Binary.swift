@@ -213,33 +213,17 @@ private struct BatchEncoder {
             writer.write(double: start.rotation)
             writer.write(lengthPrefixed: start.z.bytes)
         case .setItem(_, let field):
-            switch field {
-            case .exists: break
-            case .color(let color): write(color)
-            case .width(let width): writer.write(varint: UInt64(width))
-            case .asset(let hash): writer.write(bytes: hash.digest)
-            case .position(let point):
+            writer.writeValue(of: field) { writer, point in
                 writer.write(zigzag: point.x)
                 writer.write(zigzag: point.y)
-            case .scale(let value), .rotation(let value): writer.write(double: value)
-            case .z(let key): writer.write(lengthPrefixed: key.bytes)
             }
         case .setBoard(let field):
-            switch field {
-            case .background(let hash): if let hash { writer.write(bytes: hash.digest) }
-            case .canvas(let width, let height):
-                writer.write(varint: UInt64(width))
-                writer.write(varint: UInt64(height))
-            }
+            writer.writeValue(of: field)
         }
     }
 
     private mutating func write(_ color: Color8) {
-        // Byte by byte: an array literal here was a heap allocation per stroke.
-        writer.write(byte: color.red)
-        writer.write(byte: color.green)
-        writer.write(byte: color.blue)
-        writer.write(byte: color.alpha)
+        writer.write(color)
     }
 
     /// Where an item's next point run starts from: its last point so far in this batch.
@@ -340,6 +324,40 @@ private struct BatchEncoder {
             previous = point
         }
         noteEnd(last, of: item)
+    }
+}
+
+extension ByteWriter {
+    /// A register write's value, as self-contained and linked batches both write it; `position`
+    /// writes a point (from the origin in a self-contained batch, from the item's last
+    /// coordinate on a link).
+    mutating func writeValue(of field: ItemField, position: (inout ByteWriter, GridPoint) -> Void) {
+        switch field {
+        case .exists: break
+        case .color(let color): write(color)
+        case .width(let width): write(varint: UInt64(width))
+        case .asset(let hash): write(bytes: hash.digest)
+        case .position(let point): position(&self, point)
+        case .scale(let value), .rotation(let value): write(double: value)
+        case .z(let key): write(lengthPrefixed: key.bytes)
+        }
+    }
+
+    mutating func writeValue(of field: BoardField) {
+        switch field {
+        case .background(let hash): if let hash { write(bytes: hash.digest) }
+        case .canvas(let width, let height):
+            write(varint: UInt64(width))
+            write(varint: UInt64(height))
+        }
+    }
+
+    mutating func write(_ color: Color8) {
+        // Byte by byte: an array literal here was a heap allocation per stroke.
+        write(byte: color.red)
+        write(byte: color.green)
+        write(byte: color.blue)
+        write(byte: color.alpha)
     }
 }
 
