@@ -30,7 +30,7 @@ import BoardModel
 //
 // The link's memory is bounded: at most `maxReplicas` replicas (a batch that would need more
 // is sent self-contained in format 2 instead) and `maxItems` remembered coordinates (the table
-// is emptied, on both ends alike, when a new item would exceed it).
+// keeps only the two latest items', on both ends alike, when one more item would exceed it).
 
 /// What one direction of a connection has carried: the state a linked batch (format 3) is
 /// encoded and decoded against. A sender keeps one per peer and a receiver one per peer; each
@@ -70,7 +70,7 @@ public struct BatchLink: Sendable {
 
     fileprivate mutating func remember(_ point: GridPoint, of item: ItemID) {
         if item != hotItem, let previous = hotItem {
-            // The table forgets everything when it would exceed its bound (both ends alike).
+            // Past its bound the table keeps only this entry (and the hot one), on both ends alike.
             if coordinates.updateValue(hotPoint, forKey: previous) == nil, coordinates.count > BatchLink.maxItems {
                 coordinates.removeAll(keepingCapacity: true)
                 coordinates[previous] = hotPoint
