@@ -75,6 +75,9 @@ public final class SyncEndpoint {
     public struct Options {
         public var limits = SessionLimits()
         public var timing = SessionTiming()
+        /// What this endpoint's sessions announce (`Capabilities`); an older set makes it talk
+        /// like a build from before those features (the simulator mixes releases this way).
+        public var capabilities = Capabilities.supported
         /// Server: boards open at once. Opening one more first closes boards nobody is connected
         /// to; with none to close, the client is told to retry later.
         public var maxOpenBoards = 1024
@@ -209,7 +212,8 @@ public final class SyncEndpoint {
     public var onBoardClosed: ((String) -> Void)?
 
     private func makeSession(_ role: SyncSession.Role, _ replica: ReplicaID) -> SyncSession {
-        var session = SyncSession(role: role, localReplica: replica, limits: options.limits, timing: options.timing)
+        var session = SyncSession(role: role, localReplica: replica, limits: options.limits, timing: options.timing,
+                                  capabilities: options.capabilities)
         if role == .dialer { session.credentials = options.credentials }
         return session
     }

@@ -134,10 +134,17 @@ public struct SyncSession: Sendable {
     public private(set) var bytesReceived = 0
     public private(set) var bytesSent = 0
 
-    public init(role: Role, localReplica: ReplicaID, limits: SessionLimits = SessionLimits(), timing: SessionTiming = SessionTiming()) {
+    /// What this side announces in its HELLO (`Capabilities`). Features are used only when both
+    /// sides announce them, so an older set makes a session talk like a build from before them
+    /// (interoperability tests and simulations).
+    public let capabilities: UInt64
+
+    public init(role: Role, localReplica: ReplicaID, limits: SessionLimits = SessionLimits(), timing: SessionTiming = SessionTiming(),
+                capabilities: UInt64 = Capabilities.supported) {
         self.role = role
         self.localReplica = localReplica
         self.limits = limits
+        self.capabilities = capabilities
         self.timing = timing
         self.decoder = FrameDecoder(maxFrame: min(limits.maxFrame, limits.maxHandshakeFrame))
     }
@@ -171,7 +178,7 @@ public struct SyncSession: Sendable {
         lastFrame = (now, bytesReceived)
         lastSent = now
         queue(.hello(Hello(board: board, replica: localReplica, credentials: credentials,
-                           capabilities: Capabilities.supported, version: version)))
+                           capabilities: capabilities, version: version)))
         state = .awaitingHello
     }
 
@@ -199,7 +206,7 @@ public struct SyncSession: Sendable {
     /// Acceptor: answer the peer's HELLO, saying we hold `version` of its board.
     public mutating func accept(version: VersionVector) {
         guard case .awaitingAccept(let hello) = state else { return }
-        queue(.hello(Hello(board: hello.board, replica: localReplica, capabilities: Capabilities.supported, version: version)))
+        queue(.hello(Hello(board: hello.board, replica: localReplica, capabilities: capabilities, version: version)))
         state = .open(hello)
         decoder.maxFrame = limits.maxFrame
     }
@@ -282,15 +289,21 @@ public struct SyncSession: Sendable {
         queue(.operations(batch.encoded(format: batchFormat)))
     }
 
-    /// The batch format the peer reads: 2 when it announced `Capabilities.packedPoints`.
-    public var batchFormat: UInt8 {
-        (peer?.capabilities ?? 0) & Capabilities.packedPoints != 0 ? OperationBatch.formatVersion : 1
+    /// Features both sides announced.
+    public var sharedCapabilities: UInt64 {
+        (peer?.capabilities ?? 0) & capabilities
     }
 
-    /// Whether live operations go to the peer as linked batches (format 3): it announced
-    /// `Capabilities.linkedBatches`. A hub then cannot share one encoded frame among peers.
+    /// The batch format the peer reads: 2 when both sides announced `Capabilities.packedPoints`.
+    public var batchFormat: UInt8 {
+        sharedCapabilities & Capabilities.packedPoints != 0 ? OperationBatch.formatVersion : 1
+    }
+
+    /// Whether live operations go to the peer as linked batches (format 3): both sides
+    /// announced `Capabilities.linkedBatches`. A hub then cannot share one encoded frame among
+    /// peers.
     public var sendsLinkedBatches: Bool {
-        (peer?.capabilities ?? 0) & Capabilities.linkedBatches != 0
+        sharedCapabilities & Capabilities.linkedBatches != 0
     }
 
     /// Sends an already encoded batch (a handshake delta shared by several peers), in the
@@ -309,9 +322,9 @@ public struct SyncSession: Sendable {
         append(frame)
     }
 
-    /// Whether the peer announced that it understands PRESENCE.
+    /// Whether both sides announced PRESENCE (the peer understands it and this side speaks it).
     public var peerSupportsPresence: Bool {
-        (peer?.capabilities ?? 0) & Capabilities.presence != 0
+        sharedCapabilities & Capabilities.presence != 0
     }
 
     /// Sends what a replica is doing on the board. Latest wins: a newer presence of the same

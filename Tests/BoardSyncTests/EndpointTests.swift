@@ -251,7 +251,7 @@ final class VirtualNet {
 @Suite struct SimulationTests {
     static let seedsPerSlice: UInt64 = 50
     /// Every fault kind a seed can draw, plus the ones a draw implies.
-    static let faultKinds = Plan.Faults.kinds.map(\.name) + ["torn write", "slow link", "access control"]
+    static let faultKinds = Plan.Faults.kinds.map(\.name) + ["torn write", "slow link", "access control", "mixed releases"]
 
     /// 500 seeds in ten slices of 50 (bounded by count; both cores take slices).
     @Test(arguments: 0..<10 as Range<UInt64>)
@@ -294,6 +294,17 @@ final class VirtualNet {
         let reread = try Plan(text: plan.text)
         #expect(reread == plan)
         #expect(World.simulate(reread).decisionHash == first.decisionHash)
+    }
+
+    /// A seed whose server and one peer run the release before batch format 2, beside current
+    /// peers: its plan says so in its text, reads back the same, and converges with nothing lost.
+    @Test func mixedReleasesConverge() throws {
+        let plan = Plan.draw(seed: 2)
+        #expect(plan.releases == [plan.server: .beforePackedPoints, 1: .beforePackedPoints], "seed 2's draw changed: pick another")
+        #expect(plan.text.contains("release server before-packed-points"))
+        #expect(try Plan(text: plan.text) == plan)
+        let report = World.simulate(plan)
+        #expect(report.passed, "\(report.failures.joined(separator: "; "))")
     }
 
     /// The oracles catch planted bugs (mutation testing), each as the failure it is: a tie broken

@@ -228,6 +228,52 @@ func storeWithHistory(seed: UInt64, replicaIndex: Int) -> MemoryReplicaStore {
         #expect(first.allSatisfy { $0.first?.batch.operations == live } && second.allSatisfy { $0.first?.batch.operations == more })
     }
 
+    /// A session that announces an older release's capabilities uses only features both sides
+    /// announced, in both directions: with a current peer, live batches go as format 2 each way
+    /// (not linked) and both sides' edits arrive.
+    @Test func aSessionOfAnOlderReleaseGetsAndSendsOnlySharedFeatures() throws {
+        let old = Capabilities.presence | Capabilities.packedPoints
+        var dialer = SyncSession(role: .dialer, localReplica: ReplicaID(1), capabilities: old)
+        var acceptor = SyncSession(role: .acceptor, localReplica: ReplicaID(2))
+        dialer.start(board: "team", version: .empty, now: 0)
+        acceptor.listen(now: 0)
+        var formats: [String: [UInt8]] = [:]
+        var received: [String: [Op]] = [:]
+        func deliver(_ bytes: [UInt8], to session: inout SyncSession, _ name: String) {
+            var decoder = FrameDecoder(maxFrame: 1 << 20)
+            decoder.append(bytes)
+            while let frame = try? decoder.next() {
+                if frame.type == Message.Kind.operations.rawValue { formats[name, default: []].append(frame.payload[0]) }
+            }
+            for event in session.receive(bytes, now: 1) {
+                switch event {
+                case .hello: session.accept(version: .empty)
+                case .operations(let batch): received[name, default: []] += batch.operations
+                default: break
+                }
+            }
+        }
+        for _ in 0..<3 {
+            deliver(dialer.takeOutput(now: 1), to: &acceptor, "acceptor")
+            deliver(acceptor.takeOutput(now: 1), to: &dialer, "dialer")
+        }
+        #expect(dialer.isOpen && acceptor.isOpen)
+        #expect(dialer.sharedCapabilities == old && acceptor.sharedCapabilities == old)
+        formats = [:]
+        received = [:]
+        var a = Replica(id: ReplicaID(1)), b = Replica(id: ReplicaID(2))
+        let fromOld = try a.beginStroke(color: RGBAColor(red: 1, green: 0, blue: 0), width: 1, points: [CodablePoint(x: 1, y: 1)]).operations
+        let fromNew = try b.beginStroke(color: RGBAColor(red: 0, green: 0, blue: 1), width: 1, points: [CodablePoint(x: 2, y: 2)]).operations
+        dialer.send(OperationBatch(operations: fromOld))
+        acceptor.send(OperationBatch(operations: fromNew))
+        deliver(dialer.takeOutput(now: 2), to: &acceptor, "acceptor")
+        deliver(acceptor.takeOutput(now: 2), to: &dialer, "dialer")
+        #expect(formats["acceptor"] == [2] && formats["dialer"] == [2], "\(formats)")
+        #expect(received["acceptor"] == fromOld && received["dialer"] == fromNew)
+        // Two current sessions link their live batches.
+        #expect(SyncSession(role: .dialer, localReplica: ReplicaID(3)).capabilities & Capabilities.linkedBatches != 0)
+    }
+
     @Test func keepAliveAndIdleTimeout() throws {
         var session = SyncSession(role: .dialer, localReplica: ReplicaID(1), timing: SessionTiming(keepAlive: 5, idleTimeout: 20))
         session.start(board: "b", version: .empty, now: 0)

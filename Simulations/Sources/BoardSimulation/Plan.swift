@@ -1,4 +1,5 @@
 import BoardStore
+import BoardSync
 import Foundation
 
 /// Everything one simulated run does, decided before it starts: the world's shape (peers, who
@@ -90,6 +91,23 @@ public struct Plan: Sendable, Equatable {
     /// The server requires tokens: each peer presents a write token of its own subject (a peer
     /// token when other peers dial it, since it relays their edits).
     public var access = false
+    /// Hosts running an older release (what their sessions announce): the rest run this one.
+    public var releases: [Int: Release] = [:]
+
+    /// Earlier releases a host may run, by the capabilities their sessions announce.
+    public enum Release: String, CaseIterable, Sendable {
+        /// Before batch format 2: presence only (gets and sends format 1).
+        case beforePackedPoints = "before-packed-points"
+        /// Before linked batches: presence and format 2.
+        case beforeLinkedBatches = "before-linked-batches"
+
+        public var capabilities: UInt64 {
+            switch self {
+            case .beforePackedPoints: return Capabilities.presence
+            case .beforeLinkedBatches: return Capabilities.presence | Capabilities.packedPoints
+            }
+        }
+    }
     public var events: [Event]
 
     public var server: Int { peers }
@@ -155,6 +173,14 @@ public struct Plan: Sendable, Equatable {
                         latency: (slow / 4 * 1000).rounded() / 1000...slow, faultyPhase: faultyPhase)
         // Drawn from the fault generator so that the plans of earlier seeds stay as they were.
         plan.access = faultRNG.chance(0.5)
+        // Mixed releases, from a generator of their own (earlier seeds' plans unchanged): in a
+        // quarter of the seeds some hosts, the server included, run an older release.
+        var releaseRNG = SeededRandom(seed: seed ^ 0x2E1E)
+        if releaseRNG.chance(0.25) {
+            for index in 0...peers where releaseRNG.chance(0.4) {
+                plan.releases[index] = releaseRNG.pick(Release.allCases)
+            }
+        }
         if rng.chance(0.3) {
             for index in 0..<peers where rng.chance(0.5) {
                 plan.bandwidth[index] = Double(Int.random(in: 2...64, using: &rng) * 1024)
@@ -221,6 +247,7 @@ public struct Plan: Sendable, Equatable {
         lines.append("latency \(format(latency.lowerBound))-\(format(latency.upperBound))")
         for (peer, speed) in bandwidth.sorted(by: { $0.key < $1.key }) { lines.append("slow \(name(peer)) \(Int(speed))") }
         if access { lines.append("access on") }
+        for (host, release) in releases.sorted(by: { $0.key < $1.key }) { lines.append("release \(name(host)) \(release.rawValue)") }
         if mutation != .none { lines.append("plant \(mutation.rawValue)") }
         for event in events { lines.append("at \(format(event.time)) \(describe(event.action))") }
         return lines.joined(separator: "\n") + "\n"
@@ -322,6 +349,11 @@ public struct Plan: Sendable, Equatable {
             case "access":
                 guard words == ["on"] || words == ["off"] else { throw fail("`access on` or `access off`") }
                 current.access = words == ["on"]
+            case "release":
+                guard words.count == 2, let release = Release(rawValue: words[1]) else {
+                    throw fail("`release HOST RELEASE`, one of \(Release.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                current.releases[try host(words[0])] = release
             case "plant":
                 guard let mutation = World.Mutation(rawValue: words.first ?? "") else {
                     throw fail("`plant BUG`, one of \(World.Mutation.allCases.filter { $0 != .none }.map(\.rawValue).joined(separator: ", "))")

@@ -186,6 +186,7 @@ public final class World {
         for host in [server] + hosts.dropLast() { start(host) }
         if !plan.bandwidth.isEmpty { hit("slow link") }
         if plan.access { hit("access control") }
+        if !plan.releases.isEmpty { hit("mixed releases") }
     }
 
     // MARK: Decisions
@@ -226,6 +227,7 @@ public final class World {
         // As deployed (SyncHost): merges synced once per turn, acknowledged after the sync.
         options.groupCommit = true
         options.dropsRelayedPresence = plan.mutation == .presenceNotRelayed
+        if let release = plan.releases[index] { options.capabilities = release.capabilities }
         // As SyncHost does with the wall clock: a restarted peer's presence clock starts above
         // where it was, or the others' copies of its old presence would shadow the new one
         // until they expired (found by this simulator's presence oracle).
