@@ -173,8 +173,9 @@ public struct Plan: Sendable, Equatable {
                         latency: (slow / 4 * 1000).rounded() / 1000...slow, faultyPhase: faultyPhase)
         // Drawn from the fault generator so that the plans of earlier seeds stay as they were.
         plan.access = faultRNG.chance(0.5)
-        // Mixed releases, from a generator of their own (earlier seeds' plans unchanged): in a
-        // quarter of the seeds some hosts, the server included, run an older release.
+        // Mixed releases, from a generator of their own (earlier seeds' plans unchanged): a
+        // quarter of the seeds draw them, each host (the server included) then running an
+        // older release with probability 0.4.
         var releaseRNG = SeededRandom(seed: seed ^ 0x2E1E)
         if releaseRNG.chance(0.25) {
             for index in 0...peers where releaseRNG.chance(0.4) {
