@@ -45,13 +45,7 @@ struct BatchDecoder {
             try readRun(author: author, count: count, into: &operations)
         }
         guard reader.isAtEnd else { throw CodecError.malformed("\(reader.remaining) trailing bytes", offset: reader.offset) }
-        for op in operations {
-            do {
-                try op.validate()
-            } catch let error as OperationError {
-                throw CodecError.invalidOperation(error.description)
-            }
-        }
+        try OperationBatch.validate(operations)
         return OperationBatch(validated: operations, base: base, covers: covers)
     }
 
@@ -126,60 +120,24 @@ struct BatchDecoder {
         func itemID() -> ItemID { item! }  // present for every item kind, checked by the caller
         switch kind {
         case .beginStroke:
-            let color = try readColor()
+            let color = try reader.readColor()
             let width = Int64(bitPattern: try reader.readVarint(max: UInt64(FixedPoint.limit), "stroke width"))
-            let z = try readZKey()
+            let z = try reader.readZKey()
             let points = format >= 2 ? try readPackedPoints(of: itemID(), sameShape: sameShape) : try readPoints(of: itemID())
             return .beginStroke(itemID(), StrokeStart(color: color, width: width, z: z, points: points))
         case .appendPoints:
             let points = format >= 2 ? try readPackedPoints(of: itemID(), sameShape: sameShape) : try readPoints(of: itemID())
             return .appendPoints(itemID(), points)
         case .addSticker:
-            let asset = try readAsset()
-            let position = try readPoint()
+            let asset = try reader.readAsset()
+            let position = try reader.readPoint()
             let scale = try reader.readDouble()
             let rotation = try reader.readDouble()
-            let z = try readZKey()
+            let z = try reader.readZKey()
             return .addSticker(itemID(), StickerStart(asset: asset, position: position, scale: scale, rotation: rotation, z: z))
-        case .erase: return .setItem(itemID(), .exists(false))
-        case .unerase: return .setItem(itemID(), .exists(true))
-        case .color: return .setItem(itemID(), .color(try readColor()))
-        case .width:
-            return .setItem(itemID(), .width(Int64(bitPattern: try reader.readVarint(max: UInt64(FixedPoint.limit), "stroke width"))))
-        case .asset: return .setItem(itemID(), .asset(try readAsset()))
-        case .position: return .setItem(itemID(), .position(try readPoint()))
-        case .scale: return .setItem(itemID(), .scale(try reader.readDouble()))
-        case .rotation: return .setItem(itemID(), .rotation(try reader.readDouble()))
-        case .z: return .setItem(itemID(), .z(try readZKey()))
-        case .noBackground: return .setBoard(.background(nil))
-        case .background: return .setBoard(.background(try readAsset()))
-        case .canvas:
-            let width = try reader.readVarint(max: UInt64(FixedPoint.limit), "canvas width")
-            let height = try reader.readVarint(max: UInt64(FixedPoint.limit), "canvas height")
-            return .setBoard(.canvas(width: Int64(width), height: Int64(height)))
+        default:
+            return try reader.readValue(kind, of: item) { try $0.readPoint() }
         }
-    }
-
-    private mutating func readColor() throws -> Color8 {
-        let bytes = Array(try reader.readBytes(4))
-        return Color8(red: bytes[0], green: bytes[1], blue: bytes[2], alpha: bytes[3])
-    }
-
-    private mutating func readAsset() throws -> AssetHash {
-        AssetHash(digest: try reader.readBytes(32))!
-    }
-
-    private mutating func readPoint() throws -> GridPoint {
-        GridPoint(x: try reader.readZigzag(), y: try reader.readZigzag())
-    }
-
-    private mutating func readZKey() throws -> ZKey {
-        let offset = reader.offset
-        let bytes = try reader.readLengthPrefixed(max: ZKey.maxLength, "z key length")
-        guard let key = ZKey(bytes: bytes) else {
-            throw CodecError.malformed("z key is empty or ends in a zero byte", offset: offset)
-        }
-        return key
     }
 
     private mutating func readPoints(of item: ItemID) throws -> [GridPoint] {
@@ -242,8 +200,8 @@ struct BatchDecoder {
             try bytes.withUnsafeBufferPointer { buffer in
                 var unpacker = BitUnpacker(buffer, width: Int(shape.width))
                 for _ in 1..<shape.count {
-                    let dx = Self.unzigzag(unpacker.next())
-                    let dy = Self.unzigzag(unpacker.next())
+                    let dx = unzigzag(unpacker.next())
+                    let dy = unzigzag(unpacker.next())
                     previous = GridPoint(x: previous.x &+ (dx &<< shift), y: previous.y &+ (dy &<< shift))
                     points.append(previous)
                 }
@@ -256,8 +214,70 @@ struct BatchDecoder {
         return points
     }
 
-    private static func unzigzag(_ raw: UInt64) -> Int64 {
-        Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
+}
+
+extension OperationBatch {
+    /// Every decoded operation is valid, or the batch is refused naming the first that is not.
+    static func validate(_ operations: [Op]) throws {
+        for op in operations {
+            do {
+                try op.validate()
+            } catch let error as OperationError {
+                throw CodecError.invalidOperation(error.description)
+            }
+        }
+    }
+}
+
+extension ByteReader {
+    /// What the encoders write for a colour, a point (from the origin), an asset hash, a z key.
+    mutating func readColor() throws -> Color8 {
+        let bytes = try readBytes(4)
+        let start = bytes.startIndex
+        return Color8(red: bytes[start], green: bytes[start + 1], blue: bytes[start + 2], alpha: bytes[start + 3])
+    }
+
+    mutating func readPoint() throws -> GridPoint {
+        GridPoint(x: try readZigzag(), y: try readZigzag())
+    }
+
+    mutating func readAsset() throws -> AssetHash {
+        AssetHash(digest: try readBytes(32))!
+    }
+
+    mutating func readZKey() throws -> ZKey {
+        let offset = self.offset
+        guard let key = ZKey(bytes: try readLengthPrefixed(max: ZKey.maxLength, "z key length")) else {
+            throw CodecError.malformed("z key is empty or ends in a zero byte", offset: offset)
+        }
+        return key
+    }
+
+    /// A register write or a board field (every kind but the creations and point runs), as
+    /// `ByteWriter.writeValue` writes it; `position` reads a point (from the origin in a
+    /// self-contained batch, from the item's last coordinate on a link).
+    mutating func readValue(_ kind: OpKind, of item: ItemID?, position: (inout ByteReader) throws -> GridPoint) throws -> Payload {
+        func itemID() -> ItemID { item! }  // present for every item kind, checked by the callers
+        switch kind {
+        case .erase: return .setItem(itemID(), .exists(false))
+        case .unerase: return .setItem(itemID(), .exists(true))
+        case .color: return .setItem(itemID(), .color(try readColor()))
+        case .width:
+            return .setItem(itemID(), .width(Int64(bitPattern: try readVarint(max: UInt64(FixedPoint.limit), "stroke width"))))
+        case .asset: return .setItem(itemID(), .asset(try readAsset()))
+        case .position: return .setItem(itemID(), .position(try position(&self)))
+        case .scale: return .setItem(itemID(), .scale(try readDouble()))
+        case .rotation: return .setItem(itemID(), .rotation(try readDouble()))
+        case .z: return .setItem(itemID(), .z(try readZKey()))
+        case .noBackground: return .setBoard(.background(nil))
+        case .background: return .setBoard(.background(try readAsset()))
+        case .canvas:
+            let width = try readVarint(max: UInt64(FixedPoint.limit), "canvas width")
+            let height = try readVarint(max: UInt64(FixedPoint.limit), "canvas height")
+            return .setBoard(.canvas(width: Int64(width), height: Int64(height)))
+        case .beginStroke, .appendPoints, .addSticker:
+            preconditionFailure("\(kind) is read by its decoder")
+        }
     }
 }
 

@@ -133,13 +133,7 @@ extension OperationBatch {
                                                       limit: UInt64(OperationBatch.maxOperations), offset: reader.offset)
                 }
             } while !reader.isAtEnd
-            for op in operations {
-                do {
-                    try op.validate()
-                } catch let error as OperationError {
-                    throw CodecError.invalidOperation(error.description)
-                }
-            }
+            try OperationBatch.validate(operations)
             self.init(validated: operations)
         } catch {
             link.breakLink()
@@ -189,7 +183,7 @@ private enum LinkedCodec {
         var origin: GridPoint?
         if let item, let points = payload.points {
             origin = link.coordinate(of: item)
-            shape = pointShape(points, from: origin)
+            shape = PointShape.measure(points, from: origin ?? GridPoint(x: 0, y: 0), packingFirst: origin != nil)
             if shape == nil || shape != link.shape { ext |= LinkFlag.newShape }
         }
         if ext != 0 { head |= LinkFlag.extended }
@@ -251,28 +245,6 @@ private enum LinkedCodec {
         writer.write(zigzag: point.x &- from.x)
         writer.write(zigzag: point.y &- from.y)
         link.remember(point, of: item)
-    }
-
-    private static func zigzag(_ value: Int64) -> UInt64 {
-        UInt64(bitPattern: (value << 1) ^ (value >> 63))
-    }
-
-    /// A run's count, shared shift, and the bit width of its packed deltas: all of them when the
-    /// link knows where the item's points ended (`origin`), else all but the first.
-    private static func pointShape(_ points: [GridPoint], from origin: GridPoint?) -> PointShape? {
-        guard !points.isEmpty else { return nil }
-        let start = origin ?? GridPoint(x: 0, y: 0)
-        var combined = (points[0].x &- start.x) | (points[0].y &- start.y)
-        var widest: UInt64 = origin == nil ? 0 : zigzag(points[0].x &- start.x) | zigzag(points[0].y &- start.y)
-        for index in points.indices.dropFirst() {
-            let dx = points[index].x &- points[index - 1].x
-            let dy = points[index].y &- points[index - 1].y
-            combined |= dx | dy
-            widest |= zigzag(dx) | zigzag(dy)
-        }
-        let shift = combined == 0 ? 0 : min(combined.trailingZeroBitCount, 32)
-        let bits = widest == 0 ? 0 : 64 - widest.leadingZeroBitCount - shift
-        return PointShape(count: points.count, shift: UInt8(shift), width: UInt8(max(Int(PointShape.minimumWidth), bits)))
     }
 
     private static func writePoints(_ points: [GridPoint], of item: ItemID, origin: GridPoint?, shape: PointShape?,
@@ -365,36 +337,22 @@ private enum LinkedCodec {
         let payload: Payload
         switch kind {
         case .beginStroke:
-            let color = try readColor(from: &reader)
+            let color = try reader.readColor()
             let width = Int64(bitPattern: try reader.readVarint(max: UInt64(FixedPoint.limit), "stroke width"))
-            let z = try readZKey(from: &reader)
+            let z = try reader.readZKey()
             let points = try readPoints(of: itemID(), newShape: ext & LinkFlag.newShape != 0, from: &reader, link: &link)
             payload = .beginStroke(itemID(), StrokeStart(color: color, width: width, z: z, points: points))
         case .appendPoints:
             payload = .appendPoints(itemID(), try readPoints(of: itemID(), newShape: ext & LinkFlag.newShape != 0, from: &reader, link: &link))
         case .addSticker:
-            let asset = AssetHash(digest: try reader.readBytes(32))!
+            let asset = try reader.readAsset()
             let position = try readPosition(of: itemID(), from: &reader, link: &link)
             let scale = try reader.readDouble()
             let rotation = try reader.readDouble()
-            let z = try readZKey(from: &reader)
+            let z = try reader.readZKey()
             payload = .addSticker(itemID(), StickerStart(asset: asset, position: position, scale: scale, rotation: rotation, z: z))
-        case .erase: payload = .setItem(itemID(), .exists(false))
-        case .unerase: payload = .setItem(itemID(), .exists(true))
-        case .color: payload = .setItem(itemID(), .color(try readColor(from: &reader)))
-        case .width:
-            payload = .setItem(itemID(), .width(Int64(bitPattern: try reader.readVarint(max: UInt64(FixedPoint.limit), "stroke width"))))
-        case .asset: payload = .setItem(itemID(), .asset(AssetHash(digest: try reader.readBytes(32))!))
-        case .position: payload = .setItem(itemID(), .position(try readPosition(of: itemID(), from: &reader, link: &link)))
-        case .scale: payload = .setItem(itemID(), .scale(try reader.readDouble()))
-        case .rotation: payload = .setItem(itemID(), .rotation(try reader.readDouble()))
-        case .z: payload = .setItem(itemID(), .z(try readZKey(from: &reader)))
-        case .noBackground: payload = .setBoard(.background(nil))
-        case .background: payload = .setBoard(.background(AssetHash(digest: try reader.readBytes(32))!))
-        case .canvas:
-            let width = try reader.readVarint(max: UInt64(FixedPoint.limit), "canvas width")
-            let height = try reader.readVarint(max: UInt64(FixedPoint.limit), "canvas height")
-            payload = .setBoard(.canvas(width: Int64(width), height: Int64(height)))
+        default:
+            payload = try reader.readValue(kind, of: item) { reader in try readPosition(of: itemID(), from: &reader, link: &link) }
         }
         link.author = authorIndex
         link.lastSeq[authorIndex] = seq
@@ -420,30 +378,12 @@ private enum LinkedCodec {
         return link.replicas.count - 1
     }
 
-    private static func readColor(from reader: inout ByteReader) throws -> Color8 {
-        let bytes = try reader.readBytes(4)
-        let start = bytes.startIndex
-        return Color8(red: bytes[start], green: bytes[start + 1], blue: bytes[start + 2], alpha: bytes[start + 3])
-    }
-
-    private static func readZKey(from reader: inout ByteReader) throws -> ZKey {
-        let offset = reader.offset
-        guard let key = ZKey(bytes: try reader.readLengthPrefixed(max: ZKey.maxLength, "z key length")) else {
-            throw CodecError.malformed("z key is empty or ends in a zero byte", offset: offset)
-        }
-        return key
-    }
-
     private static func readPosition(of item: ItemID, from reader: inout ByteReader, link: inout BatchLink) throws -> GridPoint {
         let from = link.coordinate(of: item) ?? GridPoint(x: 0, y: 0)
         // Wrapping arithmetic: hostile deltas give out-of-range values that validation rejects.
         let point = GridPoint(x: from.x &+ (try reader.readZigzag()), y: from.y &+ (try reader.readZigzag()))
         link.remember(point, of: item)
         return point
-    }
-
-    private static func unzigzag(_ raw: UInt64) -> Int64 {
-        Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
     }
 
     private static func readPoints(of item: ItemID, newShape: Bool, from reader: inout ByteReader, link: inout BatchLink) throws -> [GridPoint] {

@@ -47,6 +47,36 @@ struct PointShape: Equatable {
     /// Packed deltas take at least 4 bits (a byte per point): a decoder can bound a run's count
     /// by the bytes left before allocating anything.
     static let minimumWidth: UInt8 = 4
+
+    /// The shape of `points` written from `origin`: the deltas' common trailing zero bits (the
+    /// first delta, from the origin, included) and the width the widest packed delta needs —
+    /// every delta after the first, and the first too when `packingFirst`. For a delta
+    /// d = k << s, zigzag(d) has exactly s more significant bits than zigzag(k), so the packed
+    /// width is the widest zigzag(d)'s length minus the shift. Nil for no points.
+    static func measure(_ points: [GridPoint], from origin: GridPoint, packingFirst: Bool) -> PointShape? {
+        guard !points.isEmpty else { return nil }
+        let firstX = points[0].x &- origin.x, firstY = points[0].y &- origin.y
+        var combined = firstX | firstY
+        var widest: UInt64 = packingFirst ? zigzag(firstX) | zigzag(firstY) : 0
+        for index in points.indices.dropFirst() {
+            let dx = points[index].x &- points[index - 1].x
+            let dy = points[index].y &- points[index - 1].y
+            combined |= dx | dy
+            widest |= zigzag(dx) | zigzag(dy)
+        }
+        let shift = combined == 0 ? 0 : min(combined.trailingZeroBitCount, 32)
+        let bits = widest == 0 ? 0 : 64 - widest.leadingZeroBitCount - shift
+        return PointShape(count: points.count, shift: UInt8(shift), width: UInt8(max(Int(minimumWidth), bits)))
+    }
+}
+
+/// A signed value as the unsigned one its zigzag varint carries (and back).
+func zigzag(_ value: Int64) -> UInt64 {
+    UInt64(bitPattern: (value << 1) ^ (value >> 63))
+}
+
+func unzigzag(_ raw: UInt64) -> Int64 {
+    Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
 }
 
 extension OperationBatch {
@@ -250,31 +280,10 @@ private struct BatchEncoder {
         return combined == 0 ? 0 : min(combined.trailingZeroBitCount, 32)
     }
 
-    private static func zigzag(_ value: Int64) -> UInt64 {
-        UInt64(bitPattern: (value << 1) ^ (value >> 63))
-    }
-
     /// Format 2's shape of a point run: the count, the shared shift, and the bits the widest
     /// packed delta (every one after the first) needs.
     private func pointShape(_ points: [GridPoint], of item: ItemID) -> PointShape? {
-        guard !points.isEmpty else { return nil }
-        // One pass: the deltas' common trailing zero bits (the first delta, from the origin,
-        // included) and the widest zigzag of the others. For a delta d = k << s, zigzag(d) has
-        // exactly s more significant bits than zigzag(k), so the packed width is the widest
-        // zigzag(d)'s length minus the shift.
-        let origin = origin(of: item)
-        var combined = (points[0].x &- origin.x) | (points[0].y &- origin.y)
-        var widest: UInt64 = 0
-        for index in points.indices.dropFirst() {
-            let dx = points[index].x &- points[index - 1].x
-            let dy = points[index].y &- points[index - 1].y
-            combined |= dx | dy
-            widest |= Self.zigzag(dx) | Self.zigzag(dy)
-        }
-        let shift = combined == 0 ? 0 : min(combined.trailingZeroBitCount, 32)
-        let bits = widest == 0 ? 0 : 64 - widest.leadingZeroBitCount - shift
-        let width = max(Int(PointShape.minimumWidth), bits)
-        return PointShape(count: points.count, shift: UInt8(shift), width: UInt8(width))
+        PointShape.measure(points, from: origin(of: item), packingFirst: false)
     }
 
     private mutating func writePoints(_ points: [GridPoint], of item: ItemID, headAt: Int) {
@@ -300,8 +309,8 @@ private struct BatchEncoder {
         if points.count > 1 {
             var bits = BitPacker(width: Int(shape.width))
             for index in points.indices.dropFirst() {
-                bits.append(Self.zigzag((points[index].x &- points[index - 1].x) >> shift), to: &writer)
-                bits.append(Self.zigzag((points[index].y &- points[index - 1].y) >> shift), to: &writer)
+                bits.append(zigzag((points[index].x &- points[index - 1].x) >> shift), to: &writer)
+                bits.append(zigzag((points[index].y &- points[index - 1].y) >> shift), to: &writer)
             }
             bits.finish(to: &writer)
         }
