@@ -45,27 +45,16 @@ extension Replica {
         for replica in log.keys.sorted() {
             let floor = version[replica]
             guard let ops = log[replica] else { continue }
-            // Sort (sequence number, slot) pairs, not (key, operation) pairs: moving operations
-            // around in a sort was most of what a full state cost, and reading each back through
-            // its slot instead of its key saves hashing every one.
-            var newer: [(seq: UInt64, slot: Dictionary<UInt64, Op>.Index)] = []
-            newer.reserveCapacity(floor == 0 ? ops.count : 0)
-            var slot = ops.startIndex
-            for seq in ops.keys {
-                if seq > floor { newer.append((seq, slot)) }
-                ops.formIndex(after: &slot)
-            }
-            newer.sort { $0.seq < $1.seq }
-            result.reserveCapacity(result.count + newer.count)
-            for entry in newer { result.append(ops[entry.slot].value) }
+            // Each author's log is kept in sequence-number order: no sort, no hashing.
+            if floor == 0 { result.reserveCapacity(result.count + ops.count) }
+            result.append(contentsOf: ops.operations(after: floor))
         }
         return OperationBatch(operations: result, base: version, covers: versionVector)
     }
 
     /// The surviving operation of `author` with the highest sequence number.
     public func latestOperation(by author: ReplicaID) -> Op? {
-        guard let ops = log[author], let seq = ops.keys.max() else { return nil }
-        return ops[seq]
+        log[author]?.latest
     }
 
     /// The whole state as one complete delta (every surviving operation).

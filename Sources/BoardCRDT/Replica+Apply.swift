@@ -88,7 +88,7 @@ extension Replica {
     private mutating func reserveCapacity(_ perAuthor: [ReplicaID: (operations: Int, creations: Int)], operationCount: Int) {
         guard operationCount >= 1024 else { return }
         for (author, count) in perAuthor {
-            log[author, default: [:]].reserveCapacity((log[author]?.count ?? 0) + count.operations)
+            log[author, default: AuthorLog()].reserveCapacity((log[author]?.count ?? 0) + count.operations)
         }
         items.reserveCapacity(items.count + perAuthor.values.reduce(0) { $0 + $1.creations })
     }
@@ -118,25 +118,9 @@ extension Replica {
         switch op.payload {
         case .beginStroke(let item, let start):
             create(item, by: op, as: .stroke(start))  // notes the item for a transaction
-            var state = items[item, default: ItemState()]
-            state.fields.reserveCapacity(4)
-            _ = state.write(.exists(true), stamp: stamp, writer: nil)
-            _ = state.write(.color(start.color), stamp: stamp, writer: nil)
-            _ = state.write(.width(start.width), stamp: stamp, writer: nil)
-            _ = state.write(.z(start.z), stamp: stamp, writer: nil)
-            items[item] = state
             store(op)
         case .addSticker(let item, let start):
             create(item, by: op, as: .sticker(start))  // notes the item for a transaction
-            var state = items[item, default: ItemState()]
-            state.fields.reserveCapacity(6)
-            _ = state.write(.exists(true), stamp: stamp, writer: nil)
-            _ = state.write(.asset(start.asset), stamp: stamp, writer: nil)
-            _ = state.write(.position(start.position), stamp: stamp, writer: nil)
-            _ = state.write(.scale(start.scale), stamp: stamp, writer: nil)
-            _ = state.write(.rotation(start.rotation), stamp: stamp, writer: nil)
-            _ = state.write(.z(start.z), stamp: stamp, writer: nil)
-            items[item] = state
             store(op)
         case .appendPoints(let item, let points):
             noteItem(item)
@@ -166,15 +150,8 @@ extension Replica {
 
     private mutating func create(_ item: ItemID, by op: Op, as kind: ItemState.Creation) {
         noteItem(item)
-        var state = items[item, default: ItemState()]
-        if let existing = state.creation, existing.stamp < op.timestamp {
-            return
-        }
         // What waited for this creation no longer waits.
-        waitingOperations -= state.waiting
-        state.waiting = 0
-        state.creation = (op: op.id, stamp: op.timestamp, kind: kind)
-        items[item] = state
+        waitingOperations -= items[item, default: ItemState()].create(by: op.id, stamp: op.timestamp, as: kind)
     }
 
     private mutating func settle(_ outcome: Register<ItemField>.Outcome, of op: Op) {
@@ -189,7 +166,7 @@ extension Replica {
 
     private mutating func store(_ op: Op) {
         noteLog(op.id)
-        log[op.id.replica, default: [:]][op.id.seq] = op
+        log[op.id.replica, default: AuthorLog()][op.id.seq] = op
     }
 
     private mutating func drop(_ op: OpID) {

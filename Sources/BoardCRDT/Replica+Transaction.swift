@@ -49,7 +49,7 @@ extension Replica {
         for (item, state) in saved.items { items[item] = state }
         for (op, value) in saved.log {
             if let value {
-                log[op.replica, default: [:]][op.seq] = value
+                log[op.replica, default: AuthorLog()][op.seq] = value
             } else {
                 log[op.replica]?[op.seq] = nil
                 if log[op.replica]?.isEmpty == true { log[op.replica] = nil }

@@ -25,8 +25,8 @@ public struct Replica: Sendable {
     public internal(set) var lastSeq: UInt64 = 0
 
     var seen: [ReplicaID: SeenSet] = [:]
-    /// Surviving operations by author and sequence number.
-    var log: [ReplicaID: [UInt64: Op]] = [:]
+    /// Surviving operations by author, in sequence-number order.
+    var log: [ReplicaID: AuthorLog] = [:]
     var items: [ItemID: ItemState] = [:]
     var canvas = Register<BoardField>(
         value: .canvas(width: Int64(BoardSnapshot.defaultCanvasSize.width * FixedPoint.unitsPerPoint),
