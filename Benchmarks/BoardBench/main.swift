@@ -276,6 +276,25 @@ if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "encode" {
     print("encode_full_state", both, "s")
     exit(0)
 }
+if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "merge" {
+    // Merging one-operation batches from a peer into the loaded board, in memory (no package):
+    // the replica's part of a server's hot path. Each move overwrites a register another
+    // author wrote long ago, so its operation is dropped from deep in that author's log.
+    let workload = Workload().generate(seed: 1)
+    var board = workload.replica
+    var peer = Replica(id: ReplicaID(0x9EE9))
+    try peer.apply(board.fullState())
+    let stickers = peer.itemIDs.filter { peer.kind(of: $0) == .sticker }
+    var batches: [OperationBatch] = []
+    for index in 0..<20_000 {
+        let edit = try peer.move(stickers[(index * 7) % stickers.count], to: CodablePoint(x: Double(index % 500), y: 3))
+        batches.append(try OperationBatch(decoding: OperationBatch(operations: edit.operations).encoded()))
+    }
+    let start = ContinuousClock.now
+    for batch in batches { try board.apply(batch) }
+    print("merge_one_op_batch_replica_only", seconds(ContinuousClock.now - start) / Double(batches.count) * 1_000_000, "µs")
+    exit(0)
+}
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "apply" {
     let ops = Workload().generate(seed: 1).operations
     let start = ContinuousClock.now
