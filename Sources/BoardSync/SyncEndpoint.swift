@@ -469,7 +469,7 @@ public final class SyncEndpoint {
     private func closeIdleBoards(olderThan age: Double) {
         guard isServer else { return }
         for (name, board) in boards.sorted(by: { $0.key < $1.key })
-        where board.hub.sessions.isEmpty && now - board.lastActive >= age && !route.values.contains(name) && viewers[name, default: 0] == 0 {
+        where board.hub.sessions.isEmpty && now >= board.lastActive + age && !route.values.contains(name) && viewers[name, default: 0] == 0 {
             board.hub.commitMerges()
             save(board)
             board.store.closeStore()

@@ -243,21 +243,25 @@ public struct SyncSession: Sendable {
     }
 
     /// Checks keep-alive and idle deadlines.
+    ///
+    /// Each check compares `now` with the very sum `nextDeadline` returns (`now - lastSent >=
+    /// keepAlive` can be false at `lastSent + keepAlive` by a rounding: a host on virtual time
+    /// then fired the timer at that deadline forever).
     public mutating func handleTimer(now: Double) -> [SessionEvent] {
         switch state {
         case .idle, .closed: return []
-        case .awaitingHello where role == .acceptor && now - listenedAt >= timing.handshakeTimeout:
+        case .awaitingHello where role == .acceptor && now >= listenedAt + timing.handshakeTimeout:
             return [fail(SessionError(.idleTimeout, "no HELLO within \(Int(timing.handshakeTimeout)) s"))]
         default: break
         }
-        if decoder.bufferedCount > 0, now - lastFrame.at >= timing.idleTimeout,
+        if decoder.bufferedCount > 0, now >= lastFrame.at + timing.idleTimeout,
            Double(bytesReceived - lastFrame.bytes) < timing.minimumFrameRate * (now - lastFrame.at) {
             return [fail(SessionError(.idleTimeout, "a frame has been incomplete for \(Int(now - lastFrame.at)) s with almost nothing arriving (a damaged length field?)"))]
         }
-        if now - lastReceived >= timing.idleTimeout {
+        if now >= lastReceived + timing.idleTimeout {
             return [fail(SessionError(.idleTimeout, "nothing received for \(Int(timing.idleTimeout)) s"))]
         }
-        if now - lastSent >= timing.keepAlive {
+        if now >= lastSent + timing.keepAlive {
             pingNonce += 1
             queue(.ping(pingNonce))
             lastSent = now

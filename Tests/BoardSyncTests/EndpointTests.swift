@@ -72,11 +72,19 @@ final class VirtualNet {
     }
 
     /// Advances the clock to the earliest deadline (at most `until`), fires timers, delivers.
+    /// Timers that fire at one instant without moving any deadline are a failure (recorded),
+    /// not a hang.
     func advance(until limit: Double) {
+        var firedAtThisInstant = 0
         while true {
             deliver()
             guard let next = endpoints.compactMap(\.nextDeadline).min(), next <= limit else {
                 now = limit
+                return
+            }
+            firedAtThisInstant = next <= now ? firedAtThisInstant + 1 : 0
+            if firedAtThisInstant > 1_000 {
+                Issue.record("timers at \(now) s fired 1,000 times without moving the next deadline (\(next))")
                 return
             }
             now = max(now, next)
