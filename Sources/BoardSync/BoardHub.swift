@@ -330,6 +330,9 @@ public final class BoardHub {
         return earliest
     }
 
+    /// When `handleTimers` may have work: the group commit's deadline, or the bound on the
+    /// sessions' and presences' deadlines (never later than the earliest; possibly earlier, and
+    /// then exact after the `handleTimers` call that finds nothing due). O(1).
     public var nextDeadline: Double? {
         guard let since = syncPendingSince else { return deadlineBound }
         return min(since, deadlineBound ?? since)

@@ -451,7 +451,9 @@ public final class SyncEndpoint {
         return fired
     }
 
-    /// The earliest time `handleTimers` has work to do.
+    /// When to call `handleTimers` next: never later than the earliest time it has work to do,
+    /// sometimes earlier (each hub answers from a bound, see `BoardHub.nextDeadline`); a call
+    /// that finds nothing due makes the next answer exact. Cheap enough to ask after every event.
     public var nextDeadline: Double? {
         var deadlines: [Double] = []
         for board in boards.values {
