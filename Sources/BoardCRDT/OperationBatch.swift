@@ -42,12 +42,13 @@ extension Replica {
     /// author id then sequence number, as a complete delta.
     public func operations(since version: VersionVector) -> OperationBatch {
         var result: [Op] = []
+        // A full state holds every surviving operation: room for all of them at once (an exact
+        // reserve per author would reallocate and copy the result once per author).
+        if version.entries.isEmpty { result.reserveCapacity(storedOperationCount) }
         for replica in log.keys.sorted() {
-            let floor = version[replica]
             guard let ops = log[replica] else { continue }
             // Each author's log is kept in sequence-number order: no sort, no hashing.
-            if floor == 0 { result.reserveCapacity(result.count + ops.count) }
-            result.append(contentsOf: ops.operations(after: floor))
+            result.append(contentsOf: ops.operations(after: version[replica]))
         }
         return OperationBatch(operations: result, base: version, covers: versionVector)
     }

@@ -162,8 +162,7 @@ public final class BoardHub {
     public func addDialer(_ id: SessionID, _ session: SyncSession, now: Double) {
         var session = session
         session.start(board: board, version: store.replica.versionVector, now: now)
-        lowerDeadlineBound(to: session.nextDeadline)
-        sessions[id] = session
+        insert(id, session)
     }
 
     /// An accepted session whose HELLO has arrived (the host looked up this hub by its board name).
@@ -172,8 +171,7 @@ public final class BoardHub {
     /// subject to use an id owns it), unless it is a trusted `relay` (a peer token).
     public func attach(_ id: SessionID, _ session: SyncSession, hello: Hello, readOnly: Bool = false,
                        subject: String? = nil, relay: Bool = false) {
-        lowerDeadlineBound(to: session.nextDeadline)
-        sessions[id] = session
+        insert(id, session)
         now = max(now, session.lastReceivedAt)  // its HELLO's arrival: the hub's clock may lag
         if readOnly { self.readOnly.insert(id) }
         if let subject {
@@ -236,6 +234,11 @@ public final class BoardHub {
     public func addAcceptor(_ id: SessionID, _ session: SyncSession, now: Double) {
         var session = session
         session.listen(now: now)
+        insert(id, session)
+    }
+
+    /// Every session joins here, so the deadline bound always counts it.
+    private func insert(_ id: SessionID, _ session: SyncSession) {
         lowerDeadlineBound(to: session.nextDeadline)
         sessions[id] = session
     }
@@ -410,16 +413,9 @@ public final class BoardHub {
     @discardableResult
     private func withSession<T>(_ id: SessionID, _ body: (inout SyncSession) -> T) -> T? {
         guard let index = sessions.index(forKey: id) else { return nil }
-        var deadline: Double?
-        let result = Self.touch(&sessions.values[index], body, deadline: &deadline)
+        // The session's next deadline after `body`, read in the same access.
+        let (result, deadline) = { (session: inout SyncSession) in (body(&session), session.nextDeadline) }(&sessions.values[index])
         lowerDeadlineBound(to: deadline)
-        return result
-    }
-
-    /// Runs `body` on a session and notes its next deadline after it, in the same access.
-    private static func touch<T>(_ session: inout SyncSession, _ body: (inout SyncSession) -> T, deadline: inout Double?) -> T {
-        let result = body(&session)
-        deadline = session.nextDeadline
         return result
     }
 
