@@ -60,11 +60,14 @@ public final class EventLoop: @unchecked Sendable {
         while !stopping.load(ordering: .acquiring) {
             let now = EventLoop.now()
             var timeout: Int32 = 1000
-            if let first = timers.map(\.deadline).min() {
+            if let first = earliestTimer {
                 timeout = Int32(max(0, min(1000, (first - now) * 1000 + 1)))
             }
             let count = epoll_wait(epfd, &events, Int32(events.count), timeout)
             if count < 0 && errno != EINTR { break }
+            // Each source reads at most a bounded slice per event (`TCPConnection.maxReadPerEvent`),
+            // so one turn is bounded and the timers below run at least once per turn however
+            // fast any peer sends.
             for index in 0..<max(0, Int(count)) {
                 let fd = events[index].data.fd
                 if fd == wakeRead {
@@ -99,13 +102,19 @@ public final class EventLoop: @unchecked Sendable {
     @discardableResult
     public func schedule(after seconds: Double, _ task: @escaping () -> Void) -> Int {
         nextTimerID += 1
-        timers.append((EventLoop.now() + seconds, nextTimerID, task))
+        let deadline = EventLoop.now() + seconds
+        timers.append((deadline, nextTimerID, task))
+        earliestTimer = min(earliestTimer ?? deadline, deadline)
         return nextTimerID
     }
 
     public func cancelTimer(_ id: Int) {
         timers.removeAll { $0.id == id }
+        earliestTimer = timers.map(\.deadline).min()
     }
+
+    /// The earliest timer's deadline (kept as timers come and go, read between sources).
+    private var earliestTimer: Double?
 
     // MARK: Registration (loop thread)
 
@@ -144,9 +153,10 @@ public final class EventLoop: @unchecked Sendable {
 
     private func runTimers() {
         let now = EventLoop.now()
+        guard let first = earliestTimer, first <= now else { return }
         let due = timers.filter { $0.deadline <= now }
-        guard !due.isEmpty else { return }
         timers.removeAll { $0.deadline <= now }
+        earliestTimer = timers.map(\.deadline).min()
         for timer in due.sorted(by: { $0.deadline < $1.deadline }) { timer.task() }
     }
 }

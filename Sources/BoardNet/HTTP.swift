@@ -88,6 +88,11 @@ public struct HTTPLimits: Sendable {
 public struct HTTPRequestParser: Sendable {
     public let limits: HTTPLimits
     private var buffer: [UInt8] = []
+    /// How far `buffer` was searched for the head's end without finding it (each byte is
+    /// looked at once however the head is split into segments).
+    private var scanned = 0
+    /// Empty lines skipped before the current head (counted toward `maxHead`).
+    private var blankLines = 0
 
     public init(limits: HTTPLimits = HTTPLimits()) {
         self.limits = limits
@@ -99,7 +104,7 @@ public struct HTTPRequestParser: Sendable {
 
     /// Takes the bytes that follow a parsed head (for the caller to hand to the next protocol).
     public mutating func takeRemaining() -> [UInt8] {
-        defer { buffer = [] }
+        defer { buffer = []; scanned = 0 }
         return buffer
     }
 
@@ -112,14 +117,21 @@ public struct HTTPRequestParser: Sendable {
 
     /// The next complete head in what was fed, if any.
     public mutating func next() throws(HTTPError) -> HTTPRequest? {
-        // Leading empty lines before a request are allowed (RFC 9112 §2.2).
-        while buffer.starts(with: [13, 10]) { buffer.removeFirst(2) }
-        guard let end = Self.headEnd(buffer) else {
+        // Leading empty lines before a request are allowed (RFC 9112 §2.2), dropped in one go
+        // and counted toward the head's limit: a stream of CRLFs is refused like any
+        // oversized head, not stripped two bytes at a time forever.
+        var blank = 0
+        while blank + 1 < buffer.count, buffer[blank] == 13, buffer[blank + 1] == 10 { blank += 2 }
+        if blank > 0 {
+            buffer.removeFirst(blank)
+            blankLines += blank
+            scanned = 0
+        }
+        if blankLines > limits.maxHead { throw HTTPError(400, "over \(limits.maxHead) bytes of empty lines before a request") }
+        guard let end = headEnd() else {
             if buffer.count > limits.maxHead { throw HTTPError(431, "the request head is over \(limits.maxHead) bytes") }
-            if let firstLine = buffer.firstIndex(of: 10), firstLine > limits.maxRequestLine {
-                throw HTTPError(414, "the request line is over \(limits.maxRequestLine) bytes")
-            }
-            if buffer.firstIndex(of: 10) == nil, buffer.count > limits.maxRequestLine {
+            // Only the first maxRequestLine + 1 bytes can tell (never a scan of the whole buffer).
+            if buffer.count > limits.maxRequestLine, !buffer.prefix(limits.maxRequestLine + 1).contains(10) {
                 throw HTTPError(414, "the request line is over \(limits.maxRequestLine) bytes")
             }
             return nil
@@ -127,17 +139,20 @@ public struct HTTPRequestParser: Sendable {
         guard end <= limits.maxHead else { throw HTTPError(431, "the request head is over \(limits.maxHead) bytes") }
         let head = Array(buffer[..<end])
         buffer.removeFirst(end + 4)
+        scanned = 0
+        blankLines = 0
         let request = try Self.parse(head, limits: limits)
         return request
     }
 
-    private static func headEnd(_ bytes: [UInt8]) -> Int? {
-        guard bytes.count >= 4 else { return nil }
-        var index = 0
-        while index + 3 < bytes.count {
-            if bytes[index] == 13, bytes[index + 1] == 10, bytes[index + 2] == 13, bytes[index + 3] == 10 { return index }
+    /// Where the head's blank line starts, searching only what was not searched before.
+    private mutating func headEnd() -> Int? {
+        var index = max(0, scanned - 3)
+        while index + 3 < buffer.count {
+            if buffer[index] == 13, buffer[index + 1] == 10, buffer[index + 2] == 13, buffer[index + 3] == 10 { return index }
             index += 1
         }
+        scanned = buffer.count
         return nil
     }
 
@@ -232,7 +247,9 @@ public struct HTTPResponse: Sendable {
                      body: Array("\(error.reason)\n".utf8))
     }
 
-    public func encoded() -> [UInt8] {
+    /// The response in bytes; without the body for a HEAD request (its Content-Length still
+    /// the body's).
+    public func encoded(includingBody: Bool = true) -> [UInt8] {
         var head = "HTTP/1.1 \(status) \(HTTPResponse.phrase(status))\r\n"
         var names = Set<String>()
         for (name, value) in headers {
@@ -241,7 +258,7 @@ public struct HTTPResponse: Sendable {
         }
         if status != 101, status != 204, status != 304, !names.contains("content-length") { head += "Content-Length: \(body.count)\r\n" }
         head += "\r\n"
-        return Array(head.utf8) + body
+        return includingBody ? Array(head.utf8) + body : Array(head.utf8)
     }
 
     public static func phrase(_ status: Int) -> String {
@@ -258,6 +275,7 @@ public struct HTTPResponse: Sendable {
         case 408: return "Request Timeout"
         case 413: return "Content Too Large"
         case 414: return "URI Too Long"
+        case 421: return "Misdirected Request"
         case 426: return "Upgrade Required"
         case 431: return "Request Header Fields Too Large"
         case 500: return "Internal Server Error"

@@ -55,12 +55,18 @@ public final class SyncHost {
     public let loop: EventLoop
     public private(set) var options: Options
     public let endpoint: SyncEndpoint
-    private var connections: [SessionID: TCPConnection] = [:]
+    private var connections: [SessionID: any HostLink] = [:]
     /// Accepted connections' IP addresses, and how many each has open.
     private var acceptedFrom: [SessionID: String] = [:]
     private var perAddress: [String: Int] = [:]
-    /// Addresses of the endpoint's dial targets, by index.
-    private var dialAddresses: [SocketAddress] = []
+    /// The endpoint's dial targets, by index.
+    private var dialAddresses: [DialAddress] = []
+
+    private enum DialAddress {
+        case tcp(SocketAddress)
+        /// A host on the same loop, reached through an in-process link.
+        case local(SyncHost)
+    }
     private var nextID: SessionID = 0
     private var listener: TCPListener?
     private var timer: (id: Int, at: Double)?
@@ -83,6 +89,7 @@ public final class SyncHost {
 
     /// A sync server hosting every board in `dataDirectory` (created if missing).
     public init(serverDataDirectory: String, listen: SocketAddress, loop: EventLoop, options: Options = Options()) throws {
+        let options = Self.withSafeLog(options)
         self.loop = loop
         self.options = options
         let fileSystem = PosixFileSystem()
@@ -112,11 +119,21 @@ public final class SyncHost {
     /// A host for one board held in `store` (a live peer, a one-shot client, a test replica).
     public init(board: String, store: any HostedStore, listen: SocketAddress?,
                 loop: EventLoop, options: Options = Options()) throws {
+        let options = Self.withSafeLog(options)
         self.loop = loop
         self.options = options
         endpoint = SyncEndpoint(board: board, store: store, options: Self.withPresenceClock(options.endpoint), now: EventLoop.now())
         wire()
         if let listen { try startListening(listen) }
+    }
+
+    /// Every line this host logs goes through `LogText.escaped`: peers' error texts, names and
+    /// refused board names cannot forge log lines or drive the operator's terminal.
+    private static func withSafeLog(_ options: Options) -> Options {
+        var options = options
+        let log = options.log
+        options.log = { line in log(LogText.escaped(line)) }
+        return options
     }
 
     /// A replica's presence clock must grow across restarts: real hosts start it at the wall
@@ -179,7 +196,21 @@ public final class SyncHost {
         guard !endpoint.isServer else { return }
         let index = endpoint.addDialTarget(now: EventLoop.now())
         precondition(index == dialAddresses.count)
-        dialAddresses.append(address)
+        dialAddresses.append(.tcp(address))
+        dialDue()
+        armTimer()
+    }
+
+    /// Connects to `server`, a host on this host's loop, through an in-process link rather than
+    /// a socket (a web page's replica and the server it edits through): the same sessions,
+    /// handshake, tokens and limits as over TCP, with nothing between them that can fail
+    /// silently (no port, no TLS to mismatch, no per-address quota). Redialed like any link.
+    public func connectLocally(to server: SyncHost) {
+        precondition(server.loop === loop, "an in-process link joins hosts on one loop")
+        guard !endpoint.isServer else { return }
+        let index = endpoint.addDialTarget(now: EventLoop.now())
+        precondition(index == dialAddresses.count)
+        dialAddresses.append(.local(server))
         dialDue()
         armTimer()
     }
@@ -191,7 +222,11 @@ public final class SyncHost {
     }
 
     private func dial(_ index: Int) {
-        let address = dialAddresses[index]
+        let address: SocketAddress
+        switch dialAddresses[index] {
+        case .tcp(let tcp): address = tcp
+        case .local(let server): return dialLocally(index, server)
+        }
         let connection: TCPConnection
         do {
             connection = try TCPConnection.connect(to: address, on: loop)
@@ -222,9 +257,27 @@ public final class SyncHost {
         }
     }
 
+    private func dialLocally(_ index: Int, _ server: SyncHost) {
+        guard !server.stopped else {
+            endpoint.dialFailed(index, now: EventLoop.now())
+            return
+        }
+        let (mine, theirs) = LocalLink.pair(on: loop, names: ("in-process server", "in-process client"))
+        let id = newLink(mine)
+        endpoint.dialing(index, as: id)
+        server.acceptLocally(theirs)
+        // Connected at once; the handshake starts on the next turn, as after a TCP connect.
+        loop.schedule(after: 0) { [weak self] in
+            guard let self, !mine.isClosed, self.connections[id] != nil else { return }
+            self.endpoint.dialed(id, now: EventLoop.now())
+            self.flush(id)
+            self.armTimer()
+        }
+    }
+
     // MARK: Connections
 
-    private func newLink(_ connection: TCPConnection) -> SessionID {
+    private func newLink(_ connection: any HostLink) -> SessionID {
         nextID += 1
         let id = nextID
         connection.maxQueuedBytes = options.limits.maxQueuedBytes
@@ -236,6 +289,16 @@ public final class SyncHost {
         }
         connection.onClose = { [weak self] error in self?.closed(id, error) }
         return id
+    }
+
+    /// The server's end of an in-process link (`connectLocally`): not counted against the
+    /// connection limits, which protect sockets.
+    private func acceptLocally(_ link: LocalLink) {
+        guard !stopped else { link.close(immediately: true); return }
+        let id = newLink(link)
+        endpoint.accept(id, now: EventLoop.now())
+        flush(id)
+        armTimer()
     }
 
     private func accepted(_ connection: TCPConnection) {

@@ -50,6 +50,10 @@ public final class TCPConnection: EventSource {
     private var connecting: Bool
     private var closeAfterFlush = false
     public var maxQueuedBytes = 64 << 20
+    /// Bytes read per readiness event at most: the loop is level-triggered, so what is left
+    /// is read on its next turn, after every other ready socket and every due timer had theirs.
+    /// A peer that sends faster than it is handled cannot hold the loop (fairness).
+    public var maxReadPerEvent = 256 << 10
     public private(set) var isClosed = false
     /// TLS over this connection, when `useTLS` was called: every byte through the socket is
     /// ciphertext, and `send`/`onData` carry plaintext.
@@ -172,9 +176,11 @@ public final class TCPConnection: EventSource {
 
     private func readAvailable() {
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        while !isClosed {
-            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        var budget = maxReadPerEvent
+        while !isClosed && budget > 0 {
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, min($0.count, budget), 0) }
             if count > 0 {
+                budget -= count
                 defer { receivedAny = true }
                 if !receivedAny, tls == nil, count >= 3, (0x14...0x17).contains(buffer[0]), buffer[1] == 3, buffer[2] <= 4 {
                     // A TLS record header: a peer's first frame (HELLO) is far shorter than the

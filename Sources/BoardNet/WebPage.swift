@@ -69,6 +69,12 @@ enum WebPage {
     }
 
     static func render(_ board: BoardSnapshot) -> Rendered {
+        var sizes: [String: (width: Int, height: Int)] = [:]
+        return render(board, sizes: &sizes)
+    }
+
+    /// `sizes`: each image's pixel size by hash, read from its PNG header once and kept.
+    static func render(_ board: BoardSnapshot, sizes: inout [String: (width: Int, height: Int)]) -> Rendered {
         var items: [String: String] = [:]
         for stroke in board.strokes {
             var points = ""
@@ -80,12 +86,19 @@ enum WebPage {
             items[stroke.id.uuidString] = "{\"id\":\"\(stroke.id.uuidString)\",\"kind\":\"stroke\",\"color\":\"\(hex(stroke.color))\",\"width\":\(number(stroke.width)),\"points\":[\(points)]}"
         }
         for sticker in board.stickers {
-            let header = try? PNGHeader(validating: sticker.imagePNG)
             let hash = sticker.imageSHA256 ?? AssetHash.of(sticker.imagePNG).hex
+            let size: (width: Int, height: Int)
+            if let known = sizes[hash], !sticker.isPending {
+                size = known
+            } else {
+                let header = try? PNGHeader(validating: sticker.imagePNG)
+                size = header.map { (Int($0.width), Int($0.height)) } ?? (64, 64)
+                if header != nil { sizes[hash] = size }
+            }
             items[sticker.id.uuidString] = "{\"id\":\"\(sticker.id.uuidString)\",\"kind\":\"sticker\",\"asset\":\(json(hash)),"
                 + "\"pending\":\(sticker.isPending),\"x\":\(number(sticker.position.x)),\"y\":\(number(sticker.position.y)),"
                 + "\"scale\":\(number(sticker.scale)),\"rotation\":\(number(sticker.rotationRadians)),"
-                + "\"w\":\(header.map { Int($0.width) } ?? 64),\"h\":\(header.map { Int($0.height) } ?? 64)}"
+                + "\"w\":\(size.width),\"h\":\(size.height)}"
         }
         let order = (board.paintOrder ?? (board.strokes.map(\.id) + board.stickers.map(\.id))).map(\.uuidString).filter { items[$0] != nil }
         let background = board.backgroundSHA256.map(json) ?? "null"
@@ -108,10 +121,12 @@ enum WebPage {
             + "\"gone\":\(presence.isGone),\"ttl\":\(number(presence.ttl))\(pointer)\(ink)}"
     }
 
-    static func index(boards: [String]) -> String {
+    /// The board list; `token` (the view's run token) is carried by every link.
+    static func index(boards: [String], token: String?) -> String {
+        let query = token.map { "?token=" + escapeHTML($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "") } ?? ""
         let list = boards.isEmpty
             ? "<p>No boards to list (with access control, open <code>/b/NAME?token=…</code> directly).</p>"
-            : "<ul>" + boards.map { "<li><a href=\"/b/\(escapeHTML($0))\">\(escapeHTML($0))</a></li>" }.joined() + "</ul>"
+            : "<ul>" + boards.map { "<li><a href=\"/b/\(escapeHTML($0))\(query)\">\(escapeHTML($0))</a></li>" }.joined() + "</ul>"
         return """
         <!doctype html><html lang="en"><head><meta charset="utf-8"><title>BoardSync boards</title>
         <style>body{font:16px system-ui,sans-serif;margin:2em;color:#222}a{color:#3355aa}</style></head>
@@ -124,8 +139,8 @@ enum WebPage {
     /// (catching up with the whole board) when the connection drops. With a token that may
     /// write, it edits: draw strokes, add a PNG sticker (choose or drop a file), drag, scale and
     /// rotate stickers, delete, bring to front or back, undo and redo.
-    static func board(name: String) -> String {
-        """
+    static func board(name: String) -> (html: String, script: String) {
+        let top = """
         <!doctype html><html lang="en"><head><meta charset="utf-8"><title>\(escapeHTML(name)) — BoardSync</title>
         <meta name="viewport" content="width=device-width, initial-scale=1">
         <style>
@@ -156,9 +171,21 @@ enum WebPage {
         <span id="mode" style="color:#666">read-only view</span><span id="who" style="margin-left:auto"></span></div>
         <div id="stage"><svg id="board" xmlns="http://www.w3.org/2000/svg" width="800" height="600"></svg></div>
         <script>
+        """
+        // The script is served as it is hashed: the policy allows exactly these bytes.
+        let script = """
         "use strict";
         const boardName = \(json(name));
-        const token = new URLSearchParams(location.search).get("token");
+        // The token leaves the address bar (and so the history) once read; the tab keeps it
+        // for reloads.
+        const tokenKey = "boardsync-token:" + boardName;
+        let token = new URLSearchParams(location.search).get("token");
+        if (token) {
+          try { sessionStorage.setItem(tokenKey, token); } catch (e) {}
+          history.replaceState(null, "", location.pathname + location.hash);
+        } else {
+          try { token = sessionStorage.getItem(tokenKey); } catch (e) {}
+        }
         const query = token ? "?token=" + encodeURIComponent(token) : "";
         const svg = document.getElementById("board");
         const $ = (id) => document.getElementById(id);
@@ -385,7 +412,7 @@ enum WebPage {
         }
         setInterval(drawOthers, 1000);
         connect();
-        </script></body></html>
         """
+        return (top + script + "</script></body></html>", script)
     }
 }

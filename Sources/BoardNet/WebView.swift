@@ -5,47 +5,105 @@ import Foundation
 
 /// `serve --web`: a server's boards in a web browser, live and editable, on its own
 /// address. `GET /` lists the boards, `GET /b/NAME` is the board page (one embedded HTML file:
-/// no build step, no CDN), `GET /b/NAME/asset/HASH` serves an image by content hash (cached for
-/// a year), and `GET /ws/NAME` upgrades to a WebSocket that sends the board as JSON on join and
-/// again as it changes (at most ten times a second), plus the presence of everyone on it. A
-/// page's pointer becomes a presence others see (peers and other pages). With access control a
-/// token for the board is needed (`?token=`); the page passes its own on.
+/// no build step, no CDN), `GET /b/NAME/asset/HASH` serves an image by content hash, and
+/// `GET /ws/NAME` upgrades to a WebSocket that sends the board as JSON on join and again as it
+/// changes (at most ten times a second), plus the presence of everyone on it. A page's pointer
+/// becomes a presence others see (peers and other pages).
+///
+/// Who may look: every request needs a token (`?token=`): with access control a token for the
+/// board, and without it the random token this view minted for its run (printed in its URL),
+/// so no other web site a browser visits can read or edit boards (cross-site WebSocket
+/// hijacking). `Host` must name this server (an IP address, `localhost`, or an allowed name:
+/// DNS rebinding), and a WebSocket's `Origin`, when a browser sends one, must be this server's
+/// own (or an allowed origin).
 ///
 /// Editing: a page that edits gets its own replica (a fresh replica id, its own undo history),
-/// a live peer of this server over loopback TCP presenting the page's token, so a read token
-/// gives a page whose edits the server refuses, and authorship, limits and conflicts follow the
-/// same rules as for any peer. Its edits reach every other page and peer through the hub.
+/// joined to the server through an in-process link (`SyncHost.connectLocally`) and presenting
+/// the page's token, so a read token gives a page whose edits are refused, and authorship,
+/// limits and conflicts follow the same rules as for any peer.
+///
+/// Bounds (docs/DEPLOYMENT.md lists them with their defaults): pages at once and per address,
+/// a whole request within `requestTimeout`, a response drained within `drainTimeout`, a page
+/// that answers nothing (not even the view's pings) for `idleTimeout` is closed, messages per
+/// second per page, message size (small for pages that only read, which send nothing), output
+/// queued per page, images streamed in chunks from the one copy the board holds, presence
+/// coalesced to at most `presenceInterval`. Rendering runs off the loop (`WebRenderer`).
 public final class WebView {
     public struct Options {
-        /// Tokens, as the sync server checks them (nil: open, for loopback development).
+        /// Tokens, as the sync server checks them (nil: the view mints a token for its run).
         public var access: SyncEndpoint.AccessControl?
+        /// Without `access`: the token every request needs (nil: a random one, `runToken`).
+        public var runToken: String?
         public var log: (String) -> Void = { _ in }
         public var limits = HTTPLimits()
-        /// Largest message a page may send (a sticker's PNG travels in one, base64).
+        /// Largest message a page that edits may send (a sticker's PNG travels in one, base64).
         public var maxMessage = 8 << 20
-        /// Pages connected at once.
+        /// Largest message a page that only reads may send (it sends nothing but close and pong).
+        public var maxReaderMessage = 1 << 10
+        /// Messages a page may send per second (bursts of twice as many); beyond, it is closed.
+        public var maxMessagesPerSecond: Double = 100
+        /// Pages connected at once, and from one IP address.
         public var maxPages = 256
+        public var maxPagesPerAddress = 32
         /// Seconds a connection has to send a whole request (a connection that sends nothing,
         /// or a trickle, must not hold one of the `maxPages` places).
         public var requestTimeout: Double = 10
+        /// Seconds a response (a page, an image) has to reach a client that stopped reading.
+        public var drainTimeout: Double = 30
+        /// A page's socket is pinged after `pingInterval` seconds of silence and closed after
+        /// `idleTimeout` (browsers answer pings by themselves).
+        public var pingInterval: Double = 15
+        public var idleTimeout: Double = 45
+        /// Output queued for one page before it counts as not reading: it then gets no more
+        /// board updates (the whole board once it reads again); past twice this it is closed.
+        public var maxQueuedPerPage = 8 << 20
+        /// Presence from one page is forwarded at most this often (the latest wins).
+        public var presenceInterval: Double = 0.05
+        /// Widest and tallest image a page may upload or is served (a decompression bomb for
+        /// every viewer otherwise).
+        public var maxImageSide = 8192
+        /// HTTPS with this server context (`serve --tls-cert`): pages, images and WebSockets.
+        public var tls: TLSContext?
+        /// Host names (besides IP addresses and `localhost`) requests may name in `Host`, such
+        /// as the name a reverse proxy serves the view under.
+        public var allowedHosts: [String] = []
+        /// Origins (`https://boards.example`) besides the view's own that may open WebSockets.
+        public var allowedOrigins: [String] = []
 
         public init() {}
     }
 
     public let listenAddress: SocketAddress
-    private let host: SyncHost
-    private let dataDirectory: String
-    private let options: Options
-    private let loop: EventLoop
+    /// The token pages need when there is no access control (nil with access control).
+    public let runToken: String?
+    let host: SyncHost
+    let dataDirectory: String
+    let options: Options
+    let loop: EventLoop
     private let listener: TCPListener
-    private var clients: [ObjectIdentifier: Client] = [:]
-    /// Boards with a page waiting for its next update (sent at most every 0.1 s).
-    private var dirty: Set<String> = []
-    private var flushScheduled = false
-    private var nextTab: UInt64 = 1
+    var clients: [ObjectIdentifier: Client] = [:]
+    private var perAddress: [String: Int] = [:]
+    var nextTab: UInt64 = 1
+    private var tickArmed = false
+    let renderer = WebRenderer()
+    /// Per board: the render in flight, whether the board changed since it started, the
+    /// latest render's sequence number, and when the last one started.
+    var renders: [String: RenderState] = [:]
+    /// The latest presence of each page, by board (sent to pages that join later).
+    var pagePresences: [String: [ReplicaID: Presence]] = [:]
 
-    private final class Client {
+    struct RenderState {
+        var inFlight = false
+        var dirty = false
+        var scheduled = false
+        var seq = 0
+        var lastStart = -Double.infinity
+    }
+
+    final class Client {
         let connection: TCPConnection
+        /// The IP address (for the per-address limit).
+        let address: String
         var parser: HTTPRequestParser
         var socket: WebSocketConnection?
         var board: String?
@@ -54,22 +112,49 @@ public final class WebView {
         var name = ""
         /// The token the page presented (passed on by its replica's connection).
         var token: [UInt8] = []
-        /// Whether the token allows editing (no access control, or a write/peer token).
+        /// Whether the token allows editing (a write or peer token, or the run token).
         var canEdit = true
+        /// When the token stops being valid (seconds since 1970; nil: never).
+        var expires: Double?
         /// The page's own replica, a live peer of this server (made at its first edit).
         var editor: SyncHost?
-        /// The board as this page last got it (the next message is what changed since).
-        var sent: WebPage.Rendered?
+        /// The render this page last got (nil: it needs the whole board).
+        var seq: Int?
+        /// A response was queued: the connection closes once it drains.
+        var answered = false
+        let opened: Double
+        var drainDeadline: Double?
+        var lastHeard: Double
+        var pinged = false
+        /// An image being streamed: its bytes (the board's own copy) and how far.
+        var body: (data: Data, offset: Int)?
+        var bucket: (tokens: Double, at: Double)
+        /// Presence waiting for its turn (`presenceInterval`), and when the last one went.
+        var pendingPresence: Presence?
+        var presenceSent = -Double.infinity
+        var presenceScheduled = false
 
-        init(_ connection: TCPConnection, limits: HTTPLimits) {
+        init(_ connection: TCPConnection, address: String, limits: HTTPLimits, now: Double, burst: Double) {
             self.connection = connection
+            self.address = address
             parser = HTTPRequestParser(limits: limits)
+            opened = now
+            lastHeard = now
+            bucket = (burst, now)
         }
     }
 
     public init(listen: SocketAddress, host: SyncHost, dataDirectory: String, loop: EventLoop, options: Options = Options()) throws {
         self.host = host
         self.dataDirectory = dataDirectory
+        var options = options
+        let log = options.log
+        options.log = { line in log(LogText.escaped(line)) }
+        if options.access == nil, options.runToken == nil {
+            var generator = SystemRandomNumberGenerator()
+            options.runToken = Base64URL.encode((0..<18).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        }
+        runToken = options.access == nil ? options.runToken : nil
         self.options = options
         self.loop = loop
         listener = try TCPListener(address: listen, on: loop)
@@ -87,6 +172,11 @@ public final class WebView {
         }
     }
 
+    /// The view's address as a browser opens it (with the run token when there is one).
+    public var url: String {
+        "\(options.tls == nil ? "http" : "https")://\(listenAddress)/\(runToken.map { "?token=\($0)" } ?? "")"
+    }
+
     public func close() {
         listener.close()
         for client in clients.values { client.connection.close() }
@@ -95,46 +185,73 @@ public final class WebView {
     // MARK: Connections
 
     private func accepted(_ connection: TCPConnection) {
-        guard clients.count < options.maxPages else {
-            _ = connection.send(HTTPResponse.error(HTTPError(503, "too many pages are open; try again later")).encoded())
+        let address = connection.remote.split(separator: ":").dropLast().joined(separator: ":")
+        guard clients.count < options.maxPages, perAddress[address, default: 0] < options.maxPagesPerAddress else {
+            let why = clients.count >= options.maxPages ? "too many pages are open" : "too many pages are open from \(address)"
+            options.log("web: refused \(connection.remote): \(why)")
+            _ = connection.send(HTTPResponse.error(HTTPError(503, "\(why); try again later")).encoded())
             connection.close()
             return
         }
-        let client = Client(connection, limits: options.limits)
-        let key = ObjectIdentifier(client)
-        clients[key] = client
+        if let tls = options.tls {
+            do {
+                connection.useTLS(try tls.stream(host: connection.remote))
+            } catch {
+                options.log("web: closed \(connection.remote): \(error)")
+                connection.close(immediately: true)
+                return
+            }
+        }
+        connection.maxQueuedBytes = 2 * options.maxQueuedPerPage
+        let now = EventLoop.now()
+        let client = Client(connection, address: address, limits: options.limits, now: now, burst: 2 * options.maxMessagesPerSecond)
+        clients[ObjectIdentifier(client)] = client
+        perAddress[address, default: 0] += 1
         connection.onData = { [weak self, weak client] bytes in
             guard let self, let client else { return }
             self.received(bytes, from: client)
+        }
+        connection.onWritable = { [weak self, weak client] in
+            guard let self, let client else { return }
+            self.pump(client)
         }
         connection.onClose = { [weak self, weak client] _ in
             guard let self, let client else { return }
             self.disconnected(client)
         }
-        loop.schedule(after: options.requestTimeout) { [weak self, weak client] in
-            guard let self, let client, self.clients[ObjectIdentifier(client)] != nil, client.socket == nil else { return }
-            self.options.log("web: closed \(client.connection.remote): no whole request within \(self.options.requestTimeout) s")
-            self.finish(client, HTTPResponse.error(HTTPError(408, "no whole request within \(Int(self.options.requestTimeout)) s")))
-        }
+        armTick()
     }
 
     private func disconnected(_ client: Client) {
-        clients[ObjectIdentifier(client)] = nil
+        guard clients.removeValue(forKey: ObjectIdentifier(client)) != nil else { return }
+        perAddress[client.address, default: 1] -= 1
+        if perAddress[client.address] == 0 { perAddress[client.address] = nil }
         client.editor?.shutdown(save: false)
         client.editor = nil
+        client.body = nil
         if let board = client.board {
-            let gone = Presence.gone(client.tab, clock: 0)  // the endpoint stamps its next clock
-            host.setPresence(gone, on: board)
-            relay(gone, on: board)
+            if pagePresences[board]?.removeValue(forKey: client.tab) != nil {
+                let gone = Presence.gone(client.tab, clock: 0)  // the endpoint stamps its next clock
+                host.setPresence(gone, on: board)
+                relay(gone, on: board)
+            }
+            if pagePresences[board]?.isEmpty == true { pagePresences[board] = nil }
             host.endpoint.removeViewer(board: board, now: EventLoop.now())
+            if !clients.values.contains(where: { $0.board == board }) { renderer.forget(board) }
         }
     }
 
     private func received(_ bytes: [UInt8], from client: Client) {
+        let now = EventLoop.now()
+        client.lastHeard = now
+        client.pinged = false
         if client.socket != nil {
             handleSocket(bytes, from: client)
             return
         }
+        guard !client.answered else { return }  // a response is on its way; the rest is ignored
+        // The request deadline is checked as bytes arrive too, not only by the timer.
+        if now - client.opened > options.requestTimeout { return timedOut(client) }
         do {
             guard let request = try client.parser.append(bytes) else { return }
             respond(to: request, client: client)
@@ -144,66 +261,240 @@ public final class WebView {
         }
     }
 
-    private func finish(_ client: Client, _ response: HTTPResponse) {
-        _ = client.connection.send(response.encoded())
-        client.connection.close()
+    private func timedOut(_ client: Client) {
+        options.log("web: closed \(client.connection.remote): no whole request within \(options.requestTimeout) s")
+        finish(client, HTTPResponse.error(HTTPError(408, "no whole request within \(Int(options.requestTimeout)) s")))
+    }
+
+    /// Answers once (a second answer, from a timer say, is never appended) and closes after it.
+    func finish(_ client: Client, _ response: HTTPResponse, head: Bool = false) {
+        guard !client.answered else { return }
+        client.answered = true
+        client.drainDeadline = EventLoop.now() + options.drainTimeout
+        _ = client.connection.send(response.encoded(includingBody: !head))
+        if client.body == nil { client.connection.close() } else { pump(client) }
+    }
+
+    /// Streams an image response's body while the socket takes it (a chunk at a time from the
+    /// board's own copy: however many pages ask for a large image, it is held once).
+    private func pump(_ client: Client) {
+        guard let (data, offset) = client.body else { return }
+        let chunk = 64 << 10
+        var at = offset
+        while at < data.count, client.connection.queuedBytes < 4 * chunk, !client.connection.isClosed {
+            let end = min(data.count, at + chunk)
+            _ = client.connection.send(Array(data[(data.startIndex + at)..<(data.startIndex + end)]))
+            at = end
+        }
+        if at >= data.count {
+            client.body = nil
+            client.connection.close()
+        } else {
+            client.body = (data, at)
+        }
+    }
+
+    // MARK: Timers
+
+    /// One timer for the whole view, every second while anyone is connected: request and
+    /// drain deadlines, pings, idle pages, tokens that expired.
+    private func armTick() {
+        guard !tickArmed, !clients.isEmpty else { return }
+        tickArmed = true
+        loop.schedule(after: 1) { [weak self] in
+            guard let self else { return }
+            self.tickArmed = false
+            self.tick()
+            self.armTick()
+        }
+    }
+
+    private func tick() {
+        let now = EventLoop.now()
+        let wall = options.access?.wallClock() ?? 0
+        for client in Array(clients.values) {
+            if client.connection.isClosed { continue }
+            if let deadline = client.drainDeadline {
+                if now >= deadline {
+                    options.log("web: closed \(client.connection.remote): the response was not read within \(options.drainTimeout) s")
+                    client.connection.close(immediately: true)
+                }
+                continue
+            }
+            guard client.socket != nil else {
+                if now - client.opened > options.requestTimeout { timedOut(client) }
+                continue
+            }
+            if let expires = client.expires, wall >= expires {
+                options.log("web: closed page \(client.connection.remote) on board '\(client.board ?? "")': its token expired")
+                closeSocket(client, .policyViolation, "the token expired; open the page with a new one")
+                continue
+            }
+            if now - client.lastHeard >= options.idleTimeout {
+                options.log("web: closed page \(client.connection.remote): nothing heard for \(Int(options.idleTimeout)) s")
+                client.connection.close(immediately: true)
+            } else if now - client.lastHeard >= options.pingInterval, !client.pinged {
+                client.pinged = true
+                guard var socket = client.socket else { continue }
+                socket.ping()
+                client.socket = socket
+                flushSocket(client)
+            }
+        }
     }
 
     // MARK: Routes
 
     private func respond(to request: HTTPRequest, client: Client) {
-        guard request.method == "GET" || request.method == "HEAD" else {
+        let head = request.method == "HEAD"
+        guard request.method == "GET" || head else {
             return finish(client, HTTPResponse.error(HTTPError(405, "only GET is served")))
+        }
+        // DNS rebinding: a page of another site, its name pointed at this address, would send
+        // its own name here.
+        guard isAllowedHost(request.header("Host")) else {
+            options.log("web: refused a request from \(client.connection.remote) for host \(LogText.quoted(request.header("Host") ?? "", limit: 80))")
+            return finish(client, HTTPResponse.error(HTTPError(421, "this server does not serve that host name (allow it with --web-host)")), head: head)
         }
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         // "/" → ["", ""]; "/b/x" → ["", "b", "x"]
         switch (parts.count, parts.count > 1 ? parts[1] : "") {
         case (2, ""):
-            finish(client, page(WebPage.index(boards: boardNames()), type: "text/html; charset=utf-8"))
+            guard runTokenMatches(request) || options.access != nil else { return refuseToken(client, head: head) }
+            finish(client, page(WebPage.index(boards: boardNames(), token: runToken), script: nil), head: head)
         case (3, "b"):
-            guard let board = viewable(parts[2], request, client) else { return }
-            finish(client, page(WebPage.board(name: board), type: "text/html; charset=utf-8"))
+            guard let board = viewable(parts[2], request, client, head: head) else { return }
+            let (html, script) = WebPage.board(name: board)
+            finish(client, page(html, script: script), head: head)
         case (5, "b") where parts[3] == "asset":
-            guard let board = viewable(parts[2], request, client) else { return }
-            guard let hash = AssetHash(hex: parts[4]), host.endpoint.addViewer(board: board, now: EventLoop.now()) else {
-                return finish(client, HTTPResponse.error(HTTPError(404, "no such image")))
-            }
-            defer { host.endpoint.removeViewer(board: board, now: EventLoop.now()) }
-            guard let data = host.endpoint.boards[board]?.store.replica.assets.data(for: hash) else {
-                return finish(client, HTTPResponse.error(HTTPError(404, "this board holds no image \(hash.hex.prefix(12))")))
-            }
-            finish(client, HTTPResponse(status: 200, headers: [("Content-Type", "image/png"), ("Cache-Control", "public, max-age=31536000, immutable"),
-                                                                ("Connection", "close")], body: Array(data)))
+            guard let board = viewable(parts[2], request, client, head: head) else { return }
+            serveImage(parts[4], board: board, client, head: head)
         case (3, "ws"):
-            guard let board = viewable(parts[2], request, client) else { return }
+            guard let board = viewable(parts[2], request, client, head: false) else { return }
+            guard isAllowedOrigin(request.header("Origin"), host: request.header("Host")) else {
+                options.log("web: refused a WebSocket from \(client.connection.remote) opened by \(LogText.quoted(request.header("Origin") ?? "", limit: 80))")
+                return finish(client, HTTPResponse.error(HTTPError(403, "WebSockets are served to this server's own pages only")))
+            }
             upgrade(client, request, board: board)
         default:
-            finish(client, HTTPResponse.error(HTTPError(404, "nothing at \(request.path.prefix(80))")))
+            finish(client, HTTPResponse.error(HTTPError(404, "nothing at \(request.path.prefix(80))")), head: head)
         }
     }
 
-    private func page(_ html: String, type: String) -> HTTPResponse {
-        HTTPResponse(status: 200, headers: [("Content-Type", type), ("Cache-Control", "no-cache"), ("Connection", "close"),
-                                            ("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'")],
-                     body: Array(html.utf8))
+    private func serveImage(_ name: String, board: String, _ client: Client, head: Bool) {
+        guard let hash = AssetHash(hex: name), host.endpoint.addViewer(board: board, now: EventLoop.now()) else {
+            return finish(client, HTTPResponse.error(HTTPError(404, "no such image")), head: head)
+        }
+        defer { host.endpoint.removeViewer(board: board, now: EventLoop.now()) }
+        guard let data = host.endpoint.boards[board]?.store.replica.assets.data(for: hash) else {
+            return finish(client, HTTPResponse.error(HTTPError(404, "this board holds no image \(hash.hex.prefix(12))")), head: head)
+        }
+        // Images that came over the sync protocol are stored as sent: only PNGs a viewer can
+        // afford to decode are served.
+        guard let png = try? PNGHeader(validating: data) else {
+            return finish(client, HTTPResponse.error(HTTPError(404, "image \(hash.hex.prefix(12)) is not a PNG")), head: head)
+        }
+        guard png.width <= options.maxImageSide, png.height <= options.maxImageSide else {
+            return finish(client, HTTPResponse.error(HTTPError(404, "image \(hash.hex.prefix(12)) is \(png.width)x\(png.height), over \(options.maxImageSide) pixels on a side")), head: head)
+        }
+        // The content never changes (its name is its hash); a token-gated one stays out of
+        // shared caches.
+        let cache = options.access == nil ? "public, max-age=31536000, immutable" : "private, max-age=31536000, immutable"
+        let response = HTTPResponse(status: 200, headers: Self.securityHeaders + [
+            ("Content-Type", "image/png"), ("Cache-Control", cache), ("Content-Length", String(data.count)),
+            ("Content-Security-Policy", "default-src 'none'; sandbox"), ("Connection", "close"),
+        ])
+        if !head { client.body = (data, 0) }
+        finish(client, response, head: head)
+    }
+
+    /// Headers every answer carries: no MIME sniffing, no framing, no referrer (the URL may
+    /// carry a token).
+    static let securityHeaders: [(name: String, value: String)] = [
+        ("X-Content-Type-Options", "nosniff"), ("X-Frame-Options", "DENY"), ("Referrer-Policy", "no-referrer"),
+    ]
+
+    private func page(_ html: String, script: String?) -> HTTPResponse {
+        // Only the page's own script runs: allowed by its hash, never 'unsafe-inline'.
+        let scripts = script.map { "'sha256-\(Data(SHA256.hash(Array($0.utf8))).base64EncodedString())'" } ?? "'none'"
+        let policy = "default-src 'self'; img-src 'self' data:; style-src 'unsafe-inline'; script-src \(scripts); "
+            + "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+        let cache = options.access == nil ? "no-cache" : "private, no-cache"
+        return HTTPResponse(status: 200, headers: Self.securityHeaders + [
+            ("Content-Type", "text/html; charset=utf-8"), ("Cache-Control", cache), ("Connection", "close"),
+            ("Content-Security-Policy", policy),
+        ], body: Array(html.utf8))
+    }
+
+    /// `Host` names this server: an IP address (any: they cannot be rebound), `localhost`, or
+    /// an allowed name; a port, when given, is ignored (a proxy may forward another one).
+    func isAllowedHost(_ value: String?) -> Bool {
+        guard let value, !value.isEmpty else { return false }
+        var name = value.lowercased()
+        if name.hasPrefix("[") {
+            guard let close = name.firstIndex(of: "]") else { return false }
+            let literal = String(name[name.index(after: name.startIndex)..<close])
+            var probe = in6_addr()
+            return inet_pton(AF_INET6, literal, &probe) == 1
+        }
+        if let colon = name.lastIndex(of: ":") {
+            guard UInt16(name[name.index(after: colon)...]) != nil else { return false }
+            name = String(name[..<colon])
+        }
+        if name.hasSuffix(".") { name.removeLast() }
+        var probe = in_addr()
+        if inet_pton(AF_INET, name, &probe) == 1 || name == "localhost" { return true }
+        return options.allowedHosts.contains { $0.lowercased() == name }
+    }
+
+    /// A WebSocket opened by a browser names the page's origin: it must be this server as the
+    /// request's `Host` names it (http or https), or an allowed origin. A client that is not a
+    /// browser sends none (it could send anything, so it proves nothing; the token still counts).
+    func isAllowedOrigin(_ origin: String?, host: String?) -> Bool {
+        guard let origin else { return true }
+        let value = origin.lowercased()
+        if options.allowedOrigins.contains(where: { $0.lowercased() == value }) { return true }
+        guard let host = host?.lowercased(), value != "null" else { return false }
+        let scheme = options.tls == nil ? "http://" : "https://"
+        return value == scheme + host
+    }
+
+    private func runTokenMatches(_ request: HTTPRequest) -> Bool {
+        guard let runToken else { return false }
+        return HMAC.constantTimeEquals(Array((request.query["token"] ?? "").utf8), Array(runToken.utf8))
+    }
+
+    private func refuseToken(_ client: Client, head: Bool) {
+        finish(client, HTTPResponse.error(HTTPError(401, "access denied: open the URL the server printed (it carries ?token=...)")), head: head)
     }
 
     /// The board a request names, when it exists and the request may see it; otherwise the
     /// client got its answer (404 for names that are not boards, 401 without a valid token:
     /// the same answer whether or not the board exists).
-    private func viewable(_ raw: String, _ request: HTTPRequest, _ client: Client) -> String? {
+    private func viewable(_ raw: String, _ request: HTTPRequest, _ client: Client, head: Bool) -> String? {
         let name = raw.removingPercentEncoding ?? raw
+        // The name before the token: a token is only ever compared with a valid, plain name.
+        guard Hello.isValidBoardName(name) else {
+            finish(client, HTTPResponse.error(HTTPError(404, "no board named '\(name.prefix(60))'")), head: head)
+            return nil
+        }
         if let access = options.access {
             let token = Array((request.query["token"] ?? "").utf8)
             guard case .success(let grant) = access.authority.verify(token, board: name, now: access.wallClock()) else {
-                finish(client, HTTPResponse.error(HTTPError(401, "access denied: this page needs a valid token for the board (?token=...)")))
+                finish(client, HTTPResponse.error(HTTPError(401, "access denied: this page needs a valid token for the board (?token=...)")), head: head)
                 return nil
             }
             client.token = token
             client.canEdit = grant.role != .read
+            client.expires = grant.expires
+        } else {
+            guard runTokenMatches(request) else {
+                refuseToken(client, head: head)
+                return nil
+            }
         }
-        guard Hello.isValidBoardName(name), FileManager.default.fileExists(atPath: dataDirectory + "/" + name + ".boardpkg") else {
-            finish(client, HTTPResponse.error(HTTPError(404, "no board named '\(name.prefix(60))'")))
+        guard FileManager.default.fileExists(atPath: dataDirectory + "/" + name + ".boardpkg") else {
+            finish(client, HTTPResponse.error(HTTPError(404, "no board named '\(name.prefix(60))'")), head: head)
             return nil
         }
         return name
@@ -214,246 +505,5 @@ public final class WebView {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: dataDirectory)) ?? []
         return names.filter { $0.hasSuffix(".boardpkg") }.map { String($0.dropLast(".boardpkg".count)) }
             .filter(Hello.isValidBoardName).sorted()
-    }
-
-    // MARK: WebSocket
-
-    private func upgrade(_ client: Client, _ request: HTTPRequest, board: String) {
-        switch WebSocket.handshake(request) {
-        case .failure(let error):
-            var response = HTTPResponse.error(error)
-            if error.status == 426 { response.headers.append(("Sec-WebSocket-Version", "13")) }
-            finish(client, response)
-        case .success(let response):
-            guard host.endpoint.addViewer(board: board, now: EventLoop.now()) else {
-                return finish(client, HTTPResponse.error(HTTPError(503, "the board cannot be opened now")))
-            }
-            _ = client.connection.send(response.encoded())
-            client.socket = WebSocketConnection(maxMessage: options.maxMessage)
-            client.board = board
-            // A fresh replica id per page: its edits are its own replica's (its own undo history).
-            client.tab = ReplicaID(UInt64.random(in: 1...UInt64.max))
-            client.name = "web \(nextTab)"
-            nextTab += 1
-            options.log("web: page \(client.connection.remote) watches board '\(board)'")
-            if var socket = client.socket {
-                socket.send(text: "{\"type\":\"welcome\",\"canEdit\":\(client.canEdit),\"name\":\(WebPage.json(client.name))}")
-                client.socket = socket
-            }
-            sendBoard(to: client)
-            for presence in host.presences(on: board) { sendPresence(presence, to: client) }
-            let leftover = client.parser.takeRemaining()
-            if !leftover.isEmpty { handleSocket(leftover, from: client) }
-        }
-    }
-
-    private func handleSocket(_ bytes: [UInt8], from client: Client) {
-        guard var socket = client.socket else { return }
-        let events = socket.receive(bytes)
-        client.socket = socket
-        for event in events {
-            switch event {
-            case .text(let text):
-                pageSaid(text, client)
-            case .binary:
-                break
-            case .closed, .failed:
-                break
-            }
-        }
-        flushSocket(client)
-        if socket.isClosed { client.connection.close() }
-    }
-
-    /// `[x, y, x, y, ...]` from a page's JSON as board points (at most `limit` of them, the last).
-    private static func points(_ value: Any?, limit: Int) -> [CodablePoint] {
-        let flat = ((value as? [NSNumber]) ?? []).suffix(2 * limit).map(\.doubleValue)
-        return stride(from: 0, to: flat.count - 1, by: 2).map { CodablePoint(x: flat[$0], y: flat[$0 + 1]) }
-    }
-
-    /// What a page sends: `{"type":"pointer","x":..,"y":..}` (board points, with the ink it is
-    /// drawing), or an edit (`edit(_:_:_:board:)`; docs/PROTOCOL.md has the list).
-    private func pageSaid(_ text: String, _ client: Client) {
-        guard let board = client.board,
-              let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
-              let type = object["type"] as? String else { return }
-        switch type {
-        case "pointer":
-            guard let x = object["x"] as? Double, let y = object["y"] as? Double,
-                  let point = GridPoint(CodablePoint(x: x, y: y)) else { return }
-            if let name = object["name"] as? String, !name.isEmpty { client.name = Presence.clipped(name) }
-            // Ink being drawn travels with the pointer, so others see it before the stroke lands.
-            let color = (object["color"] as? String).flatMap(Color8.init(hex:)) ?? Color8(red: 120, green: 60, blue: 200, alpha: 255)
-            let ink = Self.points(object["ink"], limit: Presence.maxStrokePoints).compactMap(GridPoint.init)
-            let width = FixedPoint.units((object["width"] as? NSNumber)?.doubleValue ?? 3) ?? 48
-            let presence = Presence(replica: client.tab, name: client.name, color: color, pointer: point,
-                                    stroke: ink.isEmpty ? nil : InkPreview(color: color, width: max(0, width), points: ink),
-                                    ttl: Presence.defaultTTL)
-            host.setPresence(presence, on: board)
-            relay(presence, on: board)  // other pages (the hub tells only peers about its own)
-        default:
-            edit(type, object, client, board: board)
-        }
-    }
-
-    /// The page's edits, made by its own replica (see the type's comment).
-    private func edit(_ type: String, _ object: [String: Any], _ client: Client, board: String) {
-        guard client.canEdit else { return refuse(client, "this page's token may only read board '\(board)'") }
-        func item() -> ItemID? { (object["id"] as? String).flatMap(ItemID.init(uuidString:)) }
-        func number(_ key: String) -> Double? { (object[key] as? NSNumber)?.doubleValue }
-        func point(_ x: String = "x", _ y: String = "y") -> CodablePoint? {
-            guard let x = number(x), let y = number(y) else { return nil }
-            return CodablePoint(x: x, y: y)
-        }
-        let body: ((inout Replica) throws -> LocalEdit)?
-        switch type {
-        case "stroke":
-            let points = Self.points(object["points"], limit: 20_001)
-            let color = (object["color"] as? String).flatMap(Color8.init(hex:))?.rgba ?? RGBAColor(red: 0, green: 0, blue: 0)
-            let width = number("width") ?? 3
-            guard !points.isEmpty, points.count <= 20_000 else { return refuse(client, "a stroke needs 1 to 20,000 points") }
-            body = { replica in
-                let edit = try replica.beginStroke(color: color, width: width, points: points)
-                if let stroke = edit.item { replica.finishStroke(stroke) }
-                return edit
-            }
-        case "sticker":
-            guard let text = object["png"] as? String, let png = Data(base64Encoded: text), let at = point() else {
-                return refuse(client, "a sticker needs png (base64) and x, y")
-            }
-            guard (try? PNGHeader(validating: png)) != nil else { return refuse(client, "that file is not a PNG image") }
-            body = { try $0.addSticker(imagePNG: png, at: at, scale: self.numberOrOne(object["scale"])) }
-        case "move":
-            guard let id = item(), let to = point() else { return refuse(client, "move needs id, x and y") }
-            body = { try $0.move(id, to: to) }
-        case "transform":
-            guard let id = item() else { return refuse(client, "transform needs id") }
-            body = { try $0.transform(id, scale: number("scale"), rotation: number("rotation")) }
-        case "delete":
-            guard let id = item() else { return refuse(client, "delete needs id") }
-            body = { try $0.delete(id) }
-        case "front", "back":
-            guard let id = item() else { return refuse(client, "\(type) needs id") }
-            body = { type == "front" ? try $0.bringToFront(id) : try $0.sendToBack(id) }
-        case "undo": body = { try $0.undo() }
-        case "redo": body = { try $0.redo() }
-        case "begin-group": body = { $0.beginUndoGroup(); return LocalEdit() }
-        case "end-group": body = { $0.endUndoGroup(); return LocalEdit() }
-        default:
-            body = nil
-        }
-        guard let body else { return refuse(client, "unknown message type '\(type.prefix(40))'") }
-        do {
-            let editor = try editorHost(for: client, board: board)
-            _ = try editor.edit(board, body)
-        } catch {
-            refuse(client, "\(error)")
-        }
-    }
-
-    private func numberOrOne(_ value: Any?) -> Double { (value as? NSNumber)?.doubleValue ?? 1 }
-
-    private func refuse(_ client: Client, _ why: String) {
-        guard var socket = client.socket else { return }
-        socket.send(text: "{\"type\":\"error\",\"message\":\(WebPage.json(why))}")
-        client.socket = socket
-        flushSocket(client)
-    }
-
-    /// The page's replica: made at its first edit, holding the board (it syncs the whole board
-    /// from the server first, as any new peer does) and speaking for the page from then on.
-    private func editorHost(for client: Client, board: String) throws -> SyncHost {
-        if let editor = client.editor { return editor }
-        guard let address = host.listenAddress else { throw HTTPError(503, "the sync server has no address to connect to") }
-        var options = SyncHost.Options()
-        options.credentials = client.token
-        let log = self.options.log
-        let name = client.name
-        options.log = { line in log("web page \(name): \(line)") }
-        options.reconnectDelay = (0.05, 1)
-        let replica = Replica(id: client.tab)
-        // The board's current state, so the first edit already sees every item.
-        var seeded = replica
-        if let current = host.endpoint.boards[board]?.store.replica {
-            try seeded.apply(current.fullState())
-            seeded.assets = current.assets
-        }
-        let editor = try SyncHost(board: board, store: MemoryReplicaStore(replica: seeded), listen: nil, loop: loop, options: options)
-        editor.connect(to: address)
-        client.editor = editor
-        return editor
-    }
-
-    private func flushSocket(_ client: Client) {
-        guard var socket = client.socket else { return }
-        let output = socket.takeOutput()
-        client.socket = socket
-        if !output.isEmpty { _ = client.connection.send(output) }
-    }
-
-    /// When pages were last sent the boards (updates go at once, then at most every 0.1 s).
-    private var lastSent = -Double.infinity
-
-    private func changed(_ board: String) {
-        guard clients.values.contains(where: { $0.board == board }) else { return }
-        dirty.insert(board)
-        guard !flushScheduled else { return }
-        flushScheduled = true
-        // The first change goes out on the next loop turn (coalescing what that turn merges);
-        // changes right after it wait out the rest of 0.1 s, so a busy board costs at most ten
-        // whole-board messages a second per page.
-        let wait = max(0, lastSent + 0.1 - EventLoop.now())
-        loop.schedule(after: wait) { [weak self] in
-            guard let self else { return }
-            self.flushScheduled = false
-            self.lastSent = EventLoop.now()
-            let boards = self.dirty
-            self.dirty = []
-            // Rendered once per board, then diffed per page.
-            var rendered: [String: WebPage.Rendered] = [:]
-            for client in self.clients.values {
-                guard let board = client.board, boards.contains(board) else { continue }
-                if rendered[board] == nil, let replica = self.host.endpoint.boards[board]?.store.replica {
-                    rendered[board] = WebPage.render(replica.snapshot())
-                }
-                if let now = rendered[board] { self.sendBoard(now, to: client) }
-            }
-        }
-    }
-
-    /// The whole board on join, then what changed since the page's last message: items
-    /// upserted and removed, and the paint order when it moved.
-    private func sendBoard(to client: Client) {
-        guard let board = client.board, let replica = host.endpoint.boards[board]?.store.replica else { return }
-        sendBoard(WebPage.render(replica.snapshot()), to: client)
-    }
-
-    private func sendBoard(_ rendered: WebPage.Rendered, to client: Client) {
-        guard var socket = client.socket else { return }
-        // A page that does not read gets nothing more queued past 8 MiB; it gets the whole board
-        // once it reads again (its next update is measured against nothing).
-        guard client.connection.queuedBytes < 8 << 20 else {
-            client.sent = nil
-            return
-        }
-        let message = client.sent.map { rendered.changes(since: $0) } ?? rendered.json
-        client.sent = rendered
-        guard let message else { return }
-        socket.send(text: message)
-        client.socket = socket
-        flushSocket(client)
-    }
-
-    private func relay(_ presence: Presence, on board: String) {
-        for client in clients.values where client.board == board && client.tab != presence.replica {
-            sendPresence(presence, to: client)
-        }
-    }
-
-    private func sendPresence(_ presence: Presence, to client: Client) {
-        guard var socket = client.socket else { return }
-        socket.send(text: WebPage.presenceJSON(presence))
-        client.socket = socket
-        flushSocket(client)
     }
 }

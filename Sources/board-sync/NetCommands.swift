@@ -31,7 +31,7 @@ struct NetCommands {
         gmtime_r(&seconds, &parts)
         func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
         let stamp = "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
-        FileHandle.standardError.write(Data("\(stamp) \(line)\n".utf8))
+        FileHandle.standardError.write(Data("\(stamp) \(LogText.escaped(line))\n".utf8))
     }
 
     /// The host a signal stops, set once it exists (signals are watched from before it is
@@ -71,12 +71,21 @@ struct NetCommands {
     }
 
     private func serve(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: Set(["data", "listen", "secret-file", "web", "redis", "node-id", "checkpoint-every", "checkpoint-lease", "checkpoint-retention", "redis-password-file", "redis-user"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name)), flags: [])
+        let args = try Arguments(raw, options: Set(["data", "listen", "secret-file", "web", "redis", "node-id", "checkpoint-every", "checkpoint-lease", "checkpoint-retention", "redis-password-file", "redis-user", "web-host", "web-origin", "web-token-file"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name)), flags: [])
         _ = try args.positionals([])
         guard let data = args.value("data") else { throw UsageError("missing --data DIR") }
         let listen = try address(args.value("listen") ?? "127.0.0.1:7420", "--listen")
         let webAddress = try args.value("web").map { try address($0, "--web") }
         let redisAddress = try args.value("redis").map { try address($0, "--redis") }
+        if webAddress == nil, args.value("web-host") != nil || args.value("web-origin") != nil || args.value("web-token-file") != nil {
+            throw UsageError("--web-host, --web-origin and --web-token-file need --web HOST:PORT")
+        }
+        if args.value("web-token-file") != nil, args.value("secret-file") != nil {
+            throw UsageError("--web-token-file is for servers without --secret-file (with it, pages present board tokens)")
+        }
+        for origin in args.values("web-origin") where !(origin.hasPrefix("http://") || origin.hasPrefix("https://")) || origin.dropFirst(8).contains("/") {
+            throw UsageError("--web-origin '\(origin)' must be an origin: http(s)://HOST[:PORT], no path")
+        }
         for option in ["node-id", "checkpoint-every", "checkpoint-lease", "checkpoint-retention", "redis-password-file", "redis-user"]
         where args.value(option) != nil && redisAddress == nil {
             throw UsageError("--\(option) needs --redis HOST:PORT")
@@ -150,12 +159,21 @@ struct NetCommands {
             var webOptions = WebView.Options()
             webOptions.access = options.access
             webOptions.log = NetCommands.log
+            webOptions.tls = options.serverTLS  // HTTPS with the sync port's certificate
+            webOptions.allowedHosts = args.values("web-host")
+            webOptions.allowedOrigins = args.values("web-origin")
+            if let file = args.value("web-token-file") {
+                // A token kept across restarts (pages reconnect with it), created when missing.
+                webOptions.runToken = String(decoding: try Access.secret(at: file, create: true), as: UTF8.self)
+            }
             do {
                 web = try WebView(listen: webAddress, host: host, dataDirectory: data, loop: loop, options: webOptions)
             } catch {
                 throw Failure("cannot start the web view on \(webAddress): \(error)")
             }
-            NetCommands.log("web view at http://\(web!.listenAddress)/\(options.access == nil ? "" : " (pages need ?token=...)")")
+            // Without a secret the view mints a token for this run: the URL carries it, so no
+            // other web site a browser visits can reach the boards.
+            NetCommands.log("web view at \(web!.url)\(options.access == nil ? "" : " (pages need ?token=... for their board)")")
         }
         loop.run()
         withExtendedLifetime((signals, web, cluster)) {}

@@ -13,8 +13,11 @@ import Glibc
 final class WebClient {
     let fd: Int32
     private var buffer: [UInt8] = []
+    /// Added to every target that carries no token of its own (a view's run token).
+    var token: String?
 
-    init(_ address: SocketAddress) throws {
+    init(_ address: SocketAddress, token: String? = nil) throws {
+        self.token = token
         guard let fd = connectedSocket(address, receiveTimeout: timeval(tv_sec: 0, tv_usec: 200_000)) else {
             throw HTTPError(0, "cannot connect to \(address)")
         }
@@ -55,9 +58,14 @@ final class WebClient {
         return (status, text, body)
     }
 
-    func get(_ target: String) -> (status: Int, head: String, body: [UInt8])? {
-        send(Array("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
+    func get(_ target: String, headers: String = "") -> (status: Int, head: String, body: [UInt8])? {
+        send(Array("GET \(withToken(target)) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(headers)\r\n".utf8))
         return response()
+    }
+
+    func withToken(_ target: String) -> String {
+        guard let token, !target.contains("token=") else { return target }
+        return target + (target.contains("?") ? "&" : "?") + "token=" + token
     }
 
     /// The next server frame's opcode and payload (server frames are unmasked).
@@ -92,8 +100,9 @@ final class WebClient {
 
 extension WebClient {
     /// Upgrades to a WebSocket on `target`; the 101 response.
-    func upgrade(_ target: String) -> (status: Int, head: String, body: [UInt8])? {
-        send(Array(("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    func upgrade(_ target: String, host: String = "127.0.0.1", origin: String? = nil) -> (status: Int, head: String, body: [UInt8])? {
+        send(Array(("GET \(withToken(target)) HTTP/1.1\r\nHost: \(host)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    + (origin.map { "Origin: \($0)\r\n" } ?? "")
                     + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8))
         return response()
     }
@@ -117,7 +126,8 @@ final class WebFixture: @unchecked Sendable {  // the view is touched on the loo
         web = try server.thread.onLoop { try WebView(listen: SocketAddress(host: "127.0.0.1", port: 0), host: host, dataDirectory: data, loop: loop, options: webOptions) }
     }
 
-    func page() throws -> WebClient { try WebClient(web.listenAddress) }
+    /// A client that presents the view's run token (none with access control).
+    func page() throws -> WebClient { try WebClient(web.listenAddress, token: web.runToken) }
 
     func stop() {
         let web = self.web
@@ -139,12 +149,12 @@ final class WebFixture: @unchecked Sendable {  // the view is touched on the loo
     @Test func pagesImagesAndRefusals() throws {
         let fixture = try WebFixture()
         defer { fixture.stop() }
-        let (temp, server, web) = (fixture.temp, fixture.server, fixture.web)
+        let (temp, server) = (fixture.temp, fixture.server)
         let (a, _) = try Self.sticker(temp, server)
         defer { a.close() }
-        let index = try #require(try WebClient(web.listenAddress).get("/"))
-        #expect(index.status == 200 && String(decoding: index.body, as: UTF8.self).contains("href=\"/b/team\""))
-        let page = try #require(try WebClient(web.listenAddress).get("/b/team"))
+        let index = try #require(try fixture.page().get("/"))
+        #expect(index.status == 200 && String(decoding: index.body, as: UTF8.self).contains("href=\"/b/team?token="))
+        let page = try #require(try fixture.page().get("/b/team"))
         #expect(page.status == 200 && page.head.contains("text/html"))
         let html = String(decoding: page.body, as: UTF8.self)
         #expect(html.contains("<svg") && html.contains("new WebSocket"))
@@ -161,18 +171,18 @@ final class WebFixture: @unchecked Sendable {  // the view is touched on the loo
         } else {
             print("WebViewTests: SKIPPED the page-script syntax check: no node on this machine")
         }
-        let image = try #require(try WebClient(web.listenAddress).get("/b/team/asset/\(AssetHash.of(pngA).hex)"))
+        let image = try #require(try fixture.page().get("/b/team/asset/\(AssetHash.of(pngA).hex)"))
         #expect(image.status == 200 && Data(image.body) == pngA)
         #expect(image.head.contains("immutable"))
-        #expect(try WebClient(web.listenAddress).get("/b/team/asset/\(AssetHash.of(pngB).hex)")?.status == 404)
-        #expect(try WebClient(web.listenAddress).get("/b/nosuch")?.status == 404, "no board is created by looking")
+        #expect(try fixture.page().get("/b/team/asset/\(AssetHash.of(pngB).hex)")?.status == 404)
+        #expect(try fixture.page().get("/b/nosuch")?.status == 404, "no board is created by looking")
         #expect(!FileManager.default.fileExists(atPath: temp.path + "/data/nosuch.boardpkg"))
-        #expect(try WebClient(web.listenAddress).get("/b/..%2F..%2Fetc")?.status == 404)
-        #expect(try WebClient(web.listenAddress).get("/elsewhere")?.status == 404)
-        let post = try WebClient(web.listenAddress)
+        #expect(try fixture.page().get("/b/..%2F..%2Fetc")?.status == 404)
+        #expect(try fixture.page().get("/elsewhere")?.status == 404)
+        let post = try fixture.page()
         post.send(Array("POST /b/team HTTP/1.1\r\nHost: a\r\n\r\n".utf8))
         #expect(post.response()?.status == 405)
-        let bad = try WebClient(web.listenAddress)
+        let bad = try fixture.page()
         bad.send(Array("GET / HTTP/1.1\r\nHost : a\r\n\r\n".utf8))
         #expect(bad.response()?.status == 400)
     }
@@ -180,10 +190,10 @@ final class WebFixture: @unchecked Sendable {  // the view is touched on the loo
     @Test func aPageWatchesTheBoardChangeLiveAndItsPointerIsAPresence() throws {
         let fixture = try WebFixture()
         defer { fixture.stop() }
-        let (temp, server, host, web) = (fixture.temp, fixture.server, fixture.host, fixture.web)
+        let (temp, server, host) = (fixture.temp, fixture.server, fixture.host)
         let (a, sticker) = try Self.sticker(temp, server)
         defer { a.close() }
-        let page = try WebClient(web.listenAddress)
+        let page = try fixture.page()
         let upgrade = try #require(page.upgrade("/ws/team"))
         #expect(upgrade.status == 101 && upgrade.head.contains("s3pPLMBiTxaQ9kYGzzhZRbK+xOo="))
         let first = try #require(page.message(type: "board"))
@@ -231,10 +241,10 @@ final class WebFixture: @unchecked Sendable {  // the view is touched on the loo
     @Test func aPageEditsAsItsOwnReplica() throws {
         let fixture = try WebFixture()
         defer { fixture.stop() }
-        let (temp, server, host, web) = (fixture.temp, fixture.server, fixture.host, fixture.web)
+        let (temp, server, host) = (fixture.temp, fixture.server, fixture.host)
         let (a, sticker) = try Self.sticker(temp, server)
         defer { a.close() }
-        let page = try WebClient(web.listenAddress)
+        let page = try fixture.page()
         #expect(page.upgrade("/ws/team")?.status == 101)
         let welcome = try #require(page.message(type: "welcome"))
         #expect(welcome["canEdit"] as? Bool == true)

@@ -77,12 +77,16 @@ def main():
             f.write(png(40, 40, (220, 30, 30)))
         cli("new", "Cli.boardpkg", "--canvas", "480x320", cwd=work)
         sticker = json.loads(cli("sticker", "Cli.boardpkg", "--image", "red.png", "--at", "100,100", "--json", cwd=work))["id"]
-        server = subprocess.Popen([BINARY, "serve", "--data", "data", "--listen", "127.0.0.1:0", "--web", "127.0.0.1:0"],
+        # The web view's token is kept in a file so the pages reconnect after the restart below.
+        server = subprocess.Popen([BINARY, "serve", "--data", "data", "--listen", "127.0.0.1:0", "--web", "127.0.0.1:0",
+                                   "--web-token-file", "web-token"],
                                   cwd=work, stderr=subprocess.PIPE, text=True)
         sync_address = wait_for_line(server, r"listening on (\S+)")
         web_address = wait_for_line(server, r"web view at http://([^/\s]+)/")
+        with open(os.path.join(work, "web-token")) as f:
+            web_token = f.read().strip()
         cli("sync", "Cli.boardpkg", "--server", sync_address, "--board", "demo", cwd=work)
-        url = f"http://{web_address}/b/demo"
+        url = f"http://{web_address}/b/demo?token={web_token}"
 
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
@@ -154,7 +158,8 @@ def main():
             server.terminate()
             server.wait(timeout=10)
             check_within("a page shows that it lost its connection", lambda: page2.wait_for_selector("#status.down", timeout=20000))
-            server = subprocess.Popen([BINARY, "serve", "--data", "data", "--listen", sync_address, "--web", web_address],
+            server = subprocess.Popen([BINARY, "serve", "--data", "data", "--listen", sync_address, "--web", web_address,
+                                       "--web-token-file", "web-token"],
                                       cwd=work, stderr=subprocess.PIPE, text=True)
             wait_for_line(server, r"web view at http://([^/\s]+)/")
             cli("move", "Cli.boardpkg", sticker, "--to", "320,200", cwd=work)
