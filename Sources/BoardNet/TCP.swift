@@ -53,7 +53,7 @@ public final class TCPConnection: EventSource {
     /// Bytes read per readiness event at most: the loop is level-triggered, so what is left
     /// is read on its next turn, after every other ready socket and every due timer had theirs.
     /// A peer that sends faster than it is handled cannot hold the loop (fairness).
-    public var maxReadPerEvent = 256 << 10
+    public var maxReadPerEvent = 64 << 10
     public private(set) var isClosed = false
     /// TLS over this connection, when `useTLS` was called: every byte through the socket is
     /// ciphertext, and `send`/`onData` carry plaintext.

@@ -100,13 +100,19 @@ public struct WebSocketConnection: Sendable {
         self.maxMessage = maxMessage
     }
 
+    /// The answer to the latest ping not yet taken: a peer pinging faster than it reads gets
+    /// one pong, not one per ping (RFC 6455 §5.5.3 allows answering only the most recent).
+    private var pendingPong: [UInt8]?
+
     /// Bytes waiting for the socket.
     public mutating func takeOutput() -> [UInt8] {
+        if let pong = pendingPong, !closeSent { outbox += WebSocket.frame(.pong, pong) }
+        pendingPong = nil
         defer { outbox = [] }
         return outbox
     }
 
-    public var pendingOutputCount: Int { outbox.count }
+    public var pendingOutputCount: Int { outbox.count + (pendingPong.map { $0.count + 2 } ?? 0) }
 
     public mutating func send(text: String) {
         guard !closeSent else { return }
@@ -218,7 +224,7 @@ public struct WebSocketConnection: Sendable {
     private mutating func handle(_ frame: Frame) throws -> WebSocketEvent? {
         switch frame.opcode {
         case .ping:
-            if !closeSent { outbox += WebSocket.frame(.pong, frame.payload) }
+            if !closeSent { pendingPong = frame.payload }
             return nil
         case .pong:
             return nil

@@ -26,8 +26,35 @@ final class WebClient {
 
     deinit { close(fd) }
 
+    /// TLS over the socket once `startTLS` ran (HTTPS pages, wss:// sockets).
+    private var tls: TLSStream?
+
     func send(_ bytes: [UInt8]) {
-        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var out = bytes
+        if let tls {
+            if !bytes.isEmpty { try? tls.send(bytes) }
+            out = tls.takeOutput()
+        }
+        _ = out.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Speaks TLS from now on, verifying the server against `context`; true once the handshake
+    /// is done.
+    func startTLS(_ context: TLSContext) throws -> Bool {
+        let stream = try context.stream(host: "127.0.0.1")
+        tls = stream
+        try stream.start()
+        send([])
+        let deadline = Date().addingTimeInterval(5)
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while !stream.isHandshakeDone, Date() < deadline {
+            let got = recv(fd, &chunk, chunk.count, 0)
+            if got > 0 {
+                buffer += try stream.receive(Array(chunk[0..<got])).plaintext
+                send([])
+            } else if got == 0 { return false }
+        }
+        return stream.isHandshakeDone
     }
 
     /// Reads until `done(buffer)` says how many bytes make the answer, or `seconds` pass.
@@ -41,7 +68,14 @@ final class WebClient {
             }
             guard Date() < deadline else { return nil }
             let got = recv(fd, &chunk, chunk.count, 0)
-            if got > 0 { buffer += chunk[0..<got] } else if got == 0 { return done(buffer).map { Array(buffer[..<$0]) } }
+            if got > 0 {
+                if let tls {
+                    guard let plain = try? tls.receive(Array(chunk[0..<got])) else { return nil }
+                    buffer += plain.plaintext
+                } else {
+                    buffer += chunk[0..<got]
+                }
+            } else if got == 0 { return done(buffer).map { Array(buffer[..<$0]) } }
         }
     }
 
