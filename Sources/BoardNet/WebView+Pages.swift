@@ -72,37 +72,35 @@ extension WebView {
         client.connection.close()
     }
 
-    /// `[x, y, x, y, ...]` from a page's JSON as board points (at most `limit` of them, the last).
-    private static func points(_ value: Any?, limit: Int) -> [CodablePoint] {
-        let flat = ((value as? [NSNumber]) ?? []).suffix(2 * limit).map(\.doubleValue)
-        return stride(from: 0, to: flat.count - 1, by: 2).map { CodablePoint(x: flat[$0], y: flat[$0 + 1]) }
-    }
-
-    /// What a page sends: `{"type":"pointer","x":..,"y":..}` (board points, with the ink it is
-    /// drawing), or an edit (`edit(_:_:_:board:)`; docs/PROTOCOL.md has the list). A page that
-    /// only reads sends nothing that is taken: its messages are refused unread.
+    /// What a page sends (`WebMessage`): its pointer becomes a presence, anything else is an
+    /// edit. A page that only reads sends nothing that is taken: its messages are refused unread.
     private func pageSaid(_ text: String, _ client: Client) {
         guard let board = client.board else { return }
         guard client.canEdit else {
             return refuse(client, "this page's token may only read board '\(board)'")
         }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
-              let type = object["type"] as? String else { return }
-        switch type {
-        case "pointer":
-            guard let x = object["x"] as? Double, let y = object["y"] as? Double,
-                  let point = GridPoint(CodablePoint(x: x, y: y)) else { return }
-            if let name = object["name"] as? String, !name.isEmpty { client.name = Presence.clipped(name) }
-            // Ink being drawn travels with the pointer, so others see it before the stroke lands.
-            let color = (object["color"] as? String).flatMap(Color8.init(hex:)) ?? Color8(red: 120, green: 60, blue: 200, alpha: 255)
-            let ink = Self.points(object["ink"], limit: Presence.maxStrokePoints).compactMap(GridPoint.init)
-            let width = FixedPoint.units((object["width"] as? NSNumber)?.doubleValue ?? 3) ?? 48
-            let presence = Presence(replica: client.tab, name: client.name, color: color, pointer: point,
-                                    stroke: ink.isEmpty ? nil : InkPreview(color: color, width: max(0, width), points: ink),
+        let message: WebMessage
+        switch WebMessage.parse(text, maxImageSide: options.maxImageSide) {
+        case .success(let parsed): message = parsed
+        case .failure(let refusal): return refuse(client, refusal.message)
+        }
+        if case .pointer(let pointer) = message {
+            if let name = pointer.name { client.name = name }
+            let presence = Presence(replica: client.tab, name: client.name, color: pointer.color, pointer: pointer.at,
+                                    stroke: pointer.ink.isEmpty ? nil : InkPreview(color: pointer.color, width: pointer.width, points: pointer.ink),
                                     ttl: Presence.defaultTTL)
-            queuePresence(presence, from: client, on: board)
-        default:
-            edit(type, object, client, board: board)
+            return queuePresence(presence, from: client, on: board)
+        }
+        guard let body = message.edit else { return }
+        do {
+            let editor = try editorHost(for: client, board: board)
+            _ = try editor.edit(board, body)
+        } catch let error as EditError {
+            refuse(client, error.description)
+        } catch {
+            // What went wrong on the server (a path, a disk) is for its log, not for the page.
+            options.log("web: page \(client.connection.remote) on board '\(board)': edit failed: \(error)")
+            refuse(client, "the server could not make this edit (its log says why)")
         }
     }
 
@@ -128,68 +126,6 @@ extension WebView {
         pagePresences[board, default: [:]][client.tab] = presence
         host.setPresence(presence, on: board)
         relay(presence, on: board)  // other pages (the hub tells only peers about its own)
-    }
-
-    /// The page's edits, made by its own replica (see the type's comment).
-    private func edit(_ type: String, _ object: [String: Any], _ client: Client, board: String) {
-        func item() -> ItemID? { (object["id"] as? String).flatMap(ItemID.init(uuidString:)) }
-        func number(_ key: String) -> Double? { (object[key] as? NSNumber)?.doubleValue }
-        func point(_ x: String = "x", _ y: String = "y") -> CodablePoint? {
-            guard let x = number(x), let y = number(y) else { return nil }
-            return CodablePoint(x: x, y: y)
-        }
-        let body: ((inout Replica) throws -> LocalEdit)?
-        switch type {
-        case "stroke":
-            let points = Self.points(object["points"], limit: 20_001)
-            let color = (object["color"] as? String).flatMap(Color8.init(hex:))?.rgba ?? RGBAColor(red: 0, green: 0, blue: 0)
-            let width = number("width") ?? 3
-            guard !points.isEmpty, points.count <= 20_000 else { return refuse(client, "a stroke needs 1 to 20,000 points") }
-            body = { replica in
-                let edit = try replica.beginStroke(color: color, width: width, points: points)
-                if let stroke = edit.item { replica.finishStroke(stroke) }
-                return edit
-            }
-        case "sticker":
-            guard let text = object["png"] as? String, let png = Data(base64Encoded: text), let at = point() else {
-                return refuse(client, "a sticker needs png (base64) and x, y")
-            }
-            guard let header = try? PNGHeader(validating: png) else { return refuse(client, "that file is not a PNG image") }
-            guard header.width <= options.maxImageSide, header.height <= options.maxImageSide else {
-                return refuse(client, "that image is \(header.width)x\(header.height) pixels; stickers are at most \(options.maxImageSide) on a side")
-            }
-            let scale = (object["scale"] as? NSNumber)?.doubleValue ?? 1
-            body = { try $0.addSticker(imagePNG: png, at: at, scale: scale) }
-        case "move":
-            guard let id = item(), let to = point() else { return refuse(client, "move needs id, x and y") }
-            body = { try $0.move(id, to: to) }
-        case "transform":
-            guard let id = item() else { return refuse(client, "transform needs id") }
-            body = { try $0.transform(id, scale: number("scale"), rotation: number("rotation")) }
-        case "delete":
-            guard let id = item() else { return refuse(client, "delete needs id") }
-            body = { try $0.delete(id) }
-        case "front", "back":
-            guard let id = item() else { return refuse(client, "\(type) needs id") }
-            body = { type == "front" ? try $0.bringToFront(id) : try $0.sendToBack(id) }
-        case "undo": body = { try $0.undo() }
-        case "redo": body = { try $0.redo() }
-        case "begin-group": body = { $0.beginUndoGroup(); return LocalEdit() }
-        case "end-group": body = { $0.endUndoGroup(); return LocalEdit() }
-        default:
-            body = nil
-        }
-        guard let body else { return refuse(client, "unknown message type '\(type.prefix(40))'") }
-        do {
-            let editor = try editorHost(for: client, board: board)
-            _ = try editor.edit(board, body)
-        } catch let error as EditError {
-            refuse(client, error.description)
-        } catch {
-            // What went wrong on the server (a path, a disk) is for its log, not for the page.
-            options.log("web: page \(client.connection.remote) on board '\(board)': edit failed: \(error)")
-            refuse(client, "the server could not make this edit (its log says why)")
-        }
     }
 
     private func refuse(_ client: Client, _ why: String) {

@@ -13,7 +13,7 @@ import Foundation
 /// encoder. `bin/fuzz TARGET` runs one under libFuzzer; `FuzzRegressionTests` replays every
 /// input in `Fuzz/Corpus/<target>/` (seeds and every crash ever found) in the normal test run.
 public enum FuzzTargets {
-    public static let names = ["frame", "operations", "linked", "session", "oplog", "manifest", "png", "http", "websocket", "resp", "redislog"]
+    public static let names = ["frame", "operations", "linked", "session", "oplog", "manifest", "png", "http", "websocket", "webmessage", "resp", "redislog"]
 
     /// Runs target `name` on `bytes`. Unknown names trap (a usage error of the harness).
     public static func run(_ name: String, _ bytes: [UInt8]) {
@@ -27,6 +27,7 @@ public enum FuzzTargets {
         case "png": png(bytes)
         case "http": http(bytes)
         case "websocket": websocket(bytes)
+        case "webmessage": webMessage(bytes)
         case "resp": resp(bytes)
         case "redislog": redisLog(bytes)
         default: preconditionFailure("unknown fuzz target '\(name)' (one of \(names.joined(separator: ", ")))")
@@ -83,6 +84,8 @@ public enum FuzzTargets {
         case "websocket":
             var connection = WebSocketConnection(maxMessage: 1 << 16)
             return connection.receive(bytes).contains { if case .failed = $0 { return false } else { return true } }
+        case "webmessage":
+            return (try? WebMessage.parse(String(decoding: bytes, as: UTF8.self), maxImageSide: 8192).get()) != nil
         case "resp":
             var decoder = RESPDecoder()
             decoder.append(bytes)
@@ -313,6 +316,34 @@ public enum FuzzTargets {
         precondition(connection.takeOutput().count <= 2 * bytes.count + 256, "output grew past the input")
     }
 
+    /// A web page's JSON message (`serve --web`): parsed, and what is accepted applied as the
+    /// page's edit to a replica holding a small board (its items named by the input's ids when
+    /// they match). Never traps; a refusal is an answer; an edit that throws changes nothing.
+    static func webMessage(_ bytes: [UInt8]) {
+        guard bytes.count <= 1 << 20 else { return }
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard case .success(let message) = WebMessage.parse(text, maxImageSide: 8192), let body = message.edit else { return }
+        var replica = webReplica
+        let before = replica
+        do {
+            _ = try body(&replica)
+        } catch {
+            precondition(replica.versionVector == before.versionVector, "a refused page edit changed the replica")
+            return
+        }
+        _ = replica.snapshot()
+    }
+
+    /// The board a `webmessage` input edits: a sticker and a stroke with fixed ids.
+    static let webReplica: Replica = {
+        var replica = Replica(id: ReplicaID(0x3EB))
+        _ = try? replica.addSticker(imagePNG: Data(PNGEncoder.solid(width: 2, height: 2, red: 1, green: 2, blue: 3)), at: CodablePoint(x: 5, y: 5))
+        if let stroke = try? replica.beginStroke(color: RGBAColor(red: 0, green: 0, blue: 0), width: 2, points: [CodablePoint(x: 1, y: 1)]).item {
+            replica.finishStroke(stroke)
+        }
+        return replica
+    }()
+
     /// The RESP decoder (what a Redis server, or whoever answers on its port, sends), the stream
     /// split where the input says: every value it returns encodes to bytes that decode to the
     /// same value, and it never returns more values than bytes.
@@ -443,6 +474,15 @@ extension FuzzTargets {
                 return [UInt8(parts[0].count), UInt8(parts[2].count)] + parts.flatMap { $0 }
             }
             return [seed([commands, tail, presence]), seed([commands, [], []])]
+        case "webmessage":
+            let sticker = ItemID(high: 0x3EB, low: 1).uuid.uuidString
+            let png = Data(PNGEncoder.solid(width: 3, height: 2, red: 9, green: 9, blue: 9)).base64EncodedString()
+            return [Array("{\"type\":\"pointer\",\"x\":12.5,\"y\":7,\"name\":\"ann\",\"ink\":[1,2,3,4],\"color\":\"#ff0000\",\"width\":4}".utf8),
+                    Array("{\"type\":\"stroke\",\"points\":[1,2,30,40,55.5,60],\"color\":\"#ff000080\",\"width\":5}".utf8),
+                    Array("{\"type\":\"sticker\",\"png\":\"\(png)\",\"x\":100,\"y\":80,\"scale\":2}".utf8),
+                    Array("{\"type\":\"move\",\"id\":\"\(sticker)\",\"x\":50,\"y\":50}".utf8),
+                    Array("{\"type\":\"transform\",\"id\":\"\(sticker)\",\"scale\":2,\"rotation\":0.5}".utf8),
+                    Array("{\"type\":\"front\",\"id\":\"\(sticker)\"}".utf8), Array("{\"type\":\"undo\"}".utf8)]
         case "websocket":
             let mask: [UInt8] = [1, 2, 3, 4]
             return [WebSocket.frame(.text, Array("{\"type\":\"move\"}".utf8), mask: mask),
