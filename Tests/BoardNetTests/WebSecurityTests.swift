@@ -459,3 +459,53 @@ import Glibc
         }
     }
 }
+
+/// Finding 12: the web view rendered a large board on the shared loop each time it changed, so
+/// a page editing a large board held up every other board's sync. Renders run off the loop now.
+@Suite(.serialized) struct WebRenderFairnessTests {
+    @Test func editingALargeWatchedBoardDoesNotHoldUpAnotherBoard() throws {
+        // The board's view (manifest, images) is saved rarely here, as `--view-save-seconds`
+        // allows: what is measured is the web view's own cost.
+        var options = SyncHost.Options()
+        options.saveQuietPeriod = 3600
+        options.saveMaxDelay = 3600
+        let fixture = try WebFixture(serverOptions: options)
+        defer { fixture.stop() }
+        // 300 strokes of 2,000 points: 600,000 points, rendered as about 7 MB of JSON.
+        let big = try makePackage(fixture.temp.path + "/Big.boardpkg", id: 0xB16)
+        defer { big.close() }
+        try big.commit { replica in
+            var edit = LocalEdit()
+            for index in 0..<300 {
+                let points = (0..<2000).map { pt(Double($0 % 800) + 0.5, Double(index) + Double($0) / 1000) }
+                let stroke = try replica.beginStroke(color: RGBAColor(red: 0, green: 0, blue: 0), width: 2, points: points)
+                if let id = stroke.item { replica.finishStroke(id) }
+                edit.operations += stroke.operations
+            }
+            return edit
+        }
+        _ = try OneShotSync.run(package: big, board: "big", server: fixture.server.address, timeout: 60)
+        let watcher = try fixture.page()
+        #expect(watcher.upgrade("/ws/big")?.status == 101)
+        #expect(watcher.message(type: "board", seconds: 60) != nil)
+        let editor = try fixture.page()
+        #expect(editor.upgrade("/ws/big")?.status == 101)
+        #expect(editor.message(type: "welcome") != nil)
+        // The page's replica is made (seeded with the board) at its first edit.
+        editor.say("{\"type\":\"stroke\",\"points\":[0,0,1,1]}")
+        let host = fixture.host
+        #expect(try fixture.server.thread.wait(timeout: 60) { host.boards["big"]?.store.replica.snapshot().strokes.count == 301 })
+        let victim = try makePackage(fixture.temp.path + "/V.boardpkg", id: 0x77)
+        defer { victim.close() }
+        var slowest = 0.0
+        for round in 0..<10 {
+            editor.say("{\"type\":\"stroke\",\"points\":[\(round),1,\(round + 5),9]}")
+            try victim.commit { try $0.setCanvasSize(CodableSize(width: Double(100 + round), height: 300)) }
+            let report = try OneShotSync.run(package: victim, board: "quiet", server: fixture.server.address, timeout: 20)
+            slowest = max(slowest, report.seconds)
+            usleep(100_000)
+        }
+        #expect(slowest < 1, "another board's sync took \(slowest) s while a page edited the large watched board")
+        #expect(try fixture.server.thread.wait { host.boards["big"]?.store.replica.snapshot().strokes.count == 311 })
+    }
+}
