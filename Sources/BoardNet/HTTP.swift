@@ -243,7 +243,10 @@ public struct HTTPResponse: Sendable {
 
     /// A plain-text answer to a refused request (closes the connection).
     public static func error(_ error: HTTPError) -> HTTPResponse {
-        HTTPResponse(status: error.status, headers: [("Content-Type", "text/plain; charset=utf-8"), ("Connection", "close")],
+        HTTPResponse(status: error.status, headers: [("Content-Type", "text/plain; charset=utf-8"), ("Connection", "close"),
+                                                     ("X-Content-Type-Options", "nosniff"), ("X-Frame-Options", "DENY"),
+                                                     ("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'"),
+                                                     ("Referrer-Policy", "no-referrer")],
                      body: Array("\(error.reason)\n".utf8))
     }
 

@@ -122,16 +122,19 @@ enum WebPage {
     }
 
     /// The board list; `token` (the view's run token) is carried by every link.
-    static func index(boards: [String], token: String?) -> String {
+    static func index(boards: [String], token: String?) -> (html: String, script: String) {
         let query = token.map { "?token=" + escapeHTML($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "") } ?? ""
         let list = boards.isEmpty
             ? "<p>No boards to list (with access control, open <code>/b/NAME?token=…</code> directly).</p>"
             : "<ul>" + boards.map { "<li><a href=\"/b/\(escapeHTML($0))\(query)\">\(escapeHTML($0))</a></li>" }.joined() + "</ul>"
-        return """
+        // The token leaves the address bar (and the history); the links keep it.
+        let script = "history.replaceState(null, \"\", location.pathname);"
+        let html = """
         <!doctype html><html lang="en"><head><meta charset="utf-8"><title>BoardSync boards</title>
         <style>body{font:16px system-ui,sans-serif;margin:2em;color:#222}a{color:#3355aa}</style></head>
-        <body><h1>Boards</h1>\(list)</body></html>
+        <body><h1>Boards</h1>\(list)<script>\(script)</script></body></html>
         """
+        return (html, script)
     }
 
     /// The board page: draws the board in SVG from the WebSocket's JSON, redraws as it changes,

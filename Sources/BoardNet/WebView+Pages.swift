@@ -15,11 +15,14 @@ extension WebView {
             guard host.endpoint.addViewer(board: board, now: EventLoop.now()) else {
                 return finish(client, HTTPResponse.error(HTTPError(503, "the board cannot be opened now")))
             }
+            // The board first: whatever happens to the connection from here, its close removes
+            // the viewer again.
+            client.board = board
             _ = client.connection.send(response.encoded())
+            guard !client.connection.isClosed, clients[ObjectIdentifier(client)] != nil else { return }
             // A page that only reads sends nothing but pongs and its close: its messages are
             // refused at a few bytes, before anything is parsed.
             client.socket = WebSocketConnection(maxMessage: client.canEdit ? options.maxMessage : options.maxReaderMessage)
-            client.board = board
             // A fresh replica id per page: its edits are its own replica's (its own undo history).
             client.tab = ReplicaID(UInt64.random(in: 1...UInt64.max))
             client.name = "web \(nextTab)"
@@ -44,6 +47,9 @@ extension WebView {
         let events = socket.receive(bytes)
         client.socket = socket
         for event in events {
+            // Once the view closed the page (or the page left), nothing it sends is taken.
+            guard !client.closing, !socket.closeSent || { if case .closed = event { return true } else { return false } }(),
+                  clients[ObjectIdentifier(client)] != nil else { break }
             guard case .text(let text) = event else { continue }
             // Messages per second, before any is parsed: a page cannot make the loop parse
             // without end.
@@ -64,7 +70,14 @@ extension WebView {
         if client.socket?.isClosed ?? true { client.connection.close() }
     }
 
+    /// Closes a page's socket: its close frame goes, nothing more it sends is taken, its
+    /// replica stops at once, and the connection is dropped if the close does not drain in time.
     func closeSocket(_ client: Client, _ code: WebSocket.CloseCode, _ reason: String) {
+        guard !client.closing else { return }
+        client.closing = true
+        client.editor?.shutdown(save: false)
+        client.editor = nil
+        client.drainDeadline = EventLoop.now() + options.drainTimeout
         guard var socket = client.socket else { return client.connection.close() }
         socket.close(code, reason: reason)
         client.socket = socket
@@ -92,11 +105,17 @@ extension WebView {
             return queuePresence(presence, from: client, on: board)
         }
         guard let body = message.edit else { return }
+        // Grouping and undo mean nothing to a page that has not edited yet: no replica is made
+        // for them.
+        if client.editor == nil, [WebMessage.beginGroup, .endGroup, .undo, .redo].contains(message) { return }
         do {
             let editor = try editorHost(for: client, board: board)
+            client.lastEdit = EventLoop.now()
             _ = try editor.edit(board, body)
         } catch let error as EditError {
             refuse(client, error.description)
+        } catch let error as EditorLimit {
+            refuse(client, error.message)
         } catch {
             // What went wrong on the server (a path, a disk) is for its log, not for the page.
             options.log("web: page \(client.connection.remote) on board '\(board)': edit failed: \(error)")
@@ -139,6 +158,10 @@ extension WebView {
     /// from the server first, as any new peer does) and joined to the server in-process.
     private func editorHost(for client: Client, board: String) throws -> SyncHost {
         if let editor = client.editor { return editor }
+        let editors = clients.values.filter { $0.board == board && $0.editor != nil }.count
+        guard editors < self.options.maxEditorsPerBoard else {
+            throw EditorLimit(message: "\(editors) pages are editing board '\(board)', the most at once; try again later")
+        }
         var options = SyncHost.Options()
         options.credentials = client.token
         let log = self.options.log
@@ -237,6 +260,9 @@ extension WebView {
             client.seq = nil
             return
         }
+        // A whole board larger than the queue limit still goes (once), rather than closing
+        // every page that joins it.
+        client.connection.maxQueuedBytes = max(client.connection.maxQueuedBytes, message.utf8.count + options.maxQueuedPerPage)
         socket.send(text: message)
         client.socket = socket
         flushSocket(client)
@@ -254,6 +280,11 @@ extension WebView {
         client.socket = socket
         flushSocket(client)
     }
+}
+
+/// More pages edit a board than `WebView.Options.maxEditorsPerBoard` allows.
+struct EditorLimit: Error {
+    var message: String
 }
 
 /// The view, weakly, for a render's result to find it back on the loop thread.

@@ -42,9 +42,17 @@ public final class WebView {
         public var maxReaderMessage = 1 << 10
         /// Messages a page may send per second (bursts of twice as many); beyond, it is closed.
         public var maxMessagesPerSecond: Double = 100
-        /// Pages connected at once, and from one IP address.
+        /// Pages connected at once, and from one IP address (behind a reverse proxy every page
+        /// comes from the proxy's address: raise it there).
         public var maxPages = 256
         public var maxPagesPerAddress = 32
+        /// Connections that have not yet been answered or upgraded (no valid token shown yet):
+        /// beyond, the oldest of them is dropped, so strangers cannot take the pages' places.
+        public var maxUnanswered = 64
+        /// Pages of one board that edit (each holds a replica of the board), and how long an
+        /// editing page's replica lives without an edit before it is released.
+        public var maxEditorsPerBoard = 32
+        public var editorIdleTimeout: Double = 300
         /// Seconds a connection has to send a whole request (a connection that sends nothing,
         /// or a trickle, must not hold one of the `maxPages` places).
         public var requestTimeout: Double = 10
@@ -116,8 +124,13 @@ public final class WebView {
         var canEdit = true
         /// When the token stops being valid (seconds since 1970; nil: never).
         var expires: Double?
-        /// The page's own replica, a live peer of this server (made at its first edit).
+        /// The page's own replica, a live peer of this server (made at its first edit), and
+        /// when it last edited.
         var editor: SyncHost?
+        var lastEdit: Double = 0
+        /// The view closed this page's socket (its close frame is queued): nothing it sends is
+        /// taken any more.
+        var closing = false
         /// The render this page last got (nil: it needs the whole board).
         var seq: Int?
         /// A response was queued: the connection closes once it drains.
@@ -174,7 +187,8 @@ public final class WebView {
 
     /// The view's address as a browser opens it (with the run token when there is one).
     public var url: String {
-        "\(options.tls == nil ? "http" : "https")://\(listenAddress)/\(runToken.map { "?token=\($0)" } ?? "")"
+        let query = runToken.map { "?token=" + ($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "") } ?? ""
+        return "\(options.tls == nil ? "http" : "https")://\(listenAddress)/\(query)"
     }
 
     public func close() {
@@ -186,6 +200,12 @@ public final class WebView {
 
     private func accepted(_ connection: TCPConnection) {
         let address = connection.remote.split(separator: ":").dropLast().joined(separator: ":")
+        // Strangers first: the oldest connection that has shown nothing yet makes room.
+        let unanswered = clients.values.filter { $0.socket == nil && !$0.answered }
+        if unanswered.count >= options.maxUnanswered, let oldest = unanswered.min(by: { $0.opened < $1.opened }) {
+            options.log("web: dropped \(oldest.connection.remote): \(options.maxUnanswered) connections are waiting for their request")
+            oldest.connection.close(immediately: true)
+        }
         guard clients.count < options.maxPages, perAddress[address, default: 0] < options.maxPagesPerAddress else {
             let why = clients.count >= options.maxPages ? "too many pages are open" : "too many pages are open from \(address)"
             options.log("web: refused \(connection.remote): \(why)")
@@ -214,6 +234,8 @@ public final class WebView {
         connection.onWritable = { [weak self, weak client] in
             guard let self, let client else { return }
             self.pump(client)
+            // A page that stopped reading missed updates: once it reads again it gets the board.
+            if client.socket != nil, client.seq == nil, !client.closing, let board = client.board { self.requestRender(board) }
         }
         connection.onClose = { [weak self, weak client] _ in
             guard let self, let client else { return }
@@ -237,6 +259,7 @@ public final class WebView {
             }
             if pagePresences[board]?.isEmpty == true { pagePresences[board] = nil }
             host.endpoint.removeViewer(board: board, now: EventLoop.now())
+            host.refresh(board)  // the board may now close when idle: the host's timer must know
             if !clients.values.contains(where: { $0.board == board }) { renderer.forget(board) }
         }
     }
@@ -263,6 +286,8 @@ public final class WebView {
 
     private func timedOut(_ client: Client) {
         options.log("web: closed \(client.connection.remote): no whole request within \(options.requestTimeout) s")
+        // No TLS session yet: nothing can be answered, so nothing is waited for.
+        if let tls = client.connection.tls, !tls.isHandshakeDone { return client.connection.close(immediately: true) }
         finish(client, HTTPResponse.error(HTTPError(408, "no whole request within \(Int(options.requestTimeout)) s")))
     }
 
@@ -325,10 +350,16 @@ public final class WebView {
                 if now - client.opened > options.requestTimeout { timedOut(client) }
                 continue
             }
+            if client.closing { continue }
             if let expires = client.expires, wall >= expires {
                 options.log("web: closed page \(client.connection.remote) on board '\(client.board ?? "")': its token expired")
                 closeSocket(client, .policyViolation, "the token expired; open the page with a new one")
                 continue
+            }
+            if let editor = client.editor, now - client.lastEdit >= options.editorIdleTimeout {
+                // Its replica is made again at its next edit (its undo history goes with it).
+                editor.shutdown(save: false)
+                client.editor = nil
             }
             if now - client.lastHeard >= options.idleTimeout {
                 options.log("web: closed page \(client.connection.remote): nothing heard for \(Int(options.idleTimeout)) s")
@@ -361,7 +392,8 @@ public final class WebView {
         switch (parts.count, parts.count > 1 ? parts[1] : "") {
         case (2, ""):
             guard runTokenMatches(request) || options.access != nil else { return refuseToken(client, head: head) }
-            finish(client, page(WebPage.index(boards: boardNames(), token: runToken), script: nil), head: head)
+            let (html, script) = WebPage.index(boards: boardNames(), token: runToken)
+            finish(client, page(html, script: script), head: head)
         case (3, "b"):
             guard let board = viewable(parts[2], request, client, head: head) else { return }
             let (html, script) = WebPage.board(name: board)
@@ -399,7 +431,8 @@ public final class WebView {
         }
         // The content never changes (its name is its hash); a token-gated one stays out of
         // shared caches.
-        let cache = options.access == nil ? "public, max-age=31536000, immutable" : "private, max-age=31536000, immutable"
+        // The URL carries a token: never in a shared cache.
+        let cache = "private, max-age=31536000, immutable"
         let response = HTTPResponse(status: 200, headers: Self.securityHeaders + [
             ("Content-Type", "image/png"), ("Cache-Control", cache), ("Content-Length", String(data.count)),
             ("Content-Security-Policy", "default-src 'none'; sandbox"), ("Connection", "close"),

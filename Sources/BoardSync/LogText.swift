@@ -35,7 +35,9 @@ public enum LogText {
         case 0x200B...0x200F: return true                    // zero-width space/joiners, LRM, RLM
         case 0x2028...0x202E: return true                    // line/paragraph separators, embeddings, overrides
         case 0x2060...0x2069: return true                    // word joiner, invisible operators, isolates
-        case 0x061C, 0xFEFF: return true                     // Arabic letter mark, BOM
+        case 0x061C, 0xFEFF, 0x00AD, 0x180E: return true     // Arabic letter mark, BOM, soft hyphen, Mongolian vowel separator
+        case 0xFFF9...0xFFFB: return true                    // interlinear annotation marks
+        case 0xE0000...0xE007F: return true                  // tag characters
         default: return false
         }
     }

@@ -1,3 +1,4 @@
+import BoardCRDT
 import BoardModel
 import Foundation
 
@@ -78,18 +79,42 @@ struct Arguments {
 }
 
 /// Strict parsers for the values the commands take. Each error names the option and the value.
+/// Values a board cannot hold are refused with the option named (exit 64), never clamped:
+/// coordinates, widths and canvas sides lie within ±2^40 points (`FixedPoint`), and are kept to
+/// 1/16 of a point; widths, scales and canvas sides are positive.
 enum Parse {
+    /// The largest coordinate, width or canvas side a board holds, in points.
+    static let limit = FixedPoint.points(FixedPoint.limit)
+
     static func number(_ text: String, _ what: String) throws -> Double {
+        guard !text.isEmpty else { throw UsageError("\(what) needs a number") }
         guard let value = Double(text.trimmingCharacters(in: .whitespaces)), value.isFinite else {
             throw UsageError("\(what) '\(text)' is not a finite number")
         }
         return value
     }
 
+    /// A coordinate (points): within ±2^40.
+    static func coordinate(_ text: String, _ what: String) throws -> Double {
+        let value = try number(text, what)
+        guard abs(value) <= limit else {
+            throw UsageError("\(what) '\(text)' is outside ±\(Int64(limit)) points, the largest coordinate a board holds")
+        }
+        return value
+    }
+
+    /// A length or factor that must be positive (a stroke's width, a sticker's scale).
+    static func positive(_ text: String, _ what: String, max: Double = limit) throws -> Double {
+        let value = try number(text, what)
+        guard value > 0 else { throw UsageError("\(what) '\(text)' must be positive") }
+        guard value <= max else { throw UsageError("\(what) '\(text)' is over \(Int64(max)), the most a board holds") }
+        return value
+    }
+
     static func point(_ text: String, _ what: String) throws -> CodablePoint {
         let parts = text.split(separator: ",", omittingEmptySubsequences: false)
-        guard parts.count == 2 else { throw UsageError("\(what) '\(text)' is not a point X,Y") }
-        return CodablePoint(x: try number(String(parts[0]), what), y: try number(String(parts[1]), what))
+        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { throw UsageError("\(what) '\(text)' is not a point X,Y") }
+        return CodablePoint(x: try coordinate(String(parts[0]), what), y: try coordinate(String(parts[1]), what))
     }
 
     static func points(_ text: String, _ what: String) throws -> [CodablePoint] {
@@ -100,10 +125,13 @@ enum Parse {
 
     static func size(_ text: String, _ what: String) throws -> CodableSize {
         let parts = text.lowercased().split(separator: "x", omittingEmptySubsequences: false)
-        guard parts.count == 2 else { throw UsageError("\(what) '\(text)' is not a size WxH") }
-        let size = CodableSize(width: try number(String(parts[0]), what), height: try number(String(parts[1]), what))
-        guard size.width > 0, size.height > 0 else { throw UsageError("\(what) '\(text)' must be positive") }
-        return size
+        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+            throw UsageError("\(what) '\(text)' is not a size WxH (width and height in points, such as 1600x1200)")
+        }
+        let width = try number(String(parts[0]), what), height = try number(String(parts[1]), what)
+        guard width > 0, height > 0 else { throw UsageError("\(what) '\(text)' must be positive") }
+        guard width <= limit, height <= limit else { throw UsageError("\(what) '\(text)' is over \(Int64(limit)) points on a side, the most a board holds") }
+        return CodableSize(width: width, height: height)
     }
 
     static func color(_ text: String) throws -> RGBAColor {

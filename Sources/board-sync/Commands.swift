@@ -73,7 +73,7 @@ struct Commands {
         guard let pointsText = args.value("points") else { throw UsageError("missing --points \"X,Y X,Y ...\"") }
         let points = try Parse.points(pointsText, "--points")
         let color = try args.value("color").map(Parse.color) ?? RGBAColor.black
-        let width = try args.value("width").map { try Parse.number($0, "--width") } ?? 2
+        let width = try args.value("width").map { try Parse.positive($0, "--width") } ?? 2
         guard width >= 0 else { throw UsageError("--width '\(width)' must not be negative") }
         let edit = try withPackage(path) { package in
             try package.commit { replica in
@@ -91,7 +91,7 @@ struct Commands {
         guard let imagePath = args.value("image") else { throw UsageError("missing --image FILE.png") }
         guard let atText = args.value("at") else { throw UsageError("missing --at X,Y") }
         let at = try Parse.point(atText, "--at")
-        let scale = try args.value("scale").map { try Parse.number($0, "--scale") } ?? 1
+        let scale = try args.value("scale").map { try Parse.positive($0, "--scale", max: 1e6) } ?? 1
         let rotation = try args.value("rotation").map { try Parse.number($0, "--rotation") } ?? 0
         let image = try readPNG(imagePath)
         let edit = try withPackage(path) { package in
@@ -116,7 +116,7 @@ struct Commands {
         let args = try Arguments(raw, options: ["scale", "rotation"], flags: ["json"])
         let positionals = try args.positionals(["<package>", "<id>"])
         let id = ItemID(uuid: try Parse.uuid(positionals[1]))
-        let scale = try args.value("scale").map { try Parse.number($0, "--scale") }
+        let scale = try args.value("scale").map { try Parse.positive($0, "--scale", max: 1e6) }
         let rotation = try args.value("rotation").map { try Parse.number($0, "--rotation") }
         guard scale != nil || rotation != nil else { throw UsageError("give --scale, --rotation or both") }
         let edit = try withPackage(positionals[0]) { package in
@@ -144,7 +144,7 @@ struct Commands {
         let positionals = try args.positionals(["<package>", "<id>"])
         let id = ItemID(uuid: try Parse.uuid(positionals[1]))
         let color = try args.value("color").map(Parse.color)
-        let width = try args.value("width").map { try Parse.number($0, "--width") }
+        let width = try args.value("width").map { try Parse.positive($0, "--width") }
         guard color != nil || width != nil else { throw UsageError("give --color, --width or both") }
         if let width, width < 0 { throw UsageError("--width '\(width)' must not be negative") }
         let edit = try withPackage(positionals[0]) { package in

@@ -71,14 +71,14 @@ struct NetCommands {
     }
 
     private func serve(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: Set(["data", "listen", "secret-file", "web", "redis", "node-id", "checkpoint-every", "checkpoint-lease", "checkpoint-retention", "redis-password-file", "redis-user", "web-host", "web-origin", "web-token-file"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name)), flags: [])
+        let args = try Arguments(raw, options: Set(["data", "listen", "secret-file", "web", "redis", "node-id", "checkpoint-every", "checkpoint-lease", "checkpoint-retention", "redis-password-file", "redis-user", "web-host", "web-origin", "web-token-file", "web-pages-per-address"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name)), flags: [])
         _ = try args.positionals([])
         guard let data = args.value("data") else { throw UsageError("missing --data DIR") }
         let listen = try address(args.value("listen") ?? "127.0.0.1:7420", "--listen")
         let webAddress = try args.value("web").map { try address($0, "--web") }
         let redisAddress = try args.value("redis").map { try address($0, "--redis") }
-        if webAddress == nil, args.value("web-host") != nil || args.value("web-origin") != nil || args.value("web-token-file") != nil {
-            throw UsageError("--web-host, --web-origin and --web-token-file need --web HOST:PORT")
+        if webAddress == nil, ["web-host", "web-origin", "web-token-file", "web-pages-per-address"].contains(where: { args.value($0) != nil }) {
+            throw UsageError("--web-host, --web-origin, --web-token-file and --web-pages-per-address need --web HOST:PORT")
         }
         if args.value("web-token-file") != nil, args.value("secret-file") != nil {
             throw UsageError("--web-token-file is for servers without --secret-file (with it, pages present board tokens)")
@@ -162,6 +162,14 @@ struct NetCommands {
             webOptions.tls = options.serverTLS  // HTTPS with the sync port's certificate
             webOptions.allowedHosts = args.values("web-host")
             webOptions.allowedOrigins = args.values("web-origin")
+            if let text = args.value("web-pages-per-address") {
+                let number = try Parse.number(text, "--web-pages-per-address")
+                guard number >= 1, number <= 1_000_000, number == number.rounded() else {
+                    throw UsageError("--web-pages-per-address '\(text)' must be a whole number from 1 to 1000000")
+                }
+                webOptions.maxPagesPerAddress = Int(number)
+                webOptions.maxPages = max(webOptions.maxPages, Int(number))
+            }
             if let file = args.value("web-token-file") {
                 // A token kept across restarts (pages reconnect with it), created when missing.
                 webOptions.runToken = String(decoding: try Access.secret(at: file, create: true), as: UTF8.self)
@@ -334,15 +342,21 @@ enum ServeLimits {
             let fallback = flags.first { $0.name == name }!.value
             guard let text = args.value(name) else { return fallback }
             let number = try Parse.number(text, "--\(name)")
-            guard number > 0, number <= 1e12 else { throw UsageError("--\(name) must be a positive number") }
+            guard number > 0, number <= 1e12 else { throw UsageError("--\(name) '\(text)' must be a positive number (at most 1e12)") }
             return number
         }
-        options.maxConnections = Int(try value("max-connections"))
-        options.maxConnectionsPerAddress = Int(try value("max-connections-per-address"))
+        /// Counts (connections, boards, images) are whole numbers: 2.5 is refused, not rounded.
+        func count(_ name: String) throws -> Int {
+            let number = try value(name)
+            guard number == number.rounded() else { throw UsageError("--\(name) '\(args.value(name) ?? "")' must be a whole number") }
+            return Int(number)
+        }
+        options.maxConnections = try count("max-connections")
+        options.maxConnectionsPerAddress = try count("max-connections-per-address")
         options.maxOperationsPerSecond = try value("max-ops-per-second")
-        options.maxBoards = Int(try value("max-boards"))
-        options.maxOpenBoards = Int(try value("max-open-boards"))
-        options.maxAssetsPerBoard = Int(try value("max-assets-per-board"))
+        options.maxBoards = try count("max-boards")
+        options.maxOpenBoards = try count("max-open-boards")
+        options.maxAssetsPerBoard = try count("max-assets-per-board")
         options.limits.maxFrame = Int(try value("max-frame-mib") * 1_048_576)
         options.limits.maxAsset = Int(try value("max-asset-mib") * 1_048_576)
         options.limits.maxQueuedBytes = Int(try value("max-queued-mib") * 1_048_576)

@@ -1,12 +1,14 @@
 // board-sync: the BoardSync command-line tool. See `board-sync --help`.
 import BoardStore
+import BoardSync
 import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 
 /// Prints `Error: …` (and for bad usage the command's usage line) to stderr and exits.
 func fail(_ message: String, usage: String?, helpTopic: String = "", code: Int32) -> Never {
-    var text = "Error: \(message)\n"
+    // A message may carry what a server or a file said: escaped, it cannot drive the terminal.
+    var text = "Error: \(LogText.escaped(message))\n"
     if let usage {
         text += "Usage: board-sync \(usage)\n  See 'board-sync help\(helpTopic.isEmpty ? "" : " " + helpTopic)' for more.\n"
     }

@@ -509,3 +509,93 @@ import Glibc
         #expect(try fixture.server.thread.wait { host.boards["big"]?.store.replica.snapshot().strokes.count == 311 })
     }
 }
+
+/// What a fresh attacker's review of the change found: pages the view closed kept editing while
+/// their close could not drain, a reset during the upgrade kept its board open for good, and
+/// strangers could hold every place.
+@Suite(.serialized) struct WebReviewTests {
+    /// A page that never reads (its close frame cannot drain) and is closed for its message
+    /// rate sends an edit: nothing it sends is taken any more, and the log says so once.
+    @Test func aPageClosedWhileItDoesNotReadEditsNothingMore() throws {
+        let lines = LogLines()
+        var options = WebView.Options()
+        options.log = { lines.append($0) }
+        let fixture = try WebFixture(webOptions: options)
+        defer { fixture.stop() }
+        let host = fixture.host
+        // A board whose JSON (about 7 MB) is more than the socket buffers between the server
+        // and a page that does not read hold.
+        let big = try makePackage(fixture.temp.path + "/Big.boardpkg", id: 0xB16)
+        defer { big.close() }
+        try big.commit { replica in
+            var edit = LocalEdit()
+            for index in 0..<300 {
+                let points = (0..<2000).map { pt(Double($0 % 800) + 0.5, Double(index) + Double($0) / 1000) }
+                let stroke = try replica.beginStroke(color: RGBAColor(red: 0, green: 0, blue: 0), width: 2, points: points)
+                if let id = stroke.item { replica.finishStroke(id) }
+                edit.operations += stroke.operations
+            }
+            return edit
+        }
+        _ = try OneShotSync.run(package: big, board: "team", server: fixture.server.address, timeout: 60)
+        let deaf = try fixture.page()
+        var small: Int32 = 2048
+        _ = setsockopt(deaf.fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        #expect(deaf.upgrade("/ws/team")?.status == 101)
+        usleep(3_000_000)  // the whole board is rendered and queued
+        usleep(500_000)
+        for index in 0..<400 { deaf.say("{\"type\":\"pointer\",\"x\":\(index),\"y\":2}") }
+        usleep(500_000)
+        deaf.say("{\"type\":\"stroke\",\"points\":[1,1,2,2]}")
+        for index in 0..<400 { deaf.say("{\"type\":\"pointer\",\"x\":\(index),\"y\":3}") }
+        usleep(800_000)
+        #expect(try fixture.server.thread.onLoop { host.boards["team"]?.store.replica.snapshot().strokes.count } == 300,
+                "an edit from a closed page was taken")
+        let rate = lines.all.filter { $0.contains("messages a second") }
+        #expect(rate.count == 1, "\(rate.count) lines about the message rate")
+    }
+
+    /// A client that resets its connection as it upgrades: the board it asked for is still
+    /// released (it closes when idle like any other).
+    @Test func aResetDuringTheUpgradeLeavesNoBoardOpen() throws {
+        var options = SyncHost.Options()
+        options.idleBoardTimeout = 1
+        let fixture = try WebFixture(serverOptions: options)
+        defer { fixture.stop() }
+        let (a, _) = try WebSecurityTests.seed(fixture)
+        a.close()
+        let host = fixture.host
+        let token = try #require(fixture.web.runToken)
+        for _ in 0..<5 {
+            guard let fd = connectedSocket(fixture.web.listenAddress, receiveTimeout: timeval(tv_sec: 1, tv_usec: 0)) else { continue }
+            let request = Array(("GET /ws/team?token=\(token) HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                                 + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8)
+            var linger = linger(l_onoff: 1, l_linger: 0)
+            _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
+            _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            close(fd)  // a reset, before the 101 can be read
+        }
+        #expect(try fixture.server.thread.wait(timeout: 10) { host.boards["team"] == nil }, "the board stayed open")
+    }
+
+    @Test func strangersWaitingWithNoRequestCannotHoldThePlaces() throws {
+        var options = WebView.Options()
+        options.maxUnanswered = 4
+        options.maxPages = 6
+        options.maxPagesPerAddress = 100
+        let fixture = try WebFixture(webOptions: options)
+        defer { fixture.stop() }
+        let (a, _) = try WebSecurityTests.seed(fixture)
+        defer { a.close() }
+        var idle: [WebClient] = []
+        for _ in 0..<8 {
+            let client = try WebClient(fixture.web.listenAddress)
+            client.send(Array("GET / HT".utf8))
+            idle.append(client)
+            usleep(20_000)
+        }
+        let page = try fixture.page()
+        #expect(page.upgrade("/ws/team")?.status == 101, "a page with its token gets in")
+        withExtendedLifetime(idle) {}
+    }
+}

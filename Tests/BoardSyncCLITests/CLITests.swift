@@ -183,7 +183,7 @@ final class Workspace {
             (["move", "B.boardpkg", "not-a-uuid", "--to", "1,1"], 64, "not an item id"),
             (["stroke", "B.boardpkg", "--points", "1,1 2"], 64, "not a point"),
             (["stroke", "B.boardpkg", "--points", "1,1", "--color", "red"], 64, "#RRGGBB"),
-            (["stroke", "B.boardpkg", "--points", "1,1", "--width", "-2"], 64, "negative"),
+            (["stroke", "B.boardpkg", "--points", "1,1", "--width", "-2"], 64, "must be positive"),
             (["transform", "B.boardpkg", sticker], 64, "--scale"),
             (["transform", "B.boardpkg", sticker, "--bogus", "1"], 64, "unknown option --bogus"),
             (["front", "B.boardpkg"], 64, "missing <id>"),

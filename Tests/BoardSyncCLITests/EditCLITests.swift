@@ -5,6 +5,34 @@ import Testing
 /// Every edit the library has, from the command line: images, stroke style, canvas, background,
 /// paint order between two items.
 @Suite struct EditCLITests {
+    /// Issue 23, finding 1: a number a board cannot hold is refused with its flag named (exit
+    /// 64) and nothing changes; it is never clamped or rounded away silently.
+    @Test func numbersABoardCannotHoldAreRefusedWithTheFlagNamed() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        try cli.run("new", "N.boardpkg")
+        let sticker = try cli.run("sticker", "N.boardpkg", "--image", "red.png", "--at", "10,10").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let stroke = try cli.run("stroke", "N.boardpkg", "--points", "1,1 2,2").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let before = try workspace.board("N.boardpkg")
+        let cases: [([String], String)] = [
+            (["move", "N.boardpkg", sticker, "--to", "1e300,2"], "--to '1e300' is outside"),
+            (["move", "N.boardpkg", sticker, "--to", "2,-2000000000000"], "--to '-2000000000000' is outside"),
+            (["sticker", "N.boardpkg", "--image", "red.png", "--at", "1,1", "--scale", "0"], "--scale '0' must be positive"),
+            (["transform", "N.boardpkg", sticker, "--scale", "-1"], "--scale '-1' must be positive"),
+            (["stroke", "N.boardpkg", "--points", "1,1", "--width", "0"], "--width '0' must be positive"),
+            (["style", "N.boardpkg", stroke, "--width", "-3"], "--width '-3' must be positive"),
+            (["stroke", "N.boardpkg", "--points", "1,1 5e12,1"], "--points '5e12' is outside"),
+            (["canvas", "N.boardpkg", "--size", "1600x"], "is not a size WxH"),
+            (["canvas", "N.boardpkg", "--size", "3e12x10"], "the most a board holds"),
+            (["serve", "--data", "d", "--max-connections", "2.5"], "--max-connections '2.5' must be a whole number"),
+        ]
+        for (arguments, message) in cases {
+            let result = try cli.run(arguments)
+            #expect(result.status == 64 && result.stderr.contains(message), "\(arguments): \(result.stderr)")
+        }
+        #expect(try workspace.board("N.boardpkg") == before, "nothing changed")
+    }
+
     @Test func imagesStylesCanvasBackgroundAndBetween() throws {
         let workspace = try Workspace()
         let cli = workspace.cli
