@@ -16,12 +16,12 @@ extension Replica {
         let widthUnits = try Replica.width(width)
         let grid = try Replica.grid(points)
         if let explicitID, items[explicitID]?.creation != nil { throw EditError.duplicateItem(explicitID) }
-        try reserve(1)
         let item = explicitID ?? ItemID(createdBy: OpID(replica: id, seq: lastSeq + 1))
-        let start = StrokeStart(color: color8, width: widthUnits, z: ZKey.after(topKey), points: grid)
-        let op = makeOperation(.beginStroke(item, start))
+        let operations = try create(item) { z in
+            .beginStroke(item, StrokeStart(color: color8, width: widthUnits, z: z, points: grid))
+        }
         openStrokes.append(item)
-        return LocalEdit(item: item, operations: [op])
+        return LocalEdit(item: item, operations: operations)
     }
 
     /// Adds points to the end of `stroke`, which this replica must be drawing (begun here and
@@ -74,10 +74,11 @@ extension Replica {
         let scale = try Replica.finite(scale, "sticker scale")
         let rotation = try Replica.finite(rotation, "sticker rotation")
         if let explicitID, items[explicitID]?.creation != nil { throw EditError.duplicateItem(explicitID) }
-        try reserve(1)
         let item = explicitID ?? ItemID(createdBy: OpID(replica: id, seq: lastSeq + 1))
-        let start = StickerStart(asset: asset, position: point, scale: scale, rotation: rotation, z: ZKey.after(topKey))
-        return LocalEdit(item: item, operations: [makeOperation(.addSticker(item, start))])
+        let operations = try create(item) { z in
+            .addSticker(item, StickerStart(asset: asset, position: point, scale: scale, rotation: rotation, z: z))
+        }
+        return LocalEdit(item: item, operations: operations)
     }
 
     /// Stores `imagePNG` in the asset store and places it as a sticker.
@@ -153,26 +154,18 @@ extension Replica {
     /// long (or a peer wrote an absurd one), neighbouring items are re-keyed in the same step.
     public mutating func bringToFront(_ item: ItemID) throws -> LocalEdit {
         try require(item, nil)
-        let key = ZKey.after(topKey)
-        if key.bytes.count <= ZKey.comfortableLength {
-            return try set(item, .z(key))
-        }
-        return try rebalance(placing: item, at: .top)
+        return try place(item, at: .top)
     }
 
     /// Paints `item` below every other item (see `bringToFront`).
     public mutating func sendToBack(_ item: ItemID) throws -> LocalEdit {
         try require(item, nil)
-        let key = ZKey.before(bottomKey)
-        if key.bytes.count <= ZKey.comfortableLength {
-            return try set(item, .z(key))
-        }
-        return try rebalance(placing: item, at: .bottom)
+        return try place(item, at: .bottom)
     }
 
-    /// Paints `item` just above `lower` and below `upper` (the two may be given in either order).
-    /// When the two share a key (a tie broken by id), `upper` gets a new key first, so the edit
-    /// is then two operations.
+    /// Paints `item` above `lower` and below `upper` (the two may be given in either order).
+    /// When there is no short key between theirs (they share a key, a tie broken by id, or a
+    /// peer left no room), neighbours are re-keyed in the same step.
     public mutating func put(_ item: ItemID, between first: ItemID, and second: ItemID) throws -> LocalEdit {
         try require(item, nil)
         try require(first, nil)
@@ -180,16 +173,7 @@ extension Replica {
         guard item != first, item != second, first != second else { throw EditError.sameItem(item) }
         var (lower, upper) = (first, second)
         if paintKey(upper) < paintKey(lower) { swap(&lower, &upper) }
-        let lowerKey = paintKey(lower).z
-        let upperKey = paintKey(upper).z
-        if lowerKey < upperKey {
-            let key = ZKey.between(lowerKey, upperKey)
-            if key.bytes.count <= ZKey.comfortableLength {
-                return try set(item, .z(key))
-            }
-        }
-        // Tied keys (broken by id) or a gap too narrow for a short key: re-key neighbours too.
-        return try rebalance(placing: item, at: .above(lower))
+        return try place(item, at: .between(lower, upper))
     }
 
     // MARK: Board
@@ -241,6 +225,18 @@ extension Replica {
         return op
     }
 
+    /// Makes the creation of `item` on top of the board (`payload` given its z key) and, when
+    /// the top leaves no short key, re-keys neighbours after it, in one undo step. The creation
+    /// comes first: an item is named after its creating operation.
+    private mutating func create(_ item: ItemID, _ payload: (ZKey) -> Payload) throws -> [Op] {
+        let placement = try placement(of: item, at: .top)
+        try reserve(placement.keys.count)
+        undoLog.begin()
+        defer { undoLog.end() }
+        let creation = makeOperation(payload(placement.key(of: item)!))
+        return [creation] + write(placement, skipping: item)
+    }
+
     /// One register write: a single operation, refused when the clock has no room for it.
     private mutating func set(_ item: ItemID, _ field: ItemField) throws -> LocalEdit {
         try reserve(1)
@@ -282,14 +278,6 @@ extension Replica {
     func paintKey(_ item: ItemID) -> PaintKey {
         PaintKey(z: items[item]?.z ?? ZKey.initial, item: item)
     }
-
-    /// A key at or above every key in use (the item being moved included). The highest key ever
-    /// integrated serves: a key above it is above every current key, and tracking it costs O(1)
-    /// per operation.
-    private var topKey: ZKey? { zRange?.highest }
-
-    /// Likewise, a key at or below every key in use.
-    private var bottomKey: ZKey? { zRange?.lowest }
 
     private static func grid(_ points: [CodablePoint]) throws -> [GridPoint] {
         guard points.count <= Op.maxPoints else { throw EditError.tooManyPoints(points.count) }

@@ -91,19 +91,16 @@ extension Replica {
             }
         }
 
-        // Paint order: walk the wanted order and give a new key to every item not above the last.
+        // Paint order: walk the wanted order and put every item not above the last above it
+        // (re-keying neighbours, which keeps their order, when there is no short key there).
         let order = (board.paintOrder ?? (board.strokes.map(\.id) + board.stickers.map(\.id)))
             .filter(wanted.contains).map { replaced[$0] ?? ItemID(uuid: $0) }
-        var last: PaintKey?
+        var last: ItemID?
         for item in order {
-            let key = paintKey(item)
-            if let below = last, !(below < key) {
-                let fresh = ZKey.after(below.z)
-                made += [makeOperation(.setItem(item, .z(fresh)))]
-                last = PaintKey(z: fresh, item: item)
-            } else {
-                last = key
+            if let below = last, !(paintKey(below) < paintKey(item)) {
+                made += try place(item, at: .above(below)).operations
             }
+            last = item
         }
         return LocalEdit(operations: made)
     }

@@ -1,6 +1,106 @@
-// Re-keying a window of the paint order, so that z keys made by ordinary use stay short however
-// often items are reordered (and an absurd key written by a peer is replaced, not built upon).
+// Choosing paint-order keys. Every local edit that gives an item a z key (creating a stroke or a
+// sticker, front, back, between, undo and redo, matching a snapshot) takes it from
+// `placement(of:at:)`, so no key this replica writes is longer than `ZKey.comfortableLength`,
+// whatever keys peers wrote: when the one short key an edit would write does not exist (the top
+// key is a peer's 1,024 bytes of 0xFF, two neighbours leave no room), the edit re-keys a window of
+// neighbouring items instead, and an absurd key is replaced, never built upon.
 extension Replica {
+    /// Where an item goes in the paint order.
+    enum Spot {
+        /// Below every item.
+        case bottom
+        /// Above every item.
+        case top
+        /// Strictly between two items, the first painted below the second now.
+        case between(ItemID, ItemID)
+        /// Above an item: just above its key when that key is short (perhaps above items painted
+        /// over it too), else directly above the item.
+        case above(ItemID)
+    }
+
+    /// The keys that put an item at a spot: the item's own and those of re-keyed neighbours.
+    struct Placement {
+        var keys: [(item: ItemID, key: ZKey)]
+        /// Whether a window was re-keyed: the z range is then recomputed from current keys.
+        var rebalanced: Bool
+
+        func key(of item: ItemID) -> ZKey? {
+            keys.first { $0.item == item }?.key
+        }
+    }
+
+    /// Keys that put `item` (created or about to be) at `spot`, none longer than
+    /// `ZKey.comfortableLength`. Usually one key for the item, found in O(1) from the z range or
+    /// the neighbours' keys. When that key would be longer, a window of the paint order around
+    /// the spot is re-keyed (`window(placing:at:)`). Changes nothing.
+    func placement(of item: ItemID, at spot: Spot) throws -> Placement {
+        let key: ZKey?
+        switch spot {
+        case .top:
+            key = ZKey.after(zRange?.highest)
+        case .bottom:
+            key = ZKey.before(zRange?.lowest)
+        case .between(let lower, let upper):
+            let (low, high) = (paintKey(lower).z, paintKey(upper).z)
+            key = low < high ? ZKey.between(low, high) : nil  // tied keys: broken by id, no room
+        case .above(let lower):
+            key = ZKey.after(paintKey(lower).z)
+        }
+        if let key, key.bytes.count <= ZKey.comfortableLength {
+            return Placement(keys: [(item, key)], rebalanced: false)
+        }
+        return Placement(keys: try window(placing: item, at: spot), rebalanced: true)
+    }
+
+    /// Gives existing `item` its place at `spot`: one z write, or, when neighbours are re-keyed,
+    /// several in one undo step.
+    mutating func place(_ item: ItemID, at spot: Spot) throws -> LocalEdit {
+        let placement = try placement(of: item, at: spot)
+        try reserve(placement.keys.count)
+        return LocalEdit(item: item, operations: write(placement))
+    }
+
+    /// Writes a placement's keys (but `skipping`'s: a creation carries its own) in one undo
+    /// step; after a rebalance the z range is recomputed, so an absurd key that was replaced
+    /// stops steering the next edits.
+    mutating func write(_ placement: Placement, skipping: ItemID? = nil) -> [Op] {
+        undoLog.begin()
+        defer { undoLog.end() }
+        var operations: [Op] = []
+        for (target, key) in placement.keys where target != skipping {
+            operations.append(makeOperation(.setItem(target, .z(key))))
+        }
+        if placement.rebalanced { recomputeZRange() }
+        return operations
+    }
+
+    /// Puts each item of `wanted` where its key (too long to write again) would paint it among
+    /// the current keys, with short keys: undo and redo of a step that holds a peer's absurd key.
+    /// The items go in increasing order of those keys, each strictly between the item the keys
+    /// would paint just below it and the next one above that is not still to be placed, so the
+    /// order comes out as writing the keys themselves would make it.
+    mutating func place(atKeys wanted: [PaintKey]) throws -> [Op] {
+        let moving = Set(wanted.map(\.item))
+        var order = items.compactMap { id, state in
+            state.creation != nil && !moving.contains(id) ? paintKey(id) : nil
+        }
+        order += wanted
+        order.sort()
+        var operations: [Op] = []
+        for (index, entry) in order.enumerated() where moving.contains(entry.item) {
+            let lower = index > 0 ? order[index - 1].item : nil
+            let upper = order[(index + 1)...].first { !moving.contains($0.item) }?.item
+            let spot: Spot
+            switch (lower, upper) {
+            case (nil, _): spot = .bottom
+            case (_?, nil): spot = .top
+            case (let lower?, let upper?): spot = .between(lower, upper)
+            }
+            operations += write(try placement(of: entry.item, at: spot))
+        }
+        return operations
+    }
+
     /// Every created item (deleted ones too: a restore shows them again) bottom to top, `item`
     /// left out.
     func paintOrder(excluding item: ItemID) -> [ItemID] {
@@ -12,23 +112,20 @@ extension Replica {
         .map(\.item)
     }
 
-    /// Where a rebalanced item goes.
-    enum Spot {
-        case bottom
-        case top
-        case above(ItemID)
-    }
-
-    /// Puts `item` at `spot`, giving it and as few neighbours as possible fresh short keys, in
-    /// one undo step. The window around the spot doubles until the gap around it holds short
-    /// keys for all of them; the whole board always does.
-    mutating func rebalance(placing item: ItemID, at place: Spot) throws -> LocalEdit {
+    /// New keys for `item` at `spot` and as few neighbours as possible: the window around the
+    /// spot doubles until the gap around it holds short keys for all of them; the whole board
+    /// always does. Returns only the keys that change (the item's always).
+    ///
+    /// Only items whose keys leave no room (absurd keys from a peer, or a gap that ordinary use
+    /// filled) make the window grow, and afterwards they hold short keys: a peer must write keys
+    /// again to make a later edit re-key them again.
+    private func window(placing item: ItemID, at place: Spot) throws -> [(item: ItemID, key: ZKey)] {
         let others = paintOrder(excluding: item)
         let spot: Int
         switch place {
         case .bottom: spot = 0
         case .top: spot = others.count
-        case .above(let lower): spot = others.firstIndex(of: lower).map { $0 + 1 } ?? 0
+        case .between(let lower, _), .above(let lower): spot = others.firstIndex(of: lower).map { $0 + 1 } ?? 0
         }
         var start = spot
         var end = spot
@@ -44,16 +141,9 @@ extension Replica {
         }
         guard let keys else { throw EditError.noRoomInPaintOrder }
         let window = Array(others[start..<spot]) + [item] + Array(others[spot..<end])
-        let changed = zip(window, keys).filter { paintKey($0.0).z != $0.1 || $0.0 == item }
-        try reserve(changed.count)
-        undoLog.begin()
-        defer { undoLog.end() }
-        var operations: [Op] = []
-        for (target, key) in changed {
-            operations.append(makeOperation(.setItem(target, .z(key))))
+        return zip(window, keys).compactMap { target, key in
+            paintKey(target).z != key || target == item ? (target, key) : nil
         }
-        recomputeZRange()
-        return LocalEdit(item: item, operations: operations)
     }
 
     /// `count` increasing keys strictly between `lower` and `upper` (nil: the ends of the order),
@@ -70,6 +160,7 @@ extension Replica {
             for _ in 0..<count {
                 let next = upward ? ZKey.after(key) : ZKey.before(key)
                 if let key, !(upward ? key < next : next < key) { return nil }
+                guard next.bytes.count <= ZKey.comfortableLength else { return nil }
                 keys.append(next)
                 key = next
             }
@@ -89,11 +180,11 @@ extension Replica {
         return keys
     }
 
-    /// The z range from current values only, so an absurd key that was since overwritten stops
-    /// steering new keys.
+    /// The z range from the current keys of created items only, so an absurd key that was since
+    /// overwritten, or written for an item that was never created, stops steering new keys.
     mutating func recomputeZRange() {
         var range: (lowest: ZKey, highest: ZKey)?
-        for state in items.values {
+        for state in items.values where state.creation != nil {
             guard let key = state.z else { continue }
             range = range.map { (Swift.min($0.lowest, key), Swift.max($0.highest, key)) } ?? (key, key)
         }

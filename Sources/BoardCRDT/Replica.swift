@@ -42,7 +42,8 @@ public struct Replica: Sendable {
     /// Operations held for items whose creation has not arrived (bounded by admission).
     public internal(set) var waitingOperations = 0
 
-    /// The lowest and highest z keys ever integrated (see `topKey`).
+    /// Keys at or below and at or above every key in use (the lowest and highest integrated
+    /// since the last rebalance): a key above the highest is above every item, found in O(1).
     var zRange: (lowest: ZKey, highest: ZKey)?
 
     var undoLog = UndoLog()
