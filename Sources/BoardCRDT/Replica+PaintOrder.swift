@@ -37,14 +37,14 @@ extension Replica {
         let key: ZKey?
         switch spot {
         case .top:
-            key = ZKey.after(zRange?.highest)
+            key = Replica.counted(ZKey.after(zRange?.highest))
         case .bottom:
-            key = ZKey.before(zRange?.lowest)
+            key = Replica.counted(ZKey.before(zRange?.lowest))
         case .between(let lower, let upper):
             let (low, high) = (paintKey(lower).z, paintKey(upper).z)
             key = low < high ? ZKey.between(low, high) : nil  // tied keys: broken by id, no room
         case .above(let lower):
-            key = ZKey.after(paintKey(lower).z)
+            key = Replica.counted(ZKey.after(paintKey(lower).z))
         }
         if let key, key.bytes.count <= ZKey.comfortableLength {
             return Placement(keys: [(item, key)], rebalanced: false)
@@ -158,9 +158,9 @@ extension Replica {
             let upward = upper == nil
             var key = upward ? lower : upper
             for _ in 0..<count {
-                let next = upward ? ZKey.after(key) : ZKey.before(key)
+                guard let next = counted(upward ? ZKey.after(key) : ZKey.before(key)),
+                      next.bytes.count <= ZKey.comfortableLength else { return nil }
                 if let key, !(upward ? key < next : next < key) { return nil }
-                guard next.bytes.count <= ZKey.comfortableLength else { return nil }
                 keys.append(next)
                 key = next
             }
@@ -178,6 +178,16 @@ extension Replica {
         }
         guard keys.allSatisfy({ $0.bytes.count <= ZKey.comfortableLength }) else { return nil }
         return keys
+    }
+
+    /// A key made by counting up or down (`ZKey.after`, `ZKey.before`) when it is an integer key
+    /// (head `01`-`fe`), nil otherwise. Counting past a key with head `ff` or `00`, which only a
+    /// peer writes (ordinary use would need 255^127 items), bisects toward an end of the key space
+    /// and gains a byte every eight edits, so a peer's one-byte `ff` would make each of about 250
+    /// new items build on the last until one edit re-keyed them all. Refusing such keys re-keys
+    /// the peer's item at the first edit beside it instead.
+    static func counted(_ key: ZKey) -> ZKey? {
+        (0x01...0xFE).contains(key.bytes[0]) ? key : nil
     }
 
     /// The z range from the current keys of created items only, so an absurd key that was since
