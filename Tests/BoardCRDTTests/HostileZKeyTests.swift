@@ -325,3 +325,95 @@ import Testing
         _ = try OperationBatch(decoding: OperationBatch(operations: undone.operations + redone.operations).encoded())
     }
 }
+
+/// What a peer's keys can make a local edit cost, counted in operations (every re-keyed item is
+/// one): an edit re-keys only items whose keys leave no room near its spot, and afterwards they
+/// hold short keys, so a peer must write keys again to make another edit re-key them.
+@Suite struct HostileZKeyCostTests {
+    typealias Hostile = HostileZKeyTests.Hostile
+
+    func board(_ count: Int) throws -> (Replica, [ItemID]) {
+        var a = Replica(id: ReplicaID(0xA))
+        let items = try (0..<count).map { _ in try a.addSticker(imagePNG: imageA, at: pt(0, 0)).item! }
+        return (a, items)
+    }
+
+    func expectShort(_ edit: LocalEdit, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        for op in edit.operations {
+            if let key = op.payload.zKey {
+                #expect(key.bytes.count <= ZKey.comfortableLength, "\(what): a key of \(key.bytes.count) bytes", sourceLocation: sourceLocation)
+            }
+        }
+    }
+
+    /// A peer that writes an absurd key on the top (or bottom) item before each edit makes that
+    /// edit re-key that one item: two operations, never the board.
+    @Test func aPeerKeyBeforeEveryEditCostsThatEditOneMoreOperation() throws {
+        var (a, items) = try board(200)
+        var hostile = Hostile()
+        let keys = [HostileZKeyTests.highest, ZKey(bytes: [0xFF])!, HostileZKeyTests.belowHighest]
+        var top = items.last!
+        for round in 0..<30 {
+            try HostileZKeyTests.deliver([hostile.setZ(top, keys[round % keys.count], lamport: a.lamport + 1)], to: &a)
+            let edit = try a.addSticker(imagePNG: imageB, at: pt(1, 1))
+            #expect(edit.operations.count <= 2, "round \(round): \(edit.operations.count) operations")
+            expectShort(edit, "round \(round)")
+            #expect(order(a).last == edit.item!.uuid)
+            top = edit.item!
+        }
+        let bottomKeys = [HostileZKeyTests.lowest, ZKey(bytes: [0x00, 0x01])!, HostileZKeyTests.aboveLowest]
+        for round in 0..<30 {
+            let bottom = ItemID(uuid: order(a).first!)
+            let mover = ItemID(uuid: order(a).last!)
+            try HostileZKeyTests.deliver([hostile.setZ(bottom, bottomKeys[round % bottomKeys.count], lamport: a.lamport + 1)], to: &a)
+            let edit = try a.sendToBack(mover)
+            #expect(edit.operations.count <= 2, "round \(round): \(edit.operations.count) operations")
+            expectShort(edit, "round \(round)")
+            #expect(order(a).first == mover.uuid)
+        }
+    }
+
+    /// Building on a peer's short `ff` key would gain a byte every eight new items, until one
+    /// creation had to re-key the 250 items stacked on it: the first creation re-keys it instead.
+    @Test func aShortKeyAtTheEndOfTheKeySpaceIsReKeyedAtOnceNotBuiltUpon() throws {
+        var (a, items) = try board(2_000)
+        var hostile = Hostile()
+        try HostileZKeyTests.deliver([hostile.setZ(items.last!, ZKey(bytes: [0xFF])!, lamport: a.lamport + 1),
+                                      hostile.setZ(items.first!, ZKey(bytes: [0x00, 0x01])!, lamport: a.lamport + 2)], to: &a)
+        var counts: [Int] = []
+        for index in 0..<600 {
+            let edit = index.isMultiple(of: 2)
+                ? try a.addSticker(imagePNG: imageB, at: pt(1, 1))
+                : try a.sendToBack(items[index])
+            expectShort(edit, "edit \(index)")
+            counts.append(edit.operations.count)
+        }
+        #expect(counts.max()! <= 2, "\(counts.max()!) operations at edit \(counts.firstIndex(of: counts.max()!)!)")
+        #expect(counts.reduce(0, +) <= 602)
+    }
+
+    /// Many absurd keys are re-keyed by the first edit that needs room there (the window doubles,
+    /// so at most about twice as many items); then edits are single writes again. Keys written
+    /// for items never created do not steer edits into rebalancing at all after the first.
+    @Test func manyAbsurdKeysAreReKeyedOnceThenEditsAreSingleWrites() throws {
+        var (a, items) = try board(400)
+        var hostile = Hostile()
+        var ops = items.prefix(40).enumerated().map { index, item in
+            hostile.setZ(item, HostileZKeyTests.highest, lamport: a.lamport + UInt64(index) + 1)
+        }
+        for index in 0..<20 {
+            ops.append(hostile.setZ(ItemID(high: hostile.id.rawValue, low: 10_000 + UInt64(index)), HostileZKeyTests.highest, lamport: a.lamport + 100))
+        }
+        try HostileZKeyTests.deliver(ops, to: &a)
+        let first = try a.beginStroke(color: red, width: 1, points: [pt(0, 0)])
+        a.finishStroke()
+        expectShort(first, "first")
+        #expect(first.operations.count <= 2 * 41 + 1, "\(first.operations.count) operations")
+        for index in 0..<50 {
+            let edit = try a.beginStroke(color: red, width: 1, points: [pt(0, 0)])
+            a.finishStroke()
+            #expect(edit.operations.count == 1, "stroke \(index): \(edit.operations.count) operations")
+            expectShort(edit, "stroke \(index)")
+        }
+    }
+}
