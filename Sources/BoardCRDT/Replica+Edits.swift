@@ -230,11 +230,12 @@ extension Replica {
     /// comes first: an item is named after its creating operation.
     private mutating func create(_ item: ItemID, _ payload: (ZKey) -> Payload) throws -> [Op] {
         let placement = try placement(of: item, at: .top)
-        try reserve(placement.keys.count)
+        try reserve(placement.count)
+        guard placement.rebalanced else { return [makeOperation(payload(placement.key))] }
         undoLog.begin()
         defer { undoLog.end() }
-        let creation = makeOperation(payload(placement.key(of: item)!))
-        return [creation] + write(placement, skipping: item)
+        let creation = makeOperation(payload(placement.key))
+        return [creation] + write(placement, withItem: false)
     }
 
     /// One register write: a single operation, refused when the clock has no room for it.

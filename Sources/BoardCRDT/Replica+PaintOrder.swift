@@ -18,15 +18,16 @@ extension Replica {
         case above(ItemID)
     }
 
-    /// The keys that put an item at a spot: the item's own and those of re-keyed neighbours.
+    /// The keys that put an item at a spot: its own, and those of neighbours a rebalance re-keyed.
     struct Placement {
-        var keys: [(item: ItemID, key: ZKey)]
+        var item: ItemID
+        var key: ZKey
+        /// Re-keyed neighbours, bottom to top; empty when one key did (no allocation).
+        var neighbours: [(item: ItemID, key: ZKey)] = []
         /// Whether a window was re-keyed: the z range is then recomputed from current keys.
-        var rebalanced: Bool
+        var rebalanced = false
 
-        func key(of item: ItemID) -> ZKey? {
-            keys.first { $0.item == item }?.key
-        }
+        var count: Int { 1 + neighbours.count }
     }
 
     /// Keys that put `item` (created or about to be) at `spot`, none longer than
@@ -47,30 +48,37 @@ extension Replica {
             key = Replica.counted(ZKey.after(paintKey(lower).z))
         }
         if let key, key.bytes.count <= ZKey.comfortableLength {
-            return Placement(keys: [(item, key)], rebalanced: false)
+            return Placement(item: item, key: key)
         }
-        return Placement(keys: try window(placing: item, at: spot), rebalanced: true)
+        var keys = try window(placing: item, at: spot)
+        let own = keys.remove(at: keys.firstIndex { $0.item == item }!)
+        return Placement(item: item, key: own.key, neighbours: keys, rebalanced: true)
     }
 
     /// Gives existing `item` its place at `spot`: one z write, or, when neighbours are re-keyed,
     /// several in one undo step.
     mutating func place(_ item: ItemID, at spot: Spot) throws -> LocalEdit {
         let placement = try placement(of: item, at: spot)
-        try reserve(placement.keys.count)
-        return LocalEdit(item: item, operations: write(placement))
+        try reserve(placement.count)
+        return LocalEdit(item: item, operations: write(placement, withItem: true))
     }
 
-    /// Writes a placement's keys (but `skipping`'s: a creation carries its own) in one undo
+    /// Writes a placement's keys, the item's first unless its creation carries it, in one undo
     /// step; after a rebalance the z range is recomputed, so an absurd key that was replaced
     /// stops steering the next edits.
-    mutating func write(_ placement: Placement, skipping: ItemID? = nil) -> [Op] {
+    mutating func write(_ placement: Placement, withItem: Bool) -> [Op] {
+        guard placement.rebalanced else {
+            return withItem ? [makeOperation(.setItem(placement.item, .z(placement.key)))] : []
+        }
         undoLog.begin()
         defer { undoLog.end() }
         var operations: [Op] = []
-        for (target, key) in placement.keys where target != skipping {
+        operations.reserveCapacity(placement.count)
+        if withItem { operations.append(makeOperation(.setItem(placement.item, .z(placement.key)))) }
+        for (target, key) in placement.neighbours {
             operations.append(makeOperation(.setItem(target, .z(key))))
         }
-        if placement.rebalanced { recomputeZRange() }
+        recomputeZRange()
         return operations
     }
 
@@ -96,7 +104,7 @@ extension Replica {
             case (_?, nil): spot = .top
             case (let lower?, let upper?): spot = .between(lower, upper)
             }
-            operations += write(try placement(of: entry.item, at: spot))
+            operations += write(try placement(of: entry.item, at: spot), withItem: true)
         }
         return operations
     }
