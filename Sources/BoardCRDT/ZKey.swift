@@ -8,9 +8,9 @@ public struct ZKey: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// The longest key the codec accepts (and so the longest any replica may write).
     public static let maxLength = 1024
 
-    /// The longest key local edits make without rebalancing: a longer result makes the replica
-    /// re-key a window of neighbouring items instead (`Replica.bringToFront` and friends), so
-    /// keys from ordinary use stay far below `maxLength`.
+    /// The longest key any local edit writes (creations, reorders, undo and redo), whatever keys
+    /// peers wrote: where a longer key would be needed the replica re-keys a window of
+    /// neighbouring items instead (`Replica.placement(of:at:)`).
     public static let comfortableLength = 32
 
     /// Nil when `bytes` is empty or ends in a zero byte (such a key would have a twin).
