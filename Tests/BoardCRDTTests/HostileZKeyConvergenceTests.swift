@@ -55,7 +55,10 @@ import Testing
             if roll < 3 {
                 // The hostile replica writes one extreme key, seen through one honest replica's eyes.
                 let view = honest[Int.random(in: 0..<honest.count, using: &rng)]
-                let lamport = honest.map(\.lamport).min()! + UInt64.random(in: 1...2_000, using: &rng)
+                // Often behind the honest replicas (the write loses where they wrote since),
+                // sometimes far ahead (it wins over their next writes until they see it).
+                let base = rng.chance(0.7) ? honest.map(\.lamport).min()! : honest.map(\.lamport).max()!
+                let lamport = base + UInt64.random(in: 1...(rng.chance(0.1) ? 1 << 20 : 2_000), using: &rng)
                 let key = extremeKey(&rng, near: view)
                 let op: Op
                 if rng.chance(0.2) {
