@@ -7,6 +7,9 @@ import Foundation
 /// included, and returns when each side holds the other's operations.
 public enum OneShotSync {
     public struct Report: Sendable {
+        /// Operations this replica lacked and now holds, and operations the server lacked that
+        /// this replica held: counted by version vectors, so one side's "sent" is the other's
+        /// "received" (operations compaction dropped count too: their effect travels).
         public var operationsReceived: Int
         public var operationsSent: Int
         public var bytesSent: Int
@@ -44,6 +47,7 @@ public enum OneShotSync {
         var done = false
         var sawOpen = false
         var bytes = (sent: 0, received: 0)
+        var serverHad = VersionVector.empty
         let hub = host.boards[board]!.hub
         host.onProgress = {
             if let (_, session) = hub.sessions.first {
@@ -74,6 +78,10 @@ public enum OneShotSync {
             guard serverHolds.dominates(package.replica.versionVector),
                   session.outstandingWants.isEmpty, host.isQuiet(board) else { return }
             done = true
+            // Counted as received is: the operations the server held that this replica lacked
+            // (its vector before the handshake against ours): the same count the other side's
+            // "received" gives, probes and compaction notwithstanding.
+            serverHad = peer.version
             host.shutdown(save: false)  // the caller's save below writes the view once
             loop.schedule(after: 0.01) { loop.stop() }
         }
@@ -85,7 +93,8 @@ public enum OneShotSync {
         if let failure { throw failure }
         try package.save()
         let received = package.replica.versionVector.totalCount - startVersion.totalCount
-        return Report(operationsReceived: Int(received), operationsSent: hub.operationsSent,
+        let sent = startVersion.entries.reduce(UInt64(0)) { $0 + ($1.value > serverHad[$1.key] ? $1.value - serverHad[$1.key] : 0) }
+        return Report(operationsReceived: Int(received), operationsSent: Int(sent),
                       bytesSent: bytes.sent, bytesReceived: bytes.received,
                       missingAssets: package.replica.missingAssets.count, seconds: EventLoop.now() - start)
     }

@@ -8,6 +8,28 @@ import Testing
 
 /// Real TCP on loopback, real packages in temp directories.
 @Suite(.serialized) struct ServerTests {
+    /// Issue 23, finding 7: what one sync says it sent is what a fresh copy then says it
+    /// received, and a sync with nothing new says 0 both ways (probes and compaction aside).
+    @Test func syncCountsAddUp() throws {
+        let temp = TempDirectory()
+        let server = try ServerFixture(data: temp.path + "/data")
+        defer { server.stop() }
+        let a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
+        defer { a.close() }
+        let sticker = try a.commit { try $0.addSticker(imagePNG: pngA, at: pt(1, 1)) }.item!
+        try a.addAsset(pngA)
+        for step in 0..<20 { try a.commit { try $0.move(sticker, to: pt(Double(step), 2)) } }  // most are overwritten
+        try a.commit { try $0.setCanvasSize(CodableSize(width: 640, height: 480)) }
+        let first = try OneShotSync.run(package: a, board: "team", server: server.address, timeout: 20)
+        #expect(first.operationsSent == 22 && first.operationsReceived == 0, "\(first)")
+        let again = try OneShotSync.run(package: a, board: "team", server: server.address, timeout: 20)
+        #expect(again.operationsSent == 0 && again.operationsReceived == 0, "\(again)")
+        let fresh = try makePackage(temp.path + "/B.boardpkg", id: 0xB)
+        defer { fresh.close() }
+        let copy = try OneShotSync.run(package: fresh, board: "team", server: server.address, timeout: 20)
+        #expect(copy.operationsReceived == first.operationsSent && copy.operationsSent == 0, "\(copy)")
+    }
+
     @Test func offlineReplicasSyncThroughTheServerAndALateJoinerGetsEverything() throws {
         let temp = TempDirectory()
         let server = try ServerFixture(data: temp.path + "/data")

@@ -249,6 +249,9 @@ if let seed = options["seed"] {
         }
         print("hash: \(hex(report.decisionHash))")
     }
+    if shrink, report.passed, !json {
+        print("seed \(seed) passed: nothing to shrink (--shrink reduces a failing seed)")
+    }
     if shrink, !report.passed {
         let showProgress = isatty(2) != 0
         guard let shrunk = World.shrink(plan(seed), progress: { runs, events in
