@@ -56,7 +56,7 @@ struct Arguments {
                 allValues[name, default: []].append(value)
                 present.insert(name)
             } else {
-                throw UsageError("unknown option --\(name)")
+                throw UsageError("unknown option --\(name)\(Suggest.didYouMean(name, among: options.union(flags), prefix: "--"))")
             }
         }
     }
@@ -75,6 +75,39 @@ struct Arguments {
             throw UsageError("unexpected argument '\(positionals[names.count])'")
         }
         return positionals
+    }
+}
+
+/// "Did you mean" for a mistyped option or subcommand: the closest known name within a couple
+/// of edits (Levenshtein distance), if there is one.
+enum Suggest {
+    static func didYouMean(_ typed: String, among names: some Collection<String>, prefix: String = "") -> String {
+        var best: (name: String, cost: Int)?
+        for name in names.sorted() {
+            let cost = distance(typed, name)
+            if best == nil || cost < best!.cost { best = (name, cost) }
+        }
+        let allowed = max(1, min(2, typed.count / 3))
+        guard let best, best.cost <= allowed else { return "" }
+        return "; did you mean \(prefix)\(best.name)?"
+    }
+
+    /// Edits (insert, delete, replace, swap two neighbours) from `a` to `b`.
+    static func distance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        guard !a.isEmpty, !b.isEmpty else { return max(a.count, b.count) }
+        var table = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)
+        for i in 0...a.count { table[i][0] = i }
+        for j in 0...b.count { table[0][j] = j }
+        for i in 1...a.count {
+            for j in 1...b.count {
+                let replace = table[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)
+                var best = min(table[i - 1][j] + 1, table[i][j - 1] + 1, replace)
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] { best = min(best, table[i - 2][j - 2] + 1) }
+                table[i][j] = best
+            }
+        }
+        return table[a.count][b.count]
     }
 }
 

@@ -23,7 +23,9 @@ struct Demo {
         let args = try Arguments(raw, options: ["out", "steps", "servers", "redis"], flags: ["json"])
         _ = try args.positionals([])
         serverCount = try args.value("servers").map { text -> Int in
-            guard let value = Int(text), (1...8).contains(value) else { throw UsageError("--servers '\(text)' must be 1...8") }
+            guard let value = Int(text), (1...8).contains(value) else {
+                throw UsageError("--servers '\(text)' must be a whole number from 1 to 8 (1: one embedded server; 2 or more share one Redis)")
+            }
             return value
         } ?? 1
         redis = try args.value("redis").map { text in

@@ -97,7 +97,7 @@ let netHelps: [String: CommandHelp] = [
                         usage: "demo [--out DIR] [--steps N] [--servers N [--redis HOST:PORT]] [--json]",
                         options: [("--out DIR", "Where to write the packages (default: a new folder under the temp directory)."),
                                   ("--steps N", "Editing rounds per peer (default 40)."),
-                                  ("--servers N", "Scale-out (docs/SCALE-OUT.md): N sync servers (2 to 8) sharing one Redis, the peers spread over them. The demo starts its own redis-server (Debian's) on a free port unless --redis is given."),
+                                  ("--servers N", "Scale-out (docs/SCALE-OUT.md): N sync servers (1 to 8; 1 is the default single embedded server, 2 or more share one Redis), the peers spread over them. The demo starts its own redis-server (Debian's) on a free port unless --redis is given."),
                                   ("--redis HOST:PORT", "The Redis 7 server --servers uses (its boards are kept under bs:...)."),
                                   ("--json", "Print the summary as JSON.")]),
     "serve": CommandHelp(name: "serve", overview: "Run a sync server hosting every board in a data directory.",

@@ -30,7 +30,7 @@ case "--version":
 case "help":
     if arguments.count > 1 {
         guard let help = commandHelps[arguments[1]] ?? netHelps[arguments[1]] else {
-            fail("unknown subcommand '\(arguments[1])'", usage: "<subcommand> [options]", code: 64)
+            fail("unknown subcommand '\(arguments[1])'\(Suggest.didYouMean(arguments[1], among: Array(commandHelps.keys) + Array(netHelps.keys)))", usage: "<subcommand> [options]", code: 64)
         }
         print(help.text)
     } else {
@@ -42,7 +42,7 @@ default:
 }
 
 guard let help = commandHelps[first] ?? netHelps[first] else {
-    fail("unknown subcommand '\(first)'", usage: "<subcommand> [options]", code: 64)
+    fail("unknown subcommand '\(first)'\(Suggest.didYouMean(first, among: Array(commandHelps.keys) + Array(netHelps.keys)))", usage: "<subcommand> [options]", code: 64)
 }
 let rest = Array(arguments.dropFirst())
 if rest.contains("--help") || rest.contains("-h") {

@@ -7,6 +7,22 @@ import Testing
 @Suite struct EditCLITests {
     /// Issue 23, finding 1: a number a board cannot hold is refused with its flag named (exit
     /// 64) and nothing changes; it is never clamped or rounded away silently.
+    /// Issue 23, finding 10: a mistyped subcommand or option gets the closest real one.
+    @Test func aMistypedNameGetsDidYouMean() throws {
+        let workspace = try Workspace()
+        let cases: [([String], String)] = [
+            (["mvoe"], "did you mean move?"), (["sycn"], "did you mean sync?"), (["help", "stroek"], "did you mean stroke?"),
+            (["serve", "--data", "d", "--max-conections", "3"], "did you mean --max-connections?"),
+            (["move", "X.boardpkg", "--too", "1,1"], "did you mean --to?"),
+        ]
+        for (arguments, hint) in cases {
+            let result = try workspace.cli.run(arguments)
+            #expect(result.status == 64 && result.stderr.contains(hint), "\(arguments): \(result.stderr)")
+        }
+        let unknown = try workspace.cli.run(["zzzz"])
+        #expect(unknown.status == 64 && !unknown.stderr.contains("did you mean"), "no wild guesses: \(unknown.stderr)")
+    }
+
     @Test func numbersABoardCannotHoldAreRefusedWithTheFlagNamed() throws {
         let workspace = try Workspace()
         let cli = workspace.cli
