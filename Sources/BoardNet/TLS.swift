@@ -36,9 +36,19 @@ public final class TLSContext: @unchecked Sendable {
         self.role = role
         self.serverName = serverName
         self.verifiesPeer = verifiesPeer
-        _ = boardsync_ssl_ctx_set_min_tls12(context)
         _ = boardsync_ssl_ctx_set_modes(context)
+        // TLS 1.2 or newer, and in TLS 1.2 only forward-secret AEAD suites (ECDHE with AES-GCM
+        // or ChaCha20-Poly1305): no CBC-SHA1, no static RSA key exchange. TLS 1.3's suites are
+        // all AEAD. Fails closed: a context that cannot be restricted is not made.
+        guard boardsync_ssl_ctx_set_min_tls12(context) == 1,
+              SSL_CTX_set_cipher_list(context, TLSContext.tls12Ciphers) == 1 else {
+            let reason = TLSContext.errorQueue() ?? "unknown error"  // `deinit` frees the context
+            throw TLSError("OpenSSL cannot restrict TLS to version 1.2+ with AEAD suites: \(reason)")
+        }
     }
+
+    /// The TLS 1.2 cipher suites offered and accepted (OpenSSL's cipher-list syntax).
+    public static let tls12Ciphers = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 
     deinit { SSL_CTX_free(context) }
 
@@ -69,6 +79,8 @@ public final class TLSContext: @unchecked Sendable {
     /// system's trust store). `serverName`: the name to expect in the server's certificate (nil:
     /// the address dialed).
     public static func client(ca: String? = nil, serverName: String? = nil, verifyPeer: Bool = true) throws -> TLSContext {
+        // An empty name would make OpenSSL check no name at all (SSL_set1_host clears the list).
+        if let serverName { try checkedName(serverName) }
         let tls = try TLSContext(role: .client, serverName: serverName, verifiesPeer: verifyPeer)
         ERR_clear_error()
         if let ca {
@@ -87,6 +99,13 @@ public final class TLSContext: @unchecked Sendable {
     /// against it unless `serverName` was given).
     public func stream(host: String) throws -> TLSStream {
         try TLSStream(context: self, host: host)
+    }
+
+    /// Refuses a name that cannot be checked: empty, or holding a NUL (C would cut it there).
+    fileprivate static func checkedName(_ name: String) throws {
+        guard !name.isEmpty, !name.utf8.contains(0) else {
+            throw TLSError("the name to check in the server's certificate is empty or holds a NUL byte; give the DNS name or IP address it carries")
+        }
     }
 
     private static func readable(_ path: String, _ what: String) throws {
@@ -136,13 +155,21 @@ public final class TLSStream {
             SSL_set_accept_state(ssl)
         } else {
             SSL_set_connect_state(ssl)
+            // Fails closed: a name OpenSSL did not take would leave the certificate's name
+            // unchecked, so the stream is not made.
+            // (Thrown once fully initialized, so `deinit` frees the session.)
             let name = context.serverName ?? host
-            var probe = in_addr()
-            if inet_pton(AF_INET, name, &probe) == 1 {
-                _ = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name)
+            try TLSContext.checkedName(name)
+            var probe4 = in_addr(), probe6 = in6_addr()
+            let set: Bool
+            if inet_pton(AF_INET, name, &probe4) == 1 || inet_pton(AF_INET6, name, &probe6) == 1 {
+                set = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name) == 1
             } else {
-                _ = SSL_set1_host(ssl, name)
-                _ = boardsync_ssl_set_server_name(ssl, name)
+                set = SSL_set1_host(ssl, name) == 1 && boardsync_ssl_set_server_name(ssl, name) == 1
+            }
+            guard set else {
+                let reason = TLSContext.errorQueue() ?? "refused"
+                throw TLSError("OpenSSL would not check the server's certificate for '\(name)': \(reason)")
             }
         }
     }

@@ -16,6 +16,9 @@ final class TestPKI {
     var server: (cert: String, key: String) { (path + "/server.pem", path + "/server.key") }
     var rogueServer: (cert: String, key: String) { (path + "/rogue-server.pem", path + "/rogue-server.key") }
     var rogueCA: String { path + "/rogue-ca.pem" }
+    /// Signed by `ca`, for another host only (elsewhere.example).
+    var elsewhere: (cert: String, key: String) { (path + "/elsewhere.pem", path + "/elsewhere.key") }
+    var openssl = ""
 
     /// Nil (with a loud line) when the `openssl` command is missing; `.ci/run` installs it.
     static func make() throws -> TestPKI? {
@@ -28,6 +31,8 @@ final class TestPKI {
         try pki.authority(openssl, "rogue-ca")
         try pki.certificate(openssl, "server", signedBy: "ca", names: "IP:127.0.0.1,DNS:localhost")
         try pki.certificate(openssl, "rogue-server", signedBy: "rogue-ca", names: "IP:127.0.0.1,DNS:localhost")
+        try pki.certificate(openssl, "elsewhere", signedBy: "ca", names: "DNS:elsewhere.example")
+        pki.openssl = openssl
         return pki
     }
 
@@ -211,6 +216,66 @@ final class LogLines: @unchecked Sendable {  // appended on the loop thread, rea
             Issue.record("a TLS client synced with a plain server")
         } catch let failure as OneShotSync.Failure {
             #expect("\(failure)".contains("does it speak TLS"), "\(failure)")
+        }
+    }
+
+    /// An empty name to check (`--tls-name ''`) made OpenSSL check none: a certificate a
+    /// trusted CA made for any other host passed.
+    @Test func anEmptyServerNameFailsClosedInsteadOfCheckingNoName() throws {
+        guard let pki = try TestPKI.make() else { return }
+        let temp = TempDirectory()
+        let elsewhere = try tlsServer(temp, pki.elsewhere)
+        defer { elsewhere.stop() }
+        let a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
+        for name in ["", "local\u{0}host"] {
+            do {
+                let context = try TLSContext.client(ca: pki.ca, serverName: name)
+                _ = try OneShotSync.run(package: a, board: "team", server: elsewhere.address, timeout: 10, tls: context)
+                Issue.record("synced with a server whose certificate names another host, checking the name '\(name)'")
+            } catch let error as TLSError {
+                #expect("\(error)".contains("empty or holds a NUL"), "\(error)")
+            } catch {
+                Issue.record("expected the context to be refused, got: \(error)")
+            }
+        }
+        // Without a name, the address dialed is checked (and the certificate does not carry it).
+        #expect(throws: TLSError.self) { _ = try TLSContext.client(ca: pki.ca).stream(host: "") }
+        do {
+            _ = try OneShotSync.run(package: a, board: "team", server: elsewhere.address, timeout: 10, tls: try TLSContext.client(ca: pki.ca))
+            Issue.record("synced with a server whose certificate names another host")
+        } catch let failure as OneShotSync.Failure {
+            #expect("\(failure)".contains("mismatch"), "\(failure)")
+        }
+        #expect(try elsewhere.thread.onLoop { elsewhere.host.boards.isEmpty })
+    }
+
+    /// `openssl s_client` offering one TLS 1.2 suite: a CBC-SHA1 suite (or one without forward
+    /// secrecy) finds no shared cipher; an ECDHE AEAD suite connects.
+    @Test func tls12AcceptsOnlyForwardSecretAEADSuites() throws {
+        guard let pki = try TestPKI.make() else { return }
+        let temp = TempDirectory()
+        let server = try tlsServer(temp, pki.server)
+        defer { server.stop() }
+        func handshake(_ cipher: String) throws -> (ok: Bool, output: String) {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: pki.openssl)
+            process.arguments = ["s_client", "-connect", "127.0.0.1:\(server.address.port)", "-tls1_2", "-cipher", cipher, "-CAfile", pki.ca]
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = output
+            process.standardInput = FileHandle.nullDevice
+            try process.run()
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return (process.terminationStatus == 0 && text.contains("Cipher is \(cipher)"), text)
+        }
+        for weak in ["ECDHE-ECDSA-AES128-SHA", "ECDHE-ECDSA-AES256-SHA", "ECDHE-ECDSA-AES128-SHA256"] {
+            let (ok, output) = try handshake(weak)
+            #expect(!ok, "TLS 1.2 with \(weak) connected: \(output.suffix(400))")
+        }
+        for strong in ["ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-CHACHA20-POLY1305"] {
+            let (ok, output) = try handshake(strong)
+            #expect(ok, "TLS 1.2 with \(strong) did not connect: \(output.suffix(400))")
         }
     }
 
