@@ -22,9 +22,13 @@ public enum OneShotSync {
         case unreachable(String)
         case closed(String)
         case timedOut(Double)
+        /// The server said the token expired (`SessionError.Code.tokenExpired`): a fresh token
+        /// would be let in.
+        case tokenExpired(String)
 
         public var description: String {
             switch self {
+            case .tokenExpired(let why): return "the token expired (\(why)): get a fresh token (`board-sync token`) and sync again"
             case .unreachable(let why): return "cannot reach the server: \(why)"
             case .closed(let why): return "the server closed the connection: \(why)"
             case .timedOut(let seconds): return "no result after \(Int(seconds)) s; the server may be overloaded or unreachable"
@@ -57,7 +61,9 @@ public enum OneShotSync {
             guard !done, failure == nil else { return }
             guard let (id, session) = hub.sessions.first else {
                 if host.connectionCount == 0 {
-                    if let reason = host.lastCloseReason {
+                    if let reason = host.lastCloseReason, reason.remote, reason.code == .tokenExpired {
+                        failure = .tokenExpired(reason.message)
+                    } else if let reason = host.lastCloseReason {
                         failure = .closed("\(reason)")
                     } else {
                         let why = host.lastTransportError
@@ -66,6 +72,11 @@ public enum OneShotSync {
                     }
                     loop.stop()
                 }
+                return
+            }
+            if session.isClosed, let reason = session.closeReason, reason.remote, reason.code == .tokenExpired {
+                failure = .tokenExpired(reason.message)
+                loop.stop()
                 return
             }
             if session.isClosed {

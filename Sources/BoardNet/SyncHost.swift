@@ -148,6 +148,9 @@ public final class SyncHost {
         endpoint.onPresence = { [weak self] board, presence in self?.onPresence?(board, presence) }
         endpoint.transportQueued = { [weak self] id in self?.connections[id]?.queuedBytes ?? 0 }
         if !options.reconnect { endpoint.setReconnecting(false, now: EventLoop.now()) }
+        // The endpoint closes the sessions a change of revocations revokes (its own observer,
+        // registered first); their ERROR is written and their connections closed here.
+        options.access?.revocations.observe { [weak self] in self?.flushSoon() }
         armTimer()
     }
 
@@ -352,6 +355,9 @@ public final class SyncHost {
         endpoint.closed(id, now: EventLoop.now())
         if let board { for other in endpoint.sessions(of: board) { flush(other) } }
         options.log("connection \(connection.remote) closed\(error.map { ": \($0)" } ?? reason.map { ": \($0)" } ?? "")")
+        if let reason, reason.remote, reason.code == .tokenExpired {
+            options.log("the token presented to \(connection.remote) expired: connect again with a fresh token (`board-sync token`)")
+        }
         armTimer()
         onProgress?()
     }

@@ -20,12 +20,20 @@ public struct AccessGrant: Equatable, Sendable {
     public var expires: Double?
     /// Who the token was issued to (an opaque id chosen at minting).
     public var subject: String
+    /// The token's own id (`jti`), for revoking this one token; nil for tokens minted before
+    /// tokens had ids (those can be revoked only by their subject).
+    public var tokenID: String?
+    /// When the token was minted (seconds since 1970, millisecond precision); nil for tokens
+    /// minted before tokens said so (a subject's revocation refuses those whenever it was made).
+    public var issued: Double?
 
-    public init(board: String, role: AccessRole, expires: Double?, subject: String) {
+    public init(board: String, role: AccessRole, expires: Double?, subject: String, tokenID: String? = nil, issued: Double? = nil) {
         self.board = board
         self.role = role
         self.expires = expires
         self.subject = subject
+        self.tokenID = tokenID
+        self.issued = issued
     }
 }
 
@@ -37,6 +45,10 @@ public enum AccessRefusal: Error, Equatable, Sendable, CustomStringConvertible {
     case badSignature
     case otherBoard(String)
     case expired(Double)
+    /// The token (by its id) or its subject was revoked (`Revocations`).
+    case revoked
+    /// The board asked for is not a plain name (checked before the token is looked at).
+    case invalidBoardName
 
     public var description: String {
         switch self {
@@ -45,14 +57,18 @@ public enum AccessRefusal: Error, Equatable, Sendable, CustomStringConvertible {
         case .badSignature: "a token not signed with this server's secret (or altered)"
         case .otherBoard(let board): "a token for another board ('\(board)')"
         case .expired(let when): "a token that expired at \(Date(timeIntervalSince1970: when))"
+        case .revoked: "a revoked token"
+        case .invalidBoardName: "a request for an invalid board name"
         }
     }
 }
 
 /// Mints and verifies access tokens: `bst1.<payload>.<signature>`, both parts base64url, the
-/// payload `board=NAME;role=read|write;exp=SECONDS|never;sub=SUBJECT` and the signature its
-/// HMAC-SHA256 under the server's secret (docs/DEPLOYMENT.md). Pure: the current time is passed
-/// in, so the sans-IO endpoint can check expiry without reading a clock.
+/// payload `board=NAME;role=read|write|peer;exp=SECONDS|never;sub=SUBJECT;jti=ID;iat=MILLISECONDS`
+/// and the signature its HMAC-SHA256 under the server's secret (docs/DEPLOYMENT.md). Tokens
+/// minted before `jti` and `iat` existed still verify (without an id or an issue time). Pure:
+/// the current time is passed in, so the sans-IO endpoint can check expiry without reading a
+/// clock.
 public struct TokenAuthority: Sendable {
     public static let prefix = "bst1"
     /// Shortest secret accepted, in bytes.
@@ -66,20 +82,53 @@ public struct TokenAuthority: Sendable {
         self.secret = secret
     }
 
-    /// A token for `board` with `role`, for `subject`, valid until `expires` (nil: forever).
-    public func mint(board: String, role: AccessRole, expires: Double?, subject: String) throws -> String {
+    /// A fresh random token id: 16 hex digits.
+    public static func newTokenID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let value = UInt64.random(in: 1...UInt64.max, using: &generator)
+        let hex = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    /// A token for `board` with `role`, for `subject`, valid until `expires` (nil: forever),
+    /// under the id `tokenID`, minted at `issued` (seconds since 1970; nil leaves it out, and
+    /// then only the token id revokes it one by one).
+    public func mint(board: String, role: AccessRole, expires: Double?, subject: String,
+                     tokenID: String = TokenAuthority.newTokenID(), issued: Double? = nil) throws -> String {
         guard Hello.isValidBoardName(board) else { throw AccessSetupError("'\(board)' is not a valid board name") }
         guard TokenAuthority.isValidSubject(subject) else {
             throw AccessSetupError("a subject is 1-64 letters, digits, '-', '_' or '.'")
         }
+        guard TokenAuthority.isValidSubject(tokenID) else {
+            throw AccessSetupError("a token id is 1-64 letters, digits, '-', '_' or '.'")
+        }
         let expiry = expires.map { String(Int64($0.rounded(.down))) } ?? "never"
-        let payload = Array("board=\(board);role=\(role.rawValue);exp=\(expiry);sub=\(subject)".utf8)
+        var text = "board=\(board);role=\(role.rawValue);exp=\(expiry);sub=\(subject);jti=\(tokenID)"
+        if let issued { text += ";iat=\(Int64((issued * 1000).rounded(.down)))" }
+        let payload = Array(text.utf8)
         return [TokenAuthority.prefix, Base64URL.encode(payload), Base64URL.encode(HMAC.sha256(key: secret, message: payload))]
             .joined(separator: ".")
     }
 
-    /// Checks a token presented for `board` at `now` (seconds since 1970).
+    /// Checks a token presented for `board` at `now` (seconds since 1970). The board name is
+    /// checked first (a plain name, `Hello.isValidBoardName`), and compared with the token's
+    /// byte for byte: `String`'s `==` takes canonically equivalent names as equal (KELVIN SIGN
+    /// and `K`).
     public func verify(_ token: [UInt8], board: String, now: Double) -> Result<AccessGrant, AccessRefusal> {
+        guard Hello.isValidBoardName(board) else { return .failure(.invalidBoardName) }
+        let grant: AccessGrant
+        switch decode(token) {
+        case .failure(let refusal): return .failure(refusal)
+        case .success(let decoded): grant = decoded
+        }
+        guard Array(grant.board.utf8) == Array(board.utf8) else { return .failure(.otherBoard(grant.board)) }
+        if let expires = grant.expires, now >= expires { return .failure(.expired(expires)) }
+        return .success(grant)
+    }
+
+    /// What a token signed with this secret says, whatever its board and expiry (for `token
+    /// revoke --token`): nothing in a payload is read before its signature is checked.
+    public func decode(_ token: [UInt8]) -> Result<AccessGrant, AccessRefusal> {
         guard !token.isEmpty else { return .failure(.missing) }
         let parts = token.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3, Array(parts[0]) == Array(TokenAuthority.prefix.utf8),
@@ -100,9 +149,14 @@ public struct TokenAuthority: Sendable {
               let expiry = fields["exp"], let subject = fields["sub"] else { return .failure(.malformed) }
         let expires: Double?
         if expiry == "never" { expires = nil } else if let seconds = Int64(expiry) { expires = Double(seconds) } else { return .failure(.malformed) }
-        guard tokenBoard == board else { return .failure(.otherBoard(tokenBoard)) }
-        if let expires, now >= expires { return .failure(.expired(expires)) }
-        return .success(AccessGrant(board: tokenBoard, role: role, expires: expires, subject: subject))
+        var issued: Double?
+        if let text = fields["iat"] {
+            guard let milliseconds = Int64(text) else { return .failure(.malformed) }
+            issued = Double(milliseconds) / 1000
+        }
+        if let id = fields["jti"], !TokenAuthority.isValidSubject(id) { return .failure(.malformed) }
+        return .success(AccessGrant(board: tokenBoard, role: role, expires: expires, subject: subject,
+                                    tokenID: fields["jti"], issued: issued))
     }
 
     public static func isValidSubject(_ subject: String) -> Bool {

@@ -276,6 +276,12 @@ public final class BoardHub {
         for id in sessions.keys { sessions[id]?.close(error) }
     }
 
+    /// Closes one session with `error` (its token expired or was revoked); its output then
+    /// holds the ERROR.
+    public func close(_ id: SessionID, _ error: SessionError) {
+        _ = withSession(id) { $0.close(error) }
+    }
+
     // MARK: Input
 
     /// Feeds bytes from a session's connection; returns the session's events (for the host's

@@ -28,6 +28,9 @@ public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible 
         case tooFast = 20
         /// A fixed limit of the host (boards per server, images per board): not worth retrying.
         case limitReached = 21
+        /// The connection's token expired (at the HELLO, or while the session was open): mint or
+        /// fetch a fresh token and dial again.
+        case tokenExpired = 22
 
         public var name: String {
             switch self {
@@ -52,6 +55,7 @@ public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible 
             case .notAuthor: return "not the author"
             case .tooFast: return "too many operations per second"
             case .limitReached: return "limit reached"
+            case .tokenExpired: return "token expired"
             }
         }
     }

@@ -60,15 +60,20 @@ extension MemoryReplicaStore: HostedStore {
 /// board name.
 public final class SyncEndpoint {
     /// Tokens required in HELLO (docs/DEPLOYMENT.md). The wall clock is injected: the endpoint
-    /// reads no clock of its own.
+    /// reads no clock of its own. A token's authority ends when it expires or is revoked, on
+    /// open sessions too: each closes at its token's expiry (`tokenExpired`), and when
+    /// `revocations` changes, the sessions whose tokens it revokes close (`unauthorized`).
     public struct AccessControl {
         public var authority: TokenAuthority
         /// Seconds since 1970, for token expiry.
         public var wallClock: () -> Double
+        /// Revoked subjects and tokens (shared with whatever else checks these tokens: a web view).
+        public var revocations: RevocationList
 
-        public init(authority: TokenAuthority, wallClock: @escaping () -> Double) {
+        public init(authority: TokenAuthority, wallClock: @escaping () -> Double, revocations: RevocationList = RevocationList()) {
             self.authority = authority
             self.wallClock = wallClock
+            self.revocations = revocations
         }
     }
 
@@ -156,6 +161,12 @@ public final class SyncEndpoint {
     private var dialOf: [SessionID: Int] = [:]
     /// Whether dropped links are dialed again (false: a host taken offline, a one-shot client).
     public private(set) var reconnects = true
+    /// The token grant of every attached session that presented one (access control).
+    private var grants: [SessionID: AccessGrant] = [:]
+    /// The earliest expiry (wall clock) among `grants`, or nil: `handleTimers` re-checks the
+    /// grants against the wall clock once it passes (the sessions' own deadlines were set on
+    /// the host's clock, which a wall clock stepped forward can outrun).
+    private var earliestGrantExpiry: Double?
 
     private struct DialTarget {
         var link: SessionID?
@@ -169,6 +180,7 @@ public final class SyncEndpoint {
         self.opener = opener
         self.options = options
         self.now = now
+        observeRevocations()
     }
 
     /// A single-board endpoint (a peer) holding `store` under `board`; it accepts any name.
@@ -176,6 +188,7 @@ public final class SyncEndpoint {
         self.opener = nil
         self.options = options
         self.now = now
+        observeRevocations()
         let hosted = install(store, as: board)
         hosted.hub.acceptsAnyBoard = true
     }
@@ -281,16 +294,24 @@ public final class SyncEndpoint {
         var readOnly = false
         var subject: String?
         var relay = false
+        var grant: AccessGrant?
         if let access = options.access {
-            switch access.authority.verify(hello.credentials, board: hello.board, now: access.wallClock()) {
-            case .success(let grant):
-                readOnly = grant.role == .read
-                relay = grant.role == .peer
-                subject = grant.subject
+            switch access.check(hello.credentials, board: hello.board) {
+            case .success(let verified):
+                readOnly = verified.role == .read
+                relay = verified.role == .peer
+                subject = verified.subject
+                grant = verified
             case .failure(let refusal):
                 let name = Hello.isValidBoardName(hello.board) ? "'\(hello.board)'" : "(an invalid name)"
                 options.log("connection \(id): access denied to board \(name): \(refusal)")
-                session.close(SessionError(.unauthorized, "access denied"))
+                // An expired token (signed, for this board) is told so, that its holder may
+                // fetch a fresh one and dial again; every other refusal says only "denied".
+                if case .expired = refusal {
+                    session.close(SessionError(.tokenExpired, "the token expired; dial again with a fresh one"))
+                } else {
+                    session.close(SessionError(.unauthorized, "access denied"))
+                }
                 pending[id] = session
                 return
             }
@@ -304,6 +325,15 @@ public final class SyncEndpoint {
         }
         pending[id] = nil
         session.rebind(localReplica: board.store.replica.id)
+        if let grant, let access = options.access {
+            grants[id] = grant
+            // The expiry (wall clock) becomes a deadline on the host's clock, which the session
+            // fires like its keep-alives; `handleTimers` also re-checks on the wall clock.
+            if let expires = grant.expires, let left = access.secondsLeft(grant) {
+                session.tokenExpiry = now + left
+                earliestGrantExpiry = min(earliestGrantExpiry ?? expires, expires)
+            }
+        }
         route[id] = board.name
         board.lastActive = now
         board.hub.attach(id, session, hello: hello, readOnly: readOnly, subject: subject, relay: relay)
@@ -334,14 +364,18 @@ public final class SyncEndpoint {
 
     public func removeViewer(board name: String, now: Double) {
         self.now = now
-        guard let count = viewers[name] else { return }
+        guard Hello.isValidBoardName(name), let count = viewers[name] else { return }
         viewers[name] = count > 1 ? count - 1 : nil
         boards[name]?.lastActive = now
     }
 
     private func openBoard(_ name: String) -> Board? {
+        // The name is checked before it is looked up: `boards` is keyed by `String`, whose
+        // equality is canonical equivalence (KELVIN SIGN + "x" would find board "Kx"); plain
+        // names are ASCII, where it is byte equality.
+        guard Hello.isValidBoardName(name) else { return nil }
         if let board = boards[name] { return board }
-        guard let opener, Hello.isValidBoardName(name) else { return nil }
+        guard let opener else { return nil }
         if boards.count >= options.maxOpenBoards {
             closeIdleBoards(olderThan: 0)
             guard boards.count < options.maxOpenBoards else {
@@ -373,6 +407,7 @@ public final class SyncEndpoint {
             if let reason = session.closeReason { lastCloseReason = reason }
             return
         }
+        grants[id] = nil
         guard let name = route.removeValue(forKey: id), let board = boards[name] else { return }
         if let session = board.hub.sessions[id] {
             if let reason = session.closeReason { lastCloseReason = reason }
@@ -448,6 +483,48 @@ public final class SyncEndpoint {
             fired += session.handleTimer(now: now).map { (id, $0) }
             pending[id] = session
         }
+        if let earliest = earliestGrantExpiry, let access = options.access, access.wallClock() >= earliest {
+            fired += enforceAccess(now: now)
+        }
+        return fired
+    }
+
+    // MARK: Access of open sessions
+
+    private func observeRevocations() {
+        options.access?.revocations.observe { [weak self] in
+            guard let self else { return }
+            self.enforceAccess(now: self.now)
+        }
+    }
+
+    /// Checks every attached session's token again (expiry on the wall clock, revocations) and
+    /// closes those whose authority ended: `tokenExpired` for an expired token, `unauthorized`
+    /// for a revoked one. Runs by itself when the access control's `revocations` change; the
+    /// host then writes the sessions' output (their ERROR) and closes them (`isFinished`).
+    @discardableResult
+    public func enforceAccess(now: Double) -> [(SessionID, SessionEvent)] {
+        self.now = now
+        guard let access = options.access else { return [] }
+        var fired: [(SessionID, SessionEvent)] = []
+        var earliest: Double?
+        for (id, grant) in grants.sorted(by: { $0.key < $1.key }) {
+            guard let refusal = access.recheck(grant) else {
+                if let expires = grant.expires { earliest = min(earliest ?? expires, expires) }
+                continue
+            }
+            guard let name = route[id], let hub = boards[name]?.hub, hub.sessions[id]?.isClosed == false else { continue }
+            let error: SessionError
+            if case .expired = refusal {
+                error = SessionError(.tokenExpired, "the token of this connection expired; dial again with a fresh one")
+            } else {
+                error = SessionError(.unauthorized, "access revoked")
+            }
+            options.log("board '\(name)': session \(id) (subject '\(grant.subject)') closed: \(refusal)")
+            hub.close(id, error)
+            fired.append((id, .closed(error)))
+        }
+        earliestGrantExpiry = earliest
         return fired
     }
 

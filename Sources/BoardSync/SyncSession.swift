@@ -95,6 +95,10 @@ public struct SyncSession: Sendable {
     public let limits: SessionLimits
     public let timing: SessionTiming
     public var credentials: [UInt8] = []
+    /// When the token that let this session in expires, on the host's clock (the same clock as
+    /// every `now`): `handleTimer` closes the session then with `tokenExpired`, and
+    /// `nextDeadline` counts it. Nil: no token, or one that never expires.
+    public var tokenExpiry: Double?
 
     private var state: State = .idle
     private var decoder: FrameDecoder
@@ -254,6 +258,9 @@ public struct SyncSession: Sendable {
             return [fail(SessionError(.idleTimeout, "no HELLO within \(Int(timing.handshakeTimeout)) s"))]
         default: break
         }
+        if let tokenExpiry, now >= tokenExpiry {
+            return [fail(SessionError(.tokenExpired, "the token of this connection expired; dial again with a fresh one"))]
+        }
         if decoder.bufferedCount > 0, now >= lastFrame.at + timing.idleTimeout,
            Double(bytesReceived - lastFrame.bytes) < timing.minimumFrameRate * (now - lastFrame.at) {
             return [fail(SessionError(.idleTimeout, "a frame has been incomplete for \(Int(now - lastFrame.at)) s with almost nothing arriving (a damaged length field?)"))]
@@ -271,12 +278,14 @@ public struct SyncSession: Sendable {
 
     /// When `handleTimer` next needs to run.
     public var nextDeadline: Double? {
+        let deadline: Double
         switch state {
         case .idle, .closed: return nil
         case .awaitingHello where role == .acceptor:
-            return min(lastSent + timing.keepAlive, lastReceived + timing.idleTimeout, listenedAt + timing.handshakeTimeout)
-        default: return min(lastSent + timing.keepAlive, lastReceived + timing.idleTimeout)
+            deadline = min(lastSent + timing.keepAlive, lastReceived + timing.idleTimeout, listenedAt + timing.handshakeTimeout)
+        default: deadline = min(lastSent + timing.keepAlive, lastReceived + timing.idleTimeout)
         }
+        return tokenExpiry.map { min($0, deadline) } ?? deadline
     }
 
     // MARK: Outputs
@@ -470,7 +479,8 @@ public struct SyncSession: Sendable {
                 throw SessionError(.badBoardName, "'\(hello.board.prefix(40))' is not a plain board name")
             }
             if role == .dialer {
-                guard hello.board == boardName else {
+                // Bytes, not `String` equality (canonical equivalence).
+                guard Array(hello.board.utf8) == Array(boardName.utf8) else {
                     throw SessionError(.boardMismatch, "asked for board '\(boardName)', peer answered for '\(hello.board)'")
                 }
                 state = .open(hello)

@@ -24,12 +24,62 @@ import Testing
 
     @Test func aTokenOpensItsBoardWithItsRoleUntilItExpires() throws {
         let authority = try TokenAuthority(secret: Self.secret)
-        let token = Array(try authority.mint(board: "plans", role: .read, expires: 1_000, subject: "ann").utf8)
-        #expect(authority.verify(token, board: "plans", now: 999) == .success(AccessGrant(board: "plans", role: .read, expires: 1_000, subject: "ann")))
+        let token = Array(try authority.mint(board: "plans", role: .read, expires: 1_000, subject: "ann", tokenID: "t1", issued: 900.25).utf8)
+        #expect(authority.verify(token, board: "plans", now: 999)
+            == .success(AccessGrant(board: "plans", role: .read, expires: 1_000, subject: "ann", tokenID: "t1", issued: 900.25)))
         #expect(authority.verify(token, board: "plans", now: 1_000) == .failure(.expired(1_000)))
         #expect(authority.verify(token, board: "other", now: 10) == .failure(.otherBoard("plans")))
-        let forever = Array(try authority.mint(board: "plans", role: .write, expires: nil, subject: "bob").utf8)
-        #expect(authority.verify(forever, board: "plans", now: 4e9) == .success(AccessGrant(board: "plans", role: .write, expires: nil, subject: "bob")))
+        let forever = Array(try authority.mint(board: "plans", role: .write, expires: nil, subject: "bob", tokenID: "t2").utf8)
+        #expect(authority.verify(forever, board: "plans", now: 4e9) == .success(AccessGrant(board: "plans", role: .write, expires: nil, subject: "bob", tokenID: "t2")))
+        // Every minted token gets an id of its own.
+        let ids = try (0..<20).map { _ in try authority.decode(Array(authority.mint(board: "plans", role: .read, expires: nil, subject: "c").utf8)).get().tokenID }
+        #expect(Set(ids).count == 20 && !ids.contains(nil))
+    }
+
+    /// A token minted before tokens had ids and issue times (`board=...;exp=...;sub=...` only).
+    static func legacyToken(_ payload: String) -> [UInt8] {
+        let bytes = Array(payload.utf8)
+        return Array([TokenAuthority.prefix, Base64URL.encode(bytes), Base64URL.encode(HMAC.sha256(key: secret, message: bytes))].joined(separator: ".").utf8)
+    }
+
+    @Test func tokensMintedBeforeTokenIDsStillVerify() throws {
+        let authority = try TokenAuthority(secret: Self.secret)
+        let old = Self.legacyToken("board=plans;role=write;exp=never;sub=old")
+        #expect(authority.verify(old, board: "plans", now: 4e9) == .success(AccessGrant(board: "plans", role: .write, expires: nil, subject: "old")))
+        // Only its subject revokes it (it has no id), whenever that revocation was made.
+        var revocations = Revocations()
+        revocations.tokenIDs = ["old"]
+        #expect(!revocations.revokes(try authority.verify(old, board: "plans", now: 0).get()))
+        revocations.subjects = ["old": 1]
+        #expect(revocations.revokes(try authority.verify(old, board: "plans", now: 0).get()))
+    }
+
+    /// Swift's `String ==` is canonical equivalence: KELVIN SIGN (U+212A) + "x" equals "Kx".
+    @Test func boardNamesCompareAsBytesAndAreCheckedBeforeTheToken() throws {
+        let authority = try TokenAuthority(secret: Self.secret)
+        let kelvin = "\u{212A}x"
+        #expect(kelvin == "Kx", "the premise: String equality is canonical equivalence")
+        let token = Array(try authority.mint(board: "Kx", role: .write, expires: nil, subject: "ann").utf8)
+        #expect(authority.verify(token, board: kelvin, now: 0) == .failure(.invalidBoardName))
+        #expect(authority.verify([], board: kelvin, now: 0) == .failure(.invalidBoardName), "the name is refused before the token is looked at")
+        #expect((try? authority.verify(token, board: "Kx", now: 0).get())?.board == "Kx")
+    }
+
+    @Test func revocationLinesRoundTripAndIgnoreWhatTheyCannotRead() {
+        let text = "# revoked\nsubject ann 1764608400123\n\ntoken 3f9c2a71d04b8e65\nsubject bob notatime\nfrobnicate x\nsubject a;b 5\n"
+        let revocations = Revocations(parsing: text)
+        #expect(revocations.subjects == ["ann": 1_764_608_400.123])
+        #expect(revocations.tokenIDs == ["3f9c2a71d04b8e65"])
+        #expect(revocations.ignoredLines == 3)
+        #expect(Revocations(parsing: revocations.lines.joined(separator: "\n")).lines == revocations.lines)
+        #expect(Revocations.line(subject: "ann", at: 1_764_608_400.123) == "subject ann 1764608400123")
+        // A subject's revocation covers its tokens minted up to it, not those minted after.
+        let at = 1_764_608_400.123
+        func grant(issued: Double?) -> AccessGrant { AccessGrant(board: "b", role: .write, expires: nil, subject: "ann", tokenID: "x", issued: issued) }
+        #expect(revocations.revokes(grant(issued: at - 60)))
+        #expect(revocations.revokes(grant(issued: at)))
+        #expect(!revocations.revokes(grant(issued: at + 0.001)))
+        #expect(revocations.revokes(grant(issued: nil)))
     }
 
     @Test func forgedTamperedAndMalformedTokensAreRefused() throws {
@@ -101,7 +151,13 @@ import Testing
         let expired = try Self.authority.mint(board: "plans", role: .write, expires: 999, subject: "ann")
         let forged = try TokenAuthority(secret: Array("not the server's secret at all".utf8)).mint(board: "plans", role: .write, expires: nil, subject: "eve")
         let otherBoard = try Self.authority.mint(board: "notes", role: .write, expires: nil, subject: "ann")
-        for (label, board, token) in [("none", "plans", nil), ("expired", "plans", expired), ("forged", "plans", forged),
+        // An expired token (signed, for this board) is told so, that its holder may get a fresh one.
+        let (late, _) = try Self.peer(net, board: "plans", token: expired, id: 0xB)
+        net.connect(late, to: server)
+        net.deliver()
+        #expect(net.endpoints[late].lastCloseReason?.code == .tokenExpired && net.endpoints[late].lastCloseReason?.remote == true,
+                "\(String(describing: net.endpoints[late].lastCloseReason))")
+        for (label, board, token) in [("none", "plans", nil), ("forged", "plans", forged),
                                       ("other board", "plans", otherBoard), ("missing board", "secret", nil),
                                       ("missing board, other token", "secret", writer)] as [(String, String, String?)] {
             let (peer, store) = try Self.peer(net, board: board, token: token, id: 0xB, edits: { _ = try $0.setCanvasSize(CodableSize(width: 9, height: 9)) })
@@ -367,5 +423,127 @@ import Testing
         net.deliver()
         #expect(net.links[link].up)
         #expect(friendStore.replica.snapshot().canvasSize == CodableSize(width: 4, height: 4))
+    }
+}
+
+/// A token's authority ends when it expires or is revoked, on open sessions too.
+@Suite struct TokenLifetimeTests {
+    static let authority = AccessEndpointTests.authority
+
+    /// A server whose wall clock is 1,000 s ahead of the virtual clock, and its revocations.
+    static func server() throws -> (VirtualNet, server: Int, RevocationList, AccessEndpointTests.LogLines) {
+        let log = AccessEndpointTests.LogLines()
+        let revocations = RevocationList()
+        let net = VirtualNet()
+        var options = SyncEndpoint.Options()
+        options.access = SyncEndpoint.AccessControl(authority: authority, wallClock: { [unowned net] in 1_000 + net.now }, revocations: revocations)
+        options.log = { log.append($0) }
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/data")
+        let server = net.add(EndpointTests.serverEndpoint(fs, ids: EndpointTests.SeededIDs(), options: options))
+        return (net, server, revocations, log)
+    }
+
+    static func online(_ net: VirtualNet, _ server: Int, token: String, id: UInt64) throws -> (peer: Int, link: Int) {
+        let (peer, _) = try AccessEndpointTests.peer(net, board: "plans", token: token, id: id)
+        let link = net.connect(peer, to: server)
+        net.deliver()
+        #expect(net.endpoints[peer].session(net.links[link].a.id)?.isOpen == true, "the session opened")
+        return (peer, link)
+    }
+
+    @Test func anOpenSessionClosesWhenItsTokenExpiresAndTheDeadlineSaysWhen() throws {
+        let (net, server, _, log) = try Self.server()
+        // Expires 3 s from now on the wall clock; keep-alives keep the link busy meanwhile.
+        let short = try Self.authority.mint(board: "plans", role: .write, expires: 1_003, subject: "ann")
+        let long = try Self.authority.mint(board: "plans", role: .write, expires: 1_000 + 3_600, subject: "bob")
+        let (ann, annLink) = try Self.online(net, server, token: short, id: 0xA)
+        let (_, bobLink) = try Self.online(net, server, token: long, id: 0xB)
+        let deadline = try #require(net.endpoints[server].nextDeadline)
+        #expect(deadline <= 3, "the expiry is a deadline of the server: \(deadline)")
+        net.advance(until: 2.9)
+        #expect(net.links[annLink].up, "open until the token expires")
+        net.advance(until: 3.5)
+        #expect(!net.links[annLink].up, "closed once the token expired")
+        let reason = try #require(net.endpoints[ann].lastCloseReason)
+        #expect(reason.code == .tokenExpired && reason.remote, "\(reason)")
+        #expect(net.links[bobLink].up, "a session whose token is still valid stays open")
+        #expect(log.lines.contains { $0.contains("token expired") }, "\(log.lines)")
+        // Dialing again with the same token is refused with the same code.
+        let (again, _) = try AccessEndpointTests.peer(net, board: "plans", token: short, id: 0xA)
+        net.connect(again, to: server)
+        net.deliver()
+        #expect(net.endpoints[again].lastCloseReason?.code == .tokenExpired)
+    }
+
+    @Test func aWallClockSteppedPastTheExpiryClosesTheSessionAtTheNextTimer() throws {
+        let wall = WallClock(1_000)
+        let net = VirtualNet()
+        var options = SyncEndpoint.Options()
+        options.access = SyncEndpoint.AccessControl(authority: Self.authority, wallClock: { wall.now })
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/data")
+        let server = net.add(EndpointTests.serverEndpoint(fs, ids: EndpointTests.SeededIDs(), options: options))
+        let token = try Self.authority.mint(board: "plans", role: .write, expires: 1_600, subject: "ann")
+        let (ann, link) = try Self.online(net, server, token: token, id: 0xA)
+        wall.now = 2_000  // the host clock moved 0 s; the wall clock 1,000 s
+        net.advance(until: 6)  // the next keep-alive
+        #expect(!net.links[link].up)
+        #expect(net.endpoints[ann].lastCloseReason?.code == .tokenExpired)
+    }
+
+    final class WallClock: @unchecked Sendable {  // the test's thread only
+        var now: Double
+        init(_ now: Double) { self.now = now }
+    }
+
+    @Test func revokingATokenOrASubjectClosesItsOpenSessionsAndRefusesIt() throws {
+        let (net, server, revocations, log) = try Self.server()
+        let annToken = try Self.authority.mint(board: "plans", role: .write, expires: nil, subject: "ann", tokenID: "ann-1", issued: 1_000)
+        let bobToken = try Self.authority.mint(board: "plans", role: .read, expires: nil, subject: "bob", tokenID: "bob-1", issued: 1_000)
+        let (ann, annLink) = try Self.online(net, server, token: annToken, id: 0xA)
+        let (bob, bobLink) = try Self.online(net, server, token: bobToken, id: 0xB)
+        // One token, by id: its session closes at once (no timer needed), the other stays.
+        revocations.set(Revocations(line: "token ann-1")!, from: "test")
+        net.deliver()
+        #expect(!net.links[annLink].up, "the revoked token's session is closed")
+        #expect(net.endpoints[ann].lastCloseReason == SessionError(.unauthorized, "access revoked", remote: true))
+        #expect(net.links[bobLink].up)
+        #expect(log.lines.contains { $0.contains("subject 'ann'") && $0.contains("revoked") }, "\(log.lines)")
+        let (again, _) = try AccessEndpointTests.peer(net, board: "plans", token: annToken, id: 0xA)
+        net.connect(again, to: server)
+        net.deliver()
+        #expect(net.endpoints[again].lastCloseReason == SessionError(.unauthorized, "access denied", remote: true), "refused at HELLO too")
+        // A subject: every token of bob's minted until now; one minted afterwards works.
+        var both = Revocations(line: "token ann-1")!
+        both.merge(Revocations(line: Revocations.line(subject: "bob", at: 1_000 + net.now))!)
+        revocations.set(both, from: "test")
+        net.deliver()
+        #expect(!net.links[bobLink].up)
+        #expect(net.endpoints[bob].lastCloseReason?.code == .unauthorized)
+        let fresh = try Self.authority.mint(board: "plans", role: .read, expires: nil, subject: "bob", issued: 1_000 + net.now + 1)
+        _ = try Self.online(net, server, token: fresh, id: 0xB)
+        // The access control answers the same questions for other hosts (a web view).
+        let access = try #require(net.endpoints[server].options.access)
+        #expect(access.check(Array(annToken.utf8), board: "plans") == .failure(.revoked))
+        let freshGrant = try access.check(Array(fresh.utf8), board: "plans").get()
+        #expect(access.recheck(freshGrant) == nil && access.secondsLeft(freshGrant) == nil)
+        let expiring = try access.check(Array(try Self.authority.mint(board: "plans", role: .read, expires: 1_060, subject: "c").utf8), board: "plans").get()
+        #expect(access.secondsLeft(expiring) == 1_060 - (1_000 + net.now))
+    }
+
+    /// `boards` is keyed by `String`: a canonically equivalent name must not find another board.
+    @Test func aViewerOfACanonicallyEquivalentNameDoesNotOpenTheBoard() throws {
+        let (net, server, _, _) = try Self.server()
+        let token = try Self.authority.mint(board: "plans", role: .write, expires: nil, subject: "ann")
+        _ = try Self.online(net, server, token: token, id: 0xA)
+        #expect(net.endpoints[server].addViewer(board: "plans", now: net.now))
+        // "Kx" open; KELVIN SIGN + "x" must not reach it.
+        let kx = try Self.authority.mint(board: "Kx", role: .write, expires: nil, subject: "ann")
+        let (peer, _) = try AccessEndpointTests.peer(net, board: "Kx", token: kx, id: 0xA)
+        net.connect(peer, to: server)
+        net.deliver()
+        #expect(net.endpoints[server].boards["Kx"] != nil)
+        #expect(!net.endpoints[server].addViewer(board: "\u{212A}x", now: net.now), "another name than 'Kx', and not a plain one")
     }
 }

@@ -237,7 +237,8 @@ public final class World {
                 options.access = SyncEndpoint.AccessControl(authority: World.authority, wallClock: { 1_800_000_000 })
             } else {
                 let relays = plan.dials.contains { $0.contains(index) }
-                let token = try? World.authority.mint(board: board, role: relays ? .peer : .write, expires: nil, subject: host)
+                // A fixed token id: a seed replays byte for byte (a random id would differ per run).
+                let token = try? World.authority.mint(board: board, role: relays ? .peer : .write, expires: nil, subject: host, tokenID: "sim-\(index)")
                 options.credentials = Array((token ?? "").utf8)
             }
         }
