@@ -9,7 +9,9 @@ import Foundation
 public final class RedisCluster {
     public let address: SocketAddress
     public let boardLog: RedisBoardLog
-    private let loop: EventLoop
+    let loop: EventLoop
+    /// Revocations shared through this Redis (`shareRevocations`), if any.
+    var revocationLink: RevocationLink?
     private var connections: [RedisBoardLog.Link: TCPConnection] = [:]
     private var connected: Set<RedisBoardLog.Link> = []
     private var backoff: [RedisBoardLog.Link: Double] = [:]
@@ -50,6 +52,7 @@ public final class RedisCluster {
 
     public func stop() {
         stopped = true
+        revocationLink?.stop()
         if let timer { loop.cancelTimer(timer.id) }
         for connection in connections.values { connection.close(immediately: true) }
         connections = [:]
