@@ -52,6 +52,30 @@ enum Access {
         }
     }
 
+    /// Where `token revoke` writes, and servers read, the revocations of tokens signed with the
+    /// secret in `secretFile`: beside it.
+    static func revocationFile(for secretFile: String) -> String { secretFile + ".revoked" }
+
+    /// Appends one revocation line (the file is made mode 0600 when missing; a link is refused).
+    static func appendRevocation(_ line: String, to path: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw Failure("cannot write the revocation list \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        let bytes = Array((line + "\n").utf8)
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        guard written == bytes.count, fsync(fd) == 0 else { throw Failure("cannot write the revocation list \(path)") }
+    }
+
+    /// `--secret-file F`: the access control of a server or listening peer, with the
+    /// revocations of F.revoked, read now and again within a second of every change.
+    static func control(secretFile: String, loop: EventLoop) throws -> (SyncEndpoint.AccessControl, RevocationWatcher) {
+        let authority = try TokenAuthority(secret: Access.secret(at: secretFile, create: true))
+        let list = RevocationList()
+        let watcher = RevocationWatcher(path: revocationFile(for: secretFile), list: list, loop: loop)
+        watcher.poll()
+        return (SyncEndpoint.AccessControl(authority: authority, wallClock: { Date().timeIntervalSince1970 }, revocations: list), watcher)
+    }
+
     static let serverTLSOptions = ["tls-cert", "tls-key"]
     static let clientTLSOptions = ["tls-ca", "tls-name"]
 
@@ -73,6 +97,61 @@ enum Access {
     static func clientTLS(_ args: Arguments) throws -> TLSContext? {
         let ca = args.value("tls-ca"), name = args.value("tls-name")
         guard args.has("tls") || ca != nil || name != nil else { return nil }
+        // An empty name would check no name at all: refused, never taken as "any".
+        if let name, name.isEmpty { throw UsageError("--tls-name needs a name (the DNS name or IP address the server's certificate carries)") }
         do { return try TLSContext.client(ca: ca, serverName: name) } catch { throw Failure("\(error)") }
     }
+}
+
+/// Re-reads a revocation list file when it changes (polled once a second: its size, change
+/// time and inode), setting the list's "file" part; the endpoint then closes the sessions it
+/// revokes. A missing file revokes nothing. Loop thread only.
+final class RevocationWatcher {
+    let path: String
+    let list: RevocationList
+    private let loop: EventLoop
+    private var seen: (size: Int, changed: Int, nanoseconds: Int, inode: UInt)?
+    private var stopped = false
+
+    init(path: String, list: RevocationList, loop: EventLoop) {
+        self.path = path
+        self.list = list
+        self.loop = loop
+    }
+
+    /// Reads the file if it changed since the last look, then looks again in a second.
+    func poll() {
+        guard !stopped else { return }
+        defer { _ = loop.schedule(after: 1) { [weak self] in self?.poll() } }
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            if seen != nil || !list.revocations(from: "file").isEmpty {
+                NetCommands.log("revocations: \(path) is gone; revoking nothing from it")
+            }
+            seen = nil
+            list.set(Revocations(), from: "file")
+            return
+        }
+        let now = (Int(info.st_size), Int(info.st_ctim.tv_sec), Int(info.st_ctim.tv_nsec), UInt(info.st_ino))
+        if let seen, seen == now { return }
+        seen = now
+        guard info.st_mode & S_IFMT == S_IFREG, let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            NetCommands.log("WARNING: cannot read the revocation list \(path) (not a readable regular file); keeping the revocations read before")
+            return
+        }
+        if info.st_mode & 0o022 != 0 {
+            NetCommands.log("WARNING: other users can write the revocation list \(path) (mode \(String(info.st_mode & 0o777, radix: 8))); run `chmod 600 \(path)`")
+        }
+        let revocations = Revocations(parsing: text)
+        if revocations.ignoredLines > 0 {
+            NetCommands.log("WARNING: \(revocations.ignoredLines) unreadable line(s) in the revocation list \(path) ignored")
+        }
+        let before = list.revocations(from: "file")
+        list.set(revocations, from: "file")
+        if revocations != before {
+            NetCommands.log("revocations: \(revocations.subjects.count) subject(s) and \(revocations.tokenIDs.count) token id(s) in \(path)")
+        }
+    }
+
+    func stop() { stopped = true }
 }

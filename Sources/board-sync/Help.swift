@@ -146,13 +146,17 @@ let netHelps: [String: CommandHelp] = [
                                   ("--tls", "Speak TLS and verify the server's certificate against the system's trust store."),
                                   ("--tls-ca CA", "Trust the certificate authorities in this PEM file instead (implies --tls)."),
                                   ("--tls-name NAME", "The name the server's certificate must carry (default: the address dialed; implies --tls).")]),
-    "token": CommandHelp(name: "token", overview: "Mint a signed access token for one board and role.",
-                         usage: "token --secret-file FILE --board NAME --role read|write|peer [--expires DURATION] [--subject ID] [--json]",
+    "token": CommandHelp(name: "token", overview: "Mint a signed access token for one board and role, or revoke tokens.",
+                         usage: "token --secret-file FILE --board NAME --role read|write|peer [--expires DURATION|never] [--subject ID] [--json]\n       board-sync token revoke --secret-file FILE (--subject ID | --token-id ID | --token T)",
                          options: [("--secret-file FILE", "The server's secret (as given to `serve --secret-file`)."),
                                    ("--board NAME", "The board the token opens."),
                                    ("--role read|write|peer", "read: receive everything, send nothing; write: read and edit as its own replicas; peer: also relay others' edits."),
-                                   ("--expires DURATION", "Valid for 90s, 15m, 12h, 30d... (default: never expires)."),
-                                   ("--subject ID", "Who the token is for (default: a random id)."), jsonOption]),
+                                   ("--expires DURATION", "Valid for 90s, 15m, 12h, 30d... (default: 24h); `never` mints a token that never expires. A connection open when its token expires is closed (`token expired`)."),
+                                   ("--subject ID", "Who the token is for (default: a random id). Minting prints the token id on stderr (and in --json) for revoking it."),
+                                   ("revoke", "Revoke instead of minting: the lines go to FILE.revoked, beside the secret; running servers read it within a second and close the connections it revokes, and under --redis every server of the cluster does."),
+                                   ("--subject ID (revoke)", "Revoke every token of this subject minted until now (tokens minted for it later work)."),
+                                   ("--token-id ID (revoke)", "Revoke the one token with this id."),
+                                   ("--token T (revoke)", "Revoke this token (by its id; a token from before token ids: its subject)."), jsonOption]),
 ]
 
 let commandOrder = ["demo", "serve", "sync", "peer", "token", "new", "stroke", "sticker", "move", "transform", "image", "style", "canvas", "background", "between", "delete", "restore", "front", "back", "undo", "redo", "show", "export", "log", "repair"]

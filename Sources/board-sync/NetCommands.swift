@@ -109,10 +109,11 @@ struct NetCommands {
         options.log = NetCommands.log
         try ServeLimits.apply(args, to: &options)
         options.serverTLS = try Access.serverTLS(args)
+        let loop = try EventLoop()
+        var revocationWatcher: RevocationWatcher?
         if let secretFile = args.value("secret-file") {
-            let authority = try TokenAuthority(secret: Access.secret(at: secretFile, create: true))
-            options.access = SyncEndpoint.AccessControl(authority: authority, wallClock: { Date().timeIntervalSince1970 })
-            NetCommands.log("access control on: every connection needs a token for its board (secret in \(secretFile))")
+            (options.access, revocationWatcher) = try Access.control(secretFile: secretFile, loop: loop)
+            NetCommands.log("access control on: every connection needs a token for its board (secret in \(secretFile), revocations in \(Access.revocationFile(for: secretFile)))")
         } else {
             NetCommands.log("WARNING: no --secret-file: anyone who can reach \(listen) can read and write every board (fine for loopback development only)")
         }
@@ -121,7 +122,6 @@ struct NetCommands {
         } else if options.access != nil {
             NetCommands.log("WARNING: no --tls-cert: tokens and boards cross the network unencrypted (fine on loopback or behind a TLS proxy)")
         }
-        let loop = try EventLoop()
         let slot = HostSlot()
         let signals = NetCommands.stopOnSignals(slot, loop)
         let host: SyncHost
@@ -151,6 +151,9 @@ struct NetCommands {
             if let retention { redisOptions.retentionMilliseconds = Int(retention * 1000) }
             cluster = RedisCluster(address: redisAddress, options: redisOptions, loop: loop)
             cluster!.attach(to: host)
+            // One `token revoke` reaches every server: each shares its file's revocations
+            // through Redis and applies everyone's.
+            if let revocations = options.access?.revocations { cluster!.shareRevocations(revocations) }
             NetCommands.log("scale-out: boards are kept in Redis at \(redisAddress) as node \(node); \(data) is this server's cache")
         }
         NetCommands.log("serving boards from \(data) on \(host.listenAddress!) (SIGINT or SIGTERM stops)")
@@ -184,7 +187,7 @@ struct NetCommands {
             NetCommands.log("web view at \(web!.url)\(options.access == nil ? "" : " (pages need ?token=... for their board)")")
         }
         loop.run()
-        withExtendedLifetime((signals, web, cluster)) {}
+        withExtendedLifetime((signals, web, cluster, revocationWatcher)) {}
     }
 
     private func sync(_ raw: [String]) throws {
@@ -221,8 +224,12 @@ struct NetCommands {
         }
     }
 
-    /// Prints a signed token for one board and role.
+    /// How long a minted token is valid unless `--expires` says otherwise.
+    static let defaultTokenLifetime: Double = 24 * 3600
+
+    /// Prints a signed token for one board and role (`token revoke ...`: revokes tokens).
     private func token(_ raw: [String]) throws {
+        if raw.first == "revoke" { return try revoke(Array(raw.dropFirst())) }
         let args = try Arguments(raw, options: ["secret-file", "board", "role", "expires", "subject"], flags: ["json"])
         _ = try args.positionals([])
         guard let secretFile = args.value("secret-file") else { throw UsageError("missing --secret-file FILE") }
@@ -230,24 +237,64 @@ struct NetCommands {
         guard Hello.isValidBoardName(board) else { throw UsageError("--board '\(board)' is not a plain name (letters, digits, '-', '_', '.')") }
         guard let roleText = args.value("role") else { throw UsageError("missing --role read|write|peer") }
         guard let role = AccessRole(rawValue: roleText) else { throw UsageError("--role must be read, write or peer, not '\(roleText)'") }
-        var expires: Double?
+        let now = Date().timeIntervalSince1970
+        var expires: Double? = now + NetCommands.defaultTokenLifetime
         if let text = args.value("expires") {
-            guard let seconds = TokenAuthority.parseDuration(text) else {
-                throw UsageError("--expires '\(text)' is not a duration like 90s, 15m, 12h or 30d")
+            if text == "never" {
+                expires = nil
+            } else {
+                guard let seconds = TokenAuthority.parseDuration(text) else {
+                    throw UsageError("--expires '\(text)' is not a duration like 90s, 15m, 12h or 30d (or `never`)")
+                }
+                expires = now + seconds
             }
-            expires = Date().timeIntervalSince1970 + seconds
         }
         var generator = SystemRandomNumberGenerator()
         let subject = args.value("subject") ?? String(format: "%016llx", UInt64.random(in: 1...UInt64.max, using: &generator))
         guard TokenAuthority.isValidSubject(subject) else { throw UsageError("--subject is 1-64 letters, digits, '-', '_' or '.'") }
         let authority = try TokenAuthority(secret: Access.secret(at: secretFile, create: false))
-        let token = try authority.mint(board: board, role: role, expires: expires, subject: subject)
+        let tokenID = TokenAuthority.newTokenID()
+        let token = try authority.mint(board: board, role: role, expires: expires, subject: subject, tokenID: tokenID, issued: now)
+        let expiry = expires.map { ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: $0)) } ?? "never"
         if args.has("json") {
-            try printJSON(["token": token, "board": board, "role": role.rawValue, "subject": subject,
-                           "expires": expires.map { ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: $0)) } ?? "never"])
+            try printJSON(["token": token, "board": board, "role": role.rawValue, "subject": subject, "tokenId": tokenID,
+                           "expires": expiry])
         } else {
             print(token)
+            FileHandle.standardError.write(Data("token id \(tokenID) for subject '\(subject)', expires \(expiry) (revoke: board-sync token revoke --secret-file \(secretFile) --token-id \(tokenID))\n".utf8))
         }
+    }
+
+    /// `token revoke --secret-file F (--subject S | --token-id ID | --token T)`: appends the
+    /// revocation to F.revoked, which servers using F re-read.
+    private func revoke(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: ["secret-file", "subject", "token-id", "token"], flags: [])
+        _ = try args.positionals([])
+        guard let secretFile = args.value("secret-file") else { throw UsageError("missing --secret-file FILE") }
+        let line: String
+        switch (args.value("subject"), args.value("token-id"), args.value("token")) {
+        case (let subject?, nil, nil):
+            guard TokenAuthority.isValidSubject(subject) else { throw UsageError("--subject is 1-64 letters, digits, '-', '_' or '.'") }
+            _ = try Access.secret(at: secretFile, create: false)  // the right file, before writing beside it
+            line = Revocations.line(subject: subject, at: Date().timeIntervalSince1970)
+        case (nil, let id?, nil):
+            guard TokenAuthority.isValidSubject(id) else { throw UsageError("--token-id is 1-64 letters, digits, '-', '_' or '.'") }
+            _ = try Access.secret(at: secretFile, create: false)
+            line = Revocations.line(tokenID: id)
+        case (nil, nil, let token?):
+            let authority = try TokenAuthority(secret: Access.secret(at: secretFile, create: false))
+            switch authority.decode(Array(token.trimmingCharacters(in: .whitespacesAndNewlines).utf8)) {
+            case .success(let grant):
+                line = grant.tokenID.map(Revocations.line(tokenID:)) ?? Revocations.line(subject: grant.subject, at: Date().timeIntervalSince1970)
+            case .failure(let refusal):
+                throw Failure("cannot revoke \(refusal): it is not a token signed with the secret in \(secretFile)")
+            }
+        default:
+            throw UsageError("give one of --subject, --token-id or --token")
+        }
+        let path = Access.revocationFile(for: secretFile)
+        try Access.appendRevocation(line, to: path)
+        print("revoked: \(line) (in \(path); servers using \(secretFile) apply it within a second)")
     }
 
     private func peer(_ raw: [String]) throws {
@@ -275,10 +322,10 @@ struct NetCommands {
         options.clientTLS = try Access.clientTLS(args)
         if options.serverTLS != nil && listen == nil { throw UsageError("--tls-cert and --tls-key serve --listen; give both") }
         if options.clientTLS != nil && dials.isEmpty { throw UsageError("--tls is for --connect; give both") }
+        var revocationWatcher: RevocationWatcher?
         if let secretFile = args.value("secret-file") {
             guard listen != nil else { throw UsageError("--secret-file guards --listen; give both") }
-            let authority = try TokenAuthority(secret: Access.secret(at: secretFile, create: true))
-            options.access = SyncEndpoint.AccessControl(authority: authority, wallClock: { Date().timeIntervalSince1970 })
+            (options.access, revocationWatcher) = try Access.control(secretFile: secretFile, loop: loop)
         } else if listen != nil {
             NetCommands.log("WARNING: no --secret-file: anyone who can reach the --listen address can read and write this board")
         }
@@ -309,7 +356,7 @@ struct NetCommands {
         for dial in dials { host.connect(to: dial) }
         NetCommands.log("peer \(package.replica.id) for \(path) (board '\(board)') as '\(name)'\(host.listenAddress.map { ", listening on \($0)" } ?? "")")
         loop.run()
-        withExtendedLifetime(signals) {}
+        withExtendedLifetime((signals, revocationWatcher)) {}
     }
 }
 

@@ -26,7 +26,13 @@ import Glibc
         #expect(writeToken.hasPrefix("bst1."))
         let readJSON = try cli.run("token", "--secret-file", "secret", "--board", "team", "--role", "read", "--subject", "rob", "--json")
         let readInfo = try #require(try JSONSerialization.jsonObject(with: Data(readJSON.stdout.utf8)) as? [String: Any])
-        #expect(readInfo["role"] as? String == "read" && readInfo["subject"] as? String == "rob" && readInfo["expires"] as? String == "never")
+        #expect(readInfo["role"] as? String == "read" && readInfo["subject"] as? String == "rob")
+        // Minted tokens expire by default, in 24 hours; `--expires never` says so explicitly.
+        let expiry = try #require((readInfo["expires"] as? String).flatMap { ISO8601DateFormatter().date(from: $0) }, "\(readInfo)")
+        #expect(abs(expiry.timeIntervalSinceNow - 86_400) < 120, "\(expiry)")
+        #expect((readInfo["tokenId"] as? String)?.isEmpty == false, "\(readInfo)")
+        let never = try cli.run("token", "--secret-file", "secret", "--board", "team", "--role", "read", "--expires", "never", "--json")
+        #expect(never.status == 0 && never.stdout.contains("\"expires\" : \"never\""), "\(never.stdout) \(never.stderr)")
         let readToken = try #require(readInfo["token"] as? String)
         let otherBoard = try cli.run("token", "--secret-file", "secret", "--board", "other", "--role", "write").stdout
             .trimmingCharacters(in: .whitespacesAndNewlines)
@@ -127,12 +133,87 @@ import Glibc
         #expect(server.terminate() == 0)
         #expect(server.log.contains("TLS handshake failed"), "\(server.log)")
 
+        // An empty --tls-name would check no name at all: refused before anything is sent.
+        let unnamed = try cli.run("sync", "B.boardpkg", "--server", address, "--board", "team", "--token", token,
+                                  "--tls-ca", "server.pem", "--tls-name", "", "--timeout", "10")
+        #expect(unnamed.status == 64 && unnamed.stderr.contains("--tls-name needs a name"), "\(unnamed.status) \(unnamed.stderr)")
         // Bad usage and unusable files fail before anything listens.
         #expect(try cli.run("serve", "--data", "data2", "--tls-cert", "server.pem").status == 64)
         let missingKey = try cli.run("serve", "--data", "data2", "--tls-cert", "server.pem", "--tls-key", "nope.key")
         #expect(missingKey.status == 1 && missingKey.stderr.contains("cannot read the TLS key nope.key"), "\(missingKey.stderr)")
         #expect(try cli.run("peer", "A.boardpkg", "--listen", "127.0.0.1:0", "--tls").status == 64, "--tls without --connect")
         #expect(!FileManager.default.fileExists(atPath: workspace.path + "/data2"), "no server started")
+    }
+
+    /// A live peer's connection closes when its token expires, and clients say why.
+    @Test func anOpenConnectionClosesWhenItsTokenExpiresAndClientsSaySo() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        let server = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0", "--secret-file", "secret"], in: workspace.path)
+        let address = try #require(server.listeningAddress(), "server log: \(server.log)")
+        let token = try cli.run("token", "--secret-file", "secret", "--board", "team", "--role", "write", "--expires", "3s")
+        #expect(token.status == 0 && token.stderr.contains("token id "), "\(token.stderr)")
+        let text = token.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try cli.run("new", "A.boardpkg")
+        let peer = try Daemon(["peer", "A.boardpkg", "--connect", address, "--board", "team", "--token", text], in: workspace.path)
+        #expect(peer.waitFor("connected to") != nil, "\(peer.log)")
+        // Keep-alives keep the link busy; the token's expiry ends it (within 10 s).
+        #expect(peer.waitFor("token expired (code 22)") != nil, "\(peer.log)")
+        #expect(peer.waitFor("expired: connect again with a fresh token") != nil, "\(peer.log)")
+        #expect(peer.terminate() == 0)
+        let late = try cli.run("sync", "A.boardpkg", "--server", address, "--board", "team", "--token", text, "--timeout", "10")
+        #expect(late.status == 1 && late.stderr.contains("the token expired") && late.stderr.contains("board-sync token"), "\(late.stderr)")
+        #expect(server.terminate() == 0)
+        #expect(server.log.contains("closed: token expired"), "\(server.log)")
+    }
+
+    /// `token revoke` beside the secret: a running server closes the connections it revokes and
+    /// refuses the tokens from then on.
+    @Test func revokingASubjectOrATokenEndsItsConnectionsOnARunningServer() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        let server = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0", "--secret-file", "secret"], in: workspace.path)
+        let address = try #require(server.listeningAddress(), "server log: \(server.log)")
+        func mint(_ subject: String) throws -> [String: Any] {
+            let result = try cli.run("token", "--secret-file", "secret", "--board", "team", "--role", "write", "--subject", subject, "--json")
+            return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stderr)")
+        }
+        let ann = try mint("ann"), bob = try mint("bob")
+        try cli.run("new", "A.boardpkg")
+        try cli.run("new", "B.boardpkg")
+        let annPeer = try Daemon(["peer", "A.boardpkg", "--connect", address, "--board", "team", "--token", ann["token"] as! String], in: workspace.path)
+        let bobPeer = try Daemon(["peer", "B.boardpkg", "--connect", address, "--board", "team", "--token", bob["token"] as! String], in: workspace.path)
+        #expect(annPeer.waitFor("connected to") != nil && bobPeer.waitFor("connected to") != nil, "\(annPeer.log) \(bobPeer.log)")
+        // Ann's subject: her open connection closes; bob's stays.
+        let revoked = try cli.run("token", "revoke", "--secret-file", "secret", "--subject", "ann")
+        #expect(revoked.status == 0 && revoked.stdout.contains("revoked: subject ann"), "\(revoked.stdout) \(revoked.stderr)")
+        #expect(annPeer.waitFor("access revoked") != nil, "\(annPeer.log)")
+        #expect(annPeer.terminate() == 0)
+        let refused = try cli.run("sync", "A.boardpkg", "--server", address, "--board", "team", "--token", ann["token"] as! String, "--timeout", "10")
+        #expect(refused.status == 1 && refused.stderr.contains("access denied"), "\(refused.stderr)")
+        // A token minted for ann after the revocation works.
+        let annAgain = try mint("ann")
+        let synced = try cli.run("sync", "A.boardpkg", "--server", address, "--board", "team", "--token", annAgain["token"] as! String)
+        #expect(synced.status == 0, "\(synced.stderr)")
+        // Bob's one token, by its id.
+        let byID = try cli.run("token", "revoke", "--secret-file", "secret", "--token-id", try #require(bob["tokenId"] as? String, "\(bob)"))
+        #expect(byID.status == 0, "\(byID.stderr)")
+        #expect(bobPeer.waitFor("access revoked") != nil, "\(bobPeer.log)")
+        #expect(bobPeer.terminate() == 0)
+        // ...or by the token itself.
+        let byToken = try cli.run("token", "revoke", "--secret-file", "secret", "--token", annAgain["token"] as! String)
+        #expect(byToken.status == 0 && byToken.stdout.contains("revoked: token \(annAgain["tokenId"] as? String ?? "?")"), "\(byToken.stdout)")
+        var info = stat()
+        #expect(lstat(workspace.path + "/secret.revoked", &info) == 0 && info.st_mode & 0o777 == 0o600)
+        #expect(server.waitFor("revocations: 1 subject(s) and 2 token id(s)") != nil, "\(server.log)")
+        #expect(server.terminate() == 0)
+        // Bad usage: nothing, or two things, to revoke; a missing secret.
+        #expect(try cli.run("token", "revoke", "--secret-file", "secret").status == 64)
+        #expect(try cli.run("token", "revoke", "--secret-file", "secret", "--subject", "a", "--token-id", "b").status == 64)
+        let missing = try cli.run("token", "revoke", "--secret-file", "nope", "--subject", "a")
+        #expect(missing.status == 1 && missing.stderr.contains("no secret file at nope"), "\(missing.stderr)")
+        let forged = try cli.run("token", "revoke", "--secret-file", "secret", "--token", "bst1.YQ.YQ")
+        #expect(forged.status == 1, "\(forged.stderr)")
     }
 
     @Test func aServerWithoutASecretSaysSoLoudly() throws {

@@ -25,6 +25,10 @@ final class Daemon {
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             if let line = log.split(separator: "\n").first(where: { $0.contains(marker) }) { return String(line) }
+            // `availableData` blocks until the process writes: a silent one would hang the test
+            // past its deadline, so it is read only once poll says there is something.
+            var ready = pollfd(fd: errors.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&ready, 1, 100) > 0 else { continue }
             let data = errors.fileHandleForReading.availableData
             if data.isEmpty { usleep(20_000) } else { log += String(decoding: data, as: UTF8.self) }
         }

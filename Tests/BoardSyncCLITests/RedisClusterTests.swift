@@ -436,6 +436,41 @@ final class RedisProcess {
         #expect(!good.log.contains("NOAUTH"), "\(good.log)")
     }
 
+    /// `token revoke` beside one server's secret ends the revoked connections on every server
+    /// sharing the Redis: here a peer on server two, revoked through server one's file.
+    @Test func aRevocationBesideOneServersSecretReachesEveryServer() throws {
+        if Self.skipped() { return }
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        let redis = try RedisProcess(in: workspace.path)
+        func server(_ name: String, secret: String) throws -> (Daemon, String) {
+            let daemon = try Daemon(["serve", "--data", name, "--listen", "127.0.0.1:0", "--redis", redis.address, "--node-id", name,
+                                     "--secret-file", secret], in: workspace.path)
+            let address = try #require(daemon.listeningAddress(), "\(daemon.log)")
+            #expect(daemon.waitFor("Redis tail link connected") != nil, "\(daemon.log)")
+            return (daemon, address)
+        }
+        let (one, _) = try server("one", secret: "secret-one")
+        // The servers of a cluster share the secret; each holds its own copy (and revocation file).
+        try FileManager.default.copyItem(atPath: workspace.path + "/secret-one", toPath: workspace.path + "/secret-two")
+        chmod(workspace.path + "/secret-two", 0o600)
+        let (two, addressTwo) = try server("two", secret: "secret-two")
+        let token = try cli.run("token", "--secret-file", "secret-one", "--board", "team", "--role", "write", "--subject", "ann")
+            .stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try cli.run("new", "A.boardpkg")
+        let peer = try Daemon(["peer", "A.boardpkg", "--connect", addressTwo, "--board", "team", "--token", token], in: workspace.path)
+        #expect(peer.waitFor("connected to") != nil, "\(peer.log)")
+        let revoked = try cli.run("token", "revoke", "--secret-file", "secret-one", "--subject", "ann")
+        #expect(revoked.status == 0, "\(revoked.stderr)")
+        #expect(peer.waitFor("access revoked") != nil, "server two closed the connection: \(peer.log)")
+        #expect(peer.terminate() == 0)
+        let refused = try cli.run("sync", "A.boardpkg", "--server", addressTwo, "--board", "team", "--token", token, "--timeout", "10")
+        #expect(refused.status == 1 && refused.stderr.contains("access denied"), "\(refused.stderr)")
+        #expect(RedisProcess.command(redis.port, ["SMEMBERS", "bs:revocations"])?.contains("subject ann ") == true)
+        #expect(one.terminate() == 0 && two.terminate() == 0)
+        #expect(two.log.contains("shared through Redis"), "\(two.log)")
+    }
+
     @Test func badRedisOptionsAreUsageErrors() throws {
         let workspace = try Workspace()
         let noRedis = try workspace.cli.run("serve", "--data", "d", "--node-id", "x")
