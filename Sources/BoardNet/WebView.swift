@@ -513,7 +513,7 @@ public final class WebView {
         }
         if let access = options.access {
             let token = Array((request.query["token"] ?? "").utf8)
-            guard case .success(let grant) = access.authority.verify(token, board: name, now: access.wallClock()) else {
+            guard case .success(let grant) = access.check(token, board: name) else {  // signature, board, expiry, revocations
                 finish(client, HTTPResponse.error(HTTPError(401, "access denied: this page needs a valid token for the board (?token=...)")), head: head)
                 return nil
             }
