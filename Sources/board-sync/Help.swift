@@ -116,7 +116,7 @@ let netHelps: [String: CommandHelp] = [
                                    ("--checkpoint-every N", "With --redis: after N stream entries of a board, one server writes its compacted state to Redis and trims the stream (default 2000; 0: never)."),
                                    ("--checkpoint-lease S", "With --redis: the compaction lease's lifetime in seconds (default 30); a compactor stalled longer is fenced off."),
                                    ("--checkpoint-retention S", "With --redis: entries older than S seconds before a checkpoint are trimmed (default 60)."),
-                                   ("--secret-file FILE", "Require a token (see `token`) for every connection; FILE holds the signing secret and is created (mode 0600) when missing. Without it anyone who can connect reads and writes every board."),
+                                   ("--secret-file FILE", "Require a token (see `token`) for every connection; FILE holds the signing secret and is created (mode 0600) when missing. Revocations (`token revoke`) are read from FILE.revoked within a second of each change, and open connections they revoke, or whose token expires, are closed; with --redis they reach every server. Without it anyone who can connect reads and writes every board."),
                                    ("--tls-cert CERT", "Speak TLS (1.2 or newer): CERT is the server's PEM certificate chain."),
                                    ("--tls-key KEY", "The PEM private key of --tls-cert (keep it mode 0600).")]
                             + ServeLimits.flags.map { ("--\($0.name) N", "\($0.help) Default \($0.value == $0.value.rounded() ? String(Int($0.value)) : String($0.value)).") }),
@@ -138,7 +138,7 @@ let netHelps: [String: CommandHelp] = [
                                   ("--board NAME", "Board name sent when dialing (default: the package's name)."),
                                   ("--name NAME", "The name others see for this peer (presence; default: $USER). Who joins and leaves the board is logged."),
                                   ("--color #RRGGBB", "The colour others see for this peer (presence)."),
-                                  ("--secret-file FILE", "Require a token for connections this peer accepts (as `serve --secret-file`)."),
+                                  ("--secret-file FILE", "Require a token for connections this peer accepts (as `serve --secret-file`, revocations in FILE.revoked included)."),
                                   ("--token T", "The access token presented when dialing a server that requires one."),
                                   ("--token-file F", "Read the token from a file instead."),
                                   ("--tls-cert CERT", "Accept peers over TLS with this PEM certificate chain (with --tls-key)."),
