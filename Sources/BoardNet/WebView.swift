@@ -122,8 +122,9 @@ public final class WebView {
         var token: [UInt8] = []
         /// Whether the token allows editing (a write or peer token, or the run token).
         var canEdit = true
-        /// When the token stops being valid (seconds since 1970; nil: never).
-        var expires: Double?
+        /// What the page's token grants (nil without access control): checked again every
+        /// second, so a page ends when its token expires or is revoked.
+        var grant: AccessGrant?
         /// The page's own replica, a live peer of this server (made at its first edit), and
         /// when it last edited.
         var editor: SyncHost?
@@ -336,7 +337,6 @@ public final class WebView {
 
     private func tick() {
         let now = EventLoop.now()
-        let wall = options.access?.wallClock() ?? 0
         for client in Array(clients.values) {
             if client.connection.isClosed { continue }
             if let deadline = client.drainDeadline {
@@ -351,9 +351,10 @@ public final class WebView {
                 continue
             }
             if client.closing { continue }
-            if let expires = client.expires, wall >= expires {
-                options.log("web: closed page \(client.connection.remote) on board '\(client.board ?? "")': its token expired")
-                closeSocket(client, .policyViolation, "the token expired; open the page with a new one")
+            if let grant = client.grant, let access = options.access, let refusal = access.recheck(grant) {
+                let why = if case .expired = refusal { "its token expired" } else { "its token was revoked" }
+                options.log("web: closed page \(client.connection.remote) on board '\(client.board ?? "")': \(why)")
+                closeSocket(client, .policyViolation, "\(why); open the page with a new one")
                 continue
             }
             if let editor = client.editor, now - client.lastEdit >= options.editorIdleTimeout {
@@ -519,7 +520,7 @@ public final class WebView {
             }
             client.token = token
             client.canEdit = grant.role != .read
-            client.expires = grant.expires
+            client.grant = grant
         } else {
             guard runTokenMatches(request) else {
                 refuseToken(client, head: head)

@@ -351,6 +351,36 @@ import Glibc
         #expect(try fixture.server.thread.onLoop { host.boards["team"]?.store.replica.snapshot().strokes.count } == 1, "nothing after expiry")
     }
 
+    @Test func aPageIsClosedWhenItsTokenIsRevoked() throws {
+        let authority = try TokenAuthority(secret: Array("0123456789abcdef0123456789abcdef".utf8))
+        var options = SyncHost.Options()
+        options.access = SyncEndpoint.AccessControl(authority: authority, wallClock: { Date().timeIntervalSince1970 })
+        var webOptions = WebView.Options()
+        webOptions.access = options.access
+        let fixture = try WebFixture(serverOptions: options, webOptions: webOptions)
+        defer { fixture.stop() }
+        let a = try makePackage(fixture.temp.path + "/A.boardpkg", id: 0xA)
+        defer { a.close() }
+        let writer = try authority.mint(board: "team", role: .write, expires: nil, subject: "ann")
+        try a.commit { try $0.setCanvasSize(CodableSize(width: 300, height: 200)) }
+        _ = try OneShotSync.run(package: a, board: "team", server: fixture.server.address, timeout: 20, credentials: Array(writer.utf8))
+        let eve = try authority.mint(board: "team", role: .write, expires: nil, subject: "eve")
+        let page = try fixture.page()
+        #expect(page.upgrade("/ws/team?token=\(eve)")?.status == 101)
+        #expect(page.message(type: "welcome") != nil)
+        let access = try #require(webOptions.access)
+        _ = try fixture.server.thread.onLoop {
+            access.revocations.set(Revocations(parsing: Revocations.line(subject: "eve", at: Date().timeIntervalSince1970 + 1)), from: "test")
+        }
+        var closed = false
+        let until = Date().addingTimeInterval(5)
+        while Date() < until, !closed {
+            if let frame = page.frame(seconds: 1), frame.opcode == 0x8 { closed = true }
+        }
+        #expect(closed, "the page is closed once its token is revoked")
+        #expect(try fixture.page().get("/b/team?token=\(eve)")?.status == 401, "and cannot open again")
+    }
+
     @Test func answersCarryTheSecurityHeadersAndHeadHasNoBody() throws {
         let fixture = try WebFixture()
         defer { fixture.stop() }
