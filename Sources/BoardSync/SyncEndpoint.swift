@@ -259,7 +259,6 @@ public final class SyncEndpoint {
     /// An outbound connection is up (single-board endpoints dial peers): start the handshake.
     public func dialed(_ id: SessionID, now: Double) {
         self.now = now
-        if let target = dialOf[id] { dialTargets[target].delay = options.reconnectDelay.first }
         guard let board = boards.values.first else { return }
         route[id] = board.name
         board.hub.addDialer(id, makeSession(.dialer, board.store.replica.id), now: now)
@@ -390,9 +389,22 @@ public final class SyncEndpoint {
             return install(store, as: name)
         } catch {
             options.log("board '\(name)': cannot open: \(error)")
-            openFailures[name] = (error is StoreError || error is LimitError ? "\(error)" : "the server could not open it (see its log)",
+            // The client hears what kind of trouble, never the server's paths (its log has them).
+            openFailures[name] = (error is LimitError ? "\(error)" : (error as? StoreError).map(Self.clientText) ?? "the server could not open it (see its log)",
                                   error is LimitError ? .limitReached : .badBoardName)
             return nil
+        }
+    }
+
+    /// What a client is told about a board the server's store could not open: the kind of
+    /// trouble, without the server's file paths.
+    static func clientText(_ error: StoreError) -> String {
+        switch error {
+        case .locked: return "the board is open in another process on the server; retry later"
+        case .writeFailed: return "the server could not write the board (a full disk or a read-only folder); retry later"
+        case .damagedLog, .damagedFile, .viewAheadOfLog, .unsafeEntry, .notAPackage, .invalidImage:
+            return "the board's package on the server is damaged; the server's operator can see which file in its log and run `board-sync repair`"
+        default: return "the server could not open it (see its log)"
         }
     }
 
@@ -401,6 +413,12 @@ public final class SyncEndpoint {
         self.now = now
         if let target = dialOf.removeValue(forKey: id) {
             dialTargets[target].link = nil
+            // A link that got as far as the other side's HELLO worked: the backoff starts over.
+            // One that failed before it (a TLS mismatch, a port that accepts and closes, a
+            // refusal) keeps doubling, so a misconfigured peer does not redial in a tight loop.
+            if let name = route[id], boards[name]?.hub.sessions[id]?.peer != nil {
+                dialTargets[target].delay = options.reconnectDelay.first
+            }
             scheduleRedial(target)
         }
         if let session = pending.removeValue(forKey: id) {

@@ -136,6 +136,17 @@ import Testing
             _ = try OneShotSync.run(package: client, board: "held", server: server.address, timeout: 10)
         } throws: { error in
             "\(error)".contains("cannot be opened here") && "\(error)".contains("another process") && !"\(error)".contains("cannot reach")
+                && !"\(error)".contains(data)  // the kind of trouble, never the server's paths
+        }
+        // A damaged package: the client hears that it is damaged, not where it lives.
+        let broken = try makePackage(data + "/broken.boardpkg", id: 0xF)
+        try broken.commit { try $0.setCanvasSize(CodableSize(width: 10, height: 10)) }
+        broken.close()
+        try Data("not an op log".utf8).write(to: URL(fileURLWithPath: data + "/broken.boardpkg/" + PackageLayout.opLog))
+        #expect {
+            _ = try OneShotSync.run(package: client, board: "broken", server: server.address, timeout: 10)
+        } throws: { error in
+            "\(error)".contains("damaged") && !"\(error)".contains(temp.path)
         }
     }
 

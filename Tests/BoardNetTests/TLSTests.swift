@@ -196,6 +196,32 @@ final class LogLines: @unchecked Sendable {  // appended on the loop thread, rea
                                 tls: try TLSContext.client(ca: pki.rogueCA))
     }
 
+    /// Issue 22, finding 11: a plain live peer dialing a TLS server connects at the TCP level
+    /// every time and fails at once; its backoff must still grow (it reset on every TCP connect:
+    /// hundreds of redials and log lines a second).
+    @Test func aPeerWhoseLinksFailBeforeTheHandshakeBacksOff() throws {
+        guard let pki = try TestPKI.make() else { return }
+        let temp = TempDirectory()
+        let tls = try tlsServer(temp, pki.server)
+        defer { tls.stop() }
+        let thread = try LoopThread()
+        defer { thread.stop() }
+        let lines = LogLines()
+        var options = SyncHost.Options()
+        options.reconnectDelay = (0.05, 2)
+        options.log = { lines.append($0) }
+        let address = tls.address
+        let peer = try thread.onLoop {
+            try SyncHost(board: "team", store: MemoryReplicaStore(replica: Replica(id: ReplicaID(0xD1))), listen: nil, loop: thread.loop, options: options)
+        }
+        try thread.onLoop { peer.connect(to: address) }
+        sleep(3)
+        try thread.onLoop { peer.shutdown(save: false) }
+        let dials = lines.all.filter { $0.hasPrefix("connected to") }.count
+        // 0.05 s doubling to 2 s (each spread by 0.5 to 1.5): about six dials in 3 s, not sixty.
+        #expect(dials >= 2 && dials <= 10, "\(dials) dials in 3 s")
+    }
+
     @Test func plainAndTLSPeersThatMeetFailClearlyBothWays() throws {
         guard let pki = try TestPKI.make() else { return }
         let temp = TempDirectory()
