@@ -78,6 +78,13 @@ public struct Replica: Sendable {
         seen[op.replica]?.contains(op.seq) ?? false
     }
 
+    /// Whether any operation by `author` was integrated (or covered by a complete delta), even
+    /// ahead of a gap: whether the board already knows this replica id as an author.
+    public func hasOperations(by author: ReplicaID) -> Bool {
+        guard let set = seen[author] else { return false }
+        return set.prefix > 0 || !set.ahead.isEmpty
+    }
+
     /// Ids of every item whose creation has arrived, deleted ones included, in id order.
     public var itemIDs: [ItemID] {
         items.filter { $0.value.creation != nil }.keys.sorted()

@@ -19,8 +19,10 @@ public protocol ReplicaStore: AnyObject {
     /// Stores asset bytes a peer sent, refusing bytes that do not match `claimedHash`. (A store
     /// may defer the directory fsync: a received asset lost to a crash is fetched again.)
     @discardableResult func addReceivedAsset(_ data: Data, claimedHash: AssetHash?) throws -> AssetHash
-    /// Which token subject first used each replica id (authorship, on servers with access
-    /// control). Stores without persistence keep nothing: the hub remembers for its lifetime.
+    /// Which token subject owns each replica id (authorship, on servers with access control:
+    /// bound at the replica's first operation). Stores without persistence keep nothing: the
+    /// hub remembers for its lifetime. A hub whose replication layer shares authorship
+    /// (`BoardHub.sharedAuthorship`) uses neither.
     func loadAuthors() throws -> [ReplicaID: String]
     /// Records durably that `replica` belongs to `subject` before its operations are accepted.
     func bindAuthor(_ replica: ReplicaID, to subject: String) throws
@@ -99,7 +101,7 @@ public final class BoardHub {
     /// Images a board may hold (nil: unlimited); beyond it uploads are refused (`limitReached`).
     public var maxAssets: Int?
     private var buckets: [SessionID: (tokens: Double, at: Double)] = [:]
-    private var now = 0.0
+    var now = 0.0
     /// Output the host has taken from this board's sessions but not yet written to sockets (the
     /// transport's queues), counted against `maxQueuedOutput`.
     public var queuedInTransport: () -> Int = { 0 }
@@ -110,7 +112,7 @@ public final class BoardHub {
     /// also counts what sits in kernel socket buffers.
     private var deltasInFlight: [SessionID: Int] = [:]
 
-    public private(set) var sessions: [SessionID: SyncSession] = [:]
+    public internal(set) var sessions: [SessionID: SyncSession] = [:]
     /// Never later than the earliest deadline of any session or presence (nil: none), so that
     /// `nextDeadline`, which a host asks after every event, does not visit every session (with
     /// 1,000 connections that was a fifth of a server's time). A session's deadline only moves
@@ -167,8 +169,9 @@ public final class BoardHub {
 
     /// An accepted session whose HELLO has arrived (the host looked up this hub by its board name).
     /// Attaches a session a server routed here. With access control, `subject` is its token's
-    /// subject: it may author operations only for replica ids bound to that subject (the first
-    /// subject to use an id owns it), unless it is a trusted `relay` (a peer token).
+    /// subject: it may author operations only for replica ids bound to that subject (bound at
+    /// the replica's first operation, BoardHub+Authorship.swift), unless it is a trusted
+    /// `relay` (a peer token).
     public func attach(_ id: SessionID, _ session: SyncSession, hello: Hello, readOnly: Bool = false,
                        subject: String? = nil, relay: Bool = false) {
         insert(id, session)
@@ -176,49 +179,48 @@ public final class BoardHub {
         if readOnly { self.readOnly.insert(id) }
         if let subject {
             subjectOf[id] = subject
+            helloReplicas[id] = hello.replica
             if relay { relays.insert(id) }
-            // A writer claims its replica id as it says hello.
-            if !readOnly, !relay, !claim([hello.replica], for: id, binding: true) { return }
+            // A writer saying hello under another subject's replica id is refused now (nothing
+            // is bound before its first operation).
+            if !readOnly, !relay, !checkHello(hello.replica, for: id) { return }
         }
         acceptAndGreet(id, hello)
     }
 
     /// Token subjects of sessions (servers with access control), and the trusted relays.
-    private var subjectOf: [SessionID: String] = [:]
-    private var relays: Set<SessionID> = []
-    /// Replica id → the subject that owns it; loaded from the store on first use.
-    private var authors: [ReplicaID: String]?
-
-    /// Checks that every replica in `replicas` belongs to the session's subject; with `binding`
-    /// (a HELLO's own replica id), an id nobody owns yet becomes the subject's, durably. Closes
-    /// the session and returns false when one belongs to someone else (or, without `binding`,
-    /// to nobody: operations of other replicas come only through trusted relays).
-    private func claim(_ replicas: [ReplicaID], for id: SessionID, binding: Bool = false) -> Bool {
-        guard let subject = subjectOf[id], !relays.contains(id) else { return true }
-        do {
-            if authors == nil { authors = try store.loadAuthors() }
-            for replica in replicas.sorted(by: { $0.rawValue < $1.rawValue }) {
-                switch authors?[replica] {
-                case subject?: continue
-                case let owner?:
-                    log?("session \(id): subject '\(subject)' tried to author as replica \(replica), which belongs to '\(owner)'")
-                    sessions[id]?.close(SessionError(.notAuthor, "replica \(replica) belongs to another subject; this token may author only its own replicas"))
-                    return false
-                case nil where binding:
-                    try store.bindAuthor(replica, to: subject)
-                    authors?[replica] = subject
-                case nil:
-                    log?("session \(id): subject '\(subject)' sent operations of replica \(replica), which it does not own, without a peer token")
-                    sessions[id]?.close(SessionError(.notAuthor, "operations of replica \(replica) may come only from the replica itself or a trusted relay (a peer token)"))
-                    return false
-                }
-            }
-            return true
-        } catch {
-            sessions[id]?.close(SessionError(.internalError, "could not record the replica's author: \(error)"))
-            return false
-        }
-    }
+    var subjectOf: [SessionID: String] = [:]
+    var relays: Set<SessionID> = []
+    /// The replica id each of those sessions said HELLO under (the only one it may bind).
+    var helloReplicas: [SessionID: ReplicaID] = [:]
+    /// Replica id → the subject that owns it: the whole table, loaded from the store on first
+    /// use; with `sharedAuthorship`, the bindings learnt from the shared log so far (they never
+    /// change once made).
+    var authors: [ReplicaID: String]?
+    /// Replica ids bound to each subject (counted against `maxReplicasPerSubject`; without
+    /// `sharedAuthorship` only).
+    var authorCounts: [String: Int] = [:]
+    /// Replica ids one token subject may own on one board; beyond it the subject's new
+    /// replicas (tabs, devices) are refused with `limitReached` while its others keep writing.
+    public var maxReplicasPerSubject = BoardHub.defaultMaxReplicasPerSubject
+    public static let defaultMaxReplicasPerSubject = 1_024
+    /// Bindings one board holds in all: `sync/authors` stays far below what loading accepts
+    /// (8 MiB; a line is at most 82 bytes), so no writer can make it unreadable. Beyond it new
+    /// replicas are refused with `limitReached`; replicas already bound keep writing.
+    public var maxAuthorsPerBoard = BoardHub.defaultMaxAuthorsPerBoard
+    public static let defaultMaxAuthorsPerBoard = 65_536
+    /// Set by a replication layer that decides authorship once for every server
+    /// (`RedisBoardLog`): asked for what `AuthorshipRequest` names, it answers through
+    /// `authorshipAnswered`. Meanwhile the operations that wait for the answer are held.
+    public var sharedAuthorship: ((AuthorshipRequest) -> Void)?
+    /// Requests handed to `sharedAuthorship` and not answered yet.
+    var authorshipAsked: Set<AuthorshipRequest> = []
+    /// Answers other than an owner, kept while the sessions that waited for them are released.
+    var authorshipAnswers: [AuthorshipRequest: AuthorshipAnswer] = [:]
+    /// Batches of writer sessions waiting for an authorship answer, in arrival order.
+    var heldOperations: [SessionID: [OperationBatch]] = [:]
+    /// Batches one session may have held while its authorship is decided; beyond it, `busy`.
+    public var maxHeldBatches = 256
 
     /// Sessions whose token allows reading only: they receive everything; operations or image
     /// bytes they send are refused (the session closes with `readOnly`), never applied or
@@ -257,6 +259,8 @@ public final class BoardHub {
         readOnly.remove(id)
         subjectOf[id] = nil
         relays.remove(id)
+        heldOperations[id] = nil
+        helloReplicas[id] = nil
         acknowledged[id] = nil
         peerVersions[id] = nil
         syncedFrom.remove(id)
@@ -359,7 +363,7 @@ public final class BoardHub {
             try store.syncMerges()
         } catch {
             log?("could not save merged operations: \(error)")
-            for id in waiting { sessions[id]?.close(SessionError(.internalError, "could not save operations: \(error)")) }
+            for id in waiting { sessions[id]?.close(SessionError(.internalError, "the server could not save operations (its log says why)")) }
             return
         }
         let version = store.replica.versionVector
@@ -637,7 +641,8 @@ public final class BoardHub {
                 sessions[id]?.close(error)
             } catch {
                 fetching[chunk.hash] = nil
-                sessions[id]?.close(SessionError(.internalError, "could not store asset: \(error)"))
+                log?("session \(id): could not store image \(chunk.hash): \(error)")
+                sessions[id]?.close(SessionError(.internalError, "the server could not store an image (its log says why)"))
             }
         case .assetUnavailable(let hash):
             unavailable[id, default: []].insert(hash)
@@ -746,16 +751,27 @@ public final class BoardHub {
             bucket.tokens -= Double(batch.operations.count)
             buckets[id] = bucket
         }
+        // Authorship (servers with access control): a writer's batches wait, in order, while
+        // one of them waits for the shared log's answer.
+        if subjectOf[id] != nil, !relays.contains(id) {
+            if heldOperations[id] != nil { return hold(batch, from: id) }
+            switch authorship(of: batch, from: id) {
+            case .allowed: break
+            case .refused: return
+            case .waiting:
+                heldOperations[id] = []
+                return hold(batch, from: id)
+            }
+        }
+        mergeAuthorized(id, batch)
+    }
+
+    /// Merges a batch whose authors the session may send (after the read-only, rate and
+    /// authorship checks), acknowledges and relays it.
+    func mergeAuthorized(_ id: SessionID, _ batch: OperationBatch) {
         // Only a complete delta can raise the vector without a new operation: the vector before
         // is needed for nothing else.
         let vectorBefore = batch.covers != nil ? store.replica.versionVector : nil
-        // Authorship: authors of new operations only (a handshake echoes some the board
-        // already holds). Only boards with access control look before merging.
-        if subjectOf[id] != nil {
-            let replica = store.replica
-            let authors = Set(batch.operations.lazy.filter { !replica.hasIntegrated($0.id) }.map(\.id.replica))
-            if !claim(Array(authors), for: id) { return }
-        }
         let fresh: [Op]
         do {
             fresh = try store.merging(batch, deferringSync: groupCommit)
@@ -764,7 +780,9 @@ public final class BoardHub {
             sessions[id]?.close(SessionError(.invalidOperations, error.description))
             return
         } catch {
-            sessions[id]?.close(SessionError(.internalError, "could not save operations: \(error)"))
+            // The error (a path on this server, say) goes to the operator's log, not the peer.
+            log?("session \(id): could not save operations: \(error)")
+            sessions[id]?.close(SessionError(.internalError, "the server could not save operations (its log says why)"))
             return
         }
         operationsMerged += fresh.count

@@ -1,0 +1,219 @@
+import BoardCRDT
+import Foundation
+
+// Authorship on servers with access control (docs/DEPLOYMENT.md, "Authorship"): one fact per
+// board, bound at a replica's first operation. A write token's session may send new operations
+// only of replica ids bound to its token's subject. The id it said HELLO under is bound to its
+// subject when its first operation arrives, first come first served, and only if the board has
+// no operation of that id yet (ids whose operations came through a `peer` token, or from before
+// access control, stay unbound: only peer tokens carry their operations). Each subject may own
+// `maxReplicasPerSubject` ids per board and the board `maxAuthorsPerBoard` in all. Alone, a hub
+// keeps the table in its store (`sync/authors`); with `sharedAuthorship` (several servers, one
+// Redis) the shared log decides and the hub holds the waiting operations until it has.
+
+/// What a hub asks the layer that shares authorship between servers.
+public struct AuthorshipRequest: Hashable, Sendable, CustomStringConvertible {
+    public var replica: ReplicaID
+    public var subject: String
+    /// Bind `replica` to `subject` when nobody owns it, the shared log holds no operation of it
+    /// and the limits allow; false: only say who owns it.
+    public var bind: Bool
+    public var maxPerSubject: Int
+    public var maxPerBoard: Int
+
+    public init(replica: ReplicaID, subject: String, bind: Bool, maxPerSubject: Int, maxPerBoard: Int) {
+        self.replica = replica
+        self.subject = subject
+        self.bind = bind
+        self.maxPerSubject = maxPerSubject
+        self.maxPerBoard = maxPerBoard
+    }
+
+    public var description: String { "\(bind ? "bind" : "look up") replica \(replica) for '\(subject)'" }
+}
+
+/// The shared log's answer to an `AuthorshipRequest`.
+public enum AuthorshipAnswer: Hashable, Sendable {
+    /// The replica belongs to this subject (bound just now, or before).
+    case owner(String)
+    /// Nobody owns it (asked to bind: because the board already has operations of it).
+    case unbound
+    /// The subject owns its limit of replica ids on this board.
+    case subjectLimit
+    /// The board holds its limit of bindings.
+    case boardLimit
+}
+
+enum AuthorshipOutcome {
+    case allowed, refused, waiting
+}
+
+extension BoardHub {
+    /// A writer's HELLO: refused when its replica id is known to belong to another subject.
+    /// (With `sharedAuthorship` the owner is looked up meanwhile; the answer may still refuse it.)
+    func checkHello(_ replica: ReplicaID, for id: SessionID) -> Bool {
+        guard let subject = subjectOf[id] else { return true }
+        if sharedAuthorship != nil {
+            if let owner = authors?[replica] {
+                guard owner == subject else { return refuse(id, subject, replica, .owned(owner)) }
+                return true
+            }
+            ask(AuthorshipRequest(replica: replica, subject: subject, bind: false,
+                                  maxPerSubject: maxReplicasPerSubject, maxPerBoard: maxAuthorsPerBoard))
+            return true
+        }
+        guard loadAuthors(for: id) else { return false }
+        if let owner = authors?[replica], owner != subject { return refuse(id, subject, replica, .owned(owner)) }
+        return true
+    }
+
+    /// Whether a writer's batch may be merged: the authors of its new operations (a handshake
+    /// echoes some the board already holds) must be the session's subject's, and the session's
+    /// own replica id is bound at its first operation.
+    func authorship(of batch: OperationBatch, from id: SessionID) -> AuthorshipOutcome {
+        guard let subject = subjectOf[id], let mine = helloReplicas[id] else { return .allowed }
+        let replica = store.replica
+        let authorsOfNew = Set(batch.operations.lazy.filter { !replica.hasIntegrated($0.id) }.map(\.id.replica))
+        guard !authorsOfNew.isEmpty else { return .allowed }
+        if sharedAuthorship != nil {
+            if authors == nil { authors = [:] }
+        } else if !loadAuthors(for: id) {
+            return .refused
+        }
+        var waiting = false
+        for author in authorsOfNew.sorted(by: { $0.rawValue < $1.rawValue }) {
+            if let owner = authors?[author] {
+                if owner == subject { continue }
+                _ = refuse(id, subject, author, .owned(owner))
+                return .refused
+            }
+            let mayBind = author == mine && !replica.hasOperations(by: author)
+            let why: Refusal = author != mine ? .notItsOwn : .hasOperations
+            if sharedAuthorship != nil {
+                let request = AuthorshipRequest(replica: author, subject: subject, bind: mayBind,
+                                                maxPerSubject: maxReplicasPerSubject, maxPerBoard: maxAuthorsPerBoard)
+                switch authorshipAnswers[request] {
+                case .owner?: continue  // (owners are in `authors`)
+                case .unbound?: _ = refuse(id, subject, author, why); return .refused
+                case .subjectLimit?: _ = refuse(id, subject, author, .subjectLimit); return .refused
+                case .boardLimit?: _ = refuse(id, subject, author, .boardLimit); return .refused
+                case nil:
+                    ask(request)
+                    waiting = true
+                    continue
+                }
+            }
+            guard mayBind else { _ = refuse(id, subject, author, why); return .refused }
+            if authorCounts[subject, default: 0] >= maxReplicasPerSubject { _ = refuse(id, subject, author, .subjectLimit); return .refused }
+            if (authors?.count ?? 0) >= maxAuthorsPerBoard { _ = refuse(id, subject, author, .boardLimit); return .refused }
+            do {
+                try store.bindAuthor(author, to: subject)
+            } catch {
+                authors = nil  // read again (a torn line is cut off) before the next binding
+                log?("session \(id): could not record that replica \(author) belongs to '\(subject)': \(error)")
+                sessions[id]?.close(SessionError(.internalError, "the server could not record this replica's author (its log says why)"))
+                return .refused
+            }
+            authors?[author] = subject
+            authorCounts[subject, default: 0] += 1
+            log?("session \(id): replica \(author) bound to subject '\(subject)' at its first operation")
+        }
+        return waiting ? .waiting : .allowed
+    }
+
+    /// Keeps a writer's batch until its authorship is decided (`busy` past `maxHeldBatches`).
+    func hold(_ batch: OperationBatch, from id: SessionID) {
+        guard (heldOperations[id]?.count ?? 0) < maxHeldBatches else {
+            heldOperations[id] = nil
+            log?("session \(id): more than \(maxHeldBatches) batches waiting for the shared log to decide authorship; closed")
+            sessions[id]?.close(SessionError(.busy, "the server is waiting for its shared log to record this replica's author; retry in a few seconds"))
+            return
+        }
+        heldOperations[id, default: []].append(batch)
+    }
+
+    /// The shared log's answer to a request `sharedAuthorship` was given: sessions that said
+    /// HELLO under a replica another subject owns are refused, and held batches go on in order.
+    public func authorshipAnswered(_ request: AuthorshipRequest, _ answer: AuthorshipAnswer, now: Double) {
+        self.now = now
+        authorshipAsked.remove(request)
+        if case .owner(let owner) = answer {
+            if authors == nil { authors = [:] }
+            authors?[request.replica] = owner
+            for (id, replica) in helloReplicas.sorted(by: { $0.key < $1.key }) where replica == request.replica {
+                guard let subject = subjectOf[id], subject != owner, !relays.contains(id), !readOnly.contains(id) else { continue }
+                heldOperations[id] = nil
+                _ = refuse(id, subject, replica, .owned(owner))
+            }
+        } else {
+            authorshipAnswers[request] = answer
+        }
+        for id in heldOperations.keys.sorted() { release(id) }
+        authorshipAnswers = [:]
+    }
+
+    /// Merges a session's held batches in order until one has to wait again.
+    private func release(_ id: SessionID) {
+        guard var queue = heldOperations.removeValue(forKey: id) else { return }
+        while !queue.isEmpty {
+            guard sessions[id]?.isOpen == true else { return }
+            let batch = queue.removeFirst()
+            switch authorship(of: batch, from: id) {
+            case .allowed: mergeAuthorized(id, batch)
+            case .refused: return
+            case .waiting:
+                heldOperations[id] = [batch] + queue
+                return
+            }
+        }
+    }
+
+    /// Requests to the shared log go out once until answered.
+    private func ask(_ request: AuthorshipRequest) {
+        guard authorshipAsked.insert(request).inserted else { return }
+        sharedAuthorship?(request)
+    }
+
+    /// Loads the store's table once. A table that cannot be read refuses the writer with words
+    /// that name nothing on the server (its path goes to the operator's log).
+    private func loadAuthors(for id: SessionID) -> Bool {
+        guard authors == nil else { return true }
+        do {
+            let table = try store.loadAuthors()
+            authors = table
+            authorCounts = [:]
+            for subject in table.values { authorCounts[subject, default: 0] += 1 }
+            return true
+        } catch {
+            log?("board '\(board)': the record of authors cannot be read (writers are refused until it is repaired): \(error)")
+            sessions[id]?.close(SessionError(.internalError, "the server cannot read this board's record of authors, so it accepts no writer for now (its log says why)"))
+            return false
+        }
+    }
+
+    enum Refusal {
+        case owned(String), notItsOwn, hasOperations, subjectLimit, boardLimit
+    }
+
+    /// Closes a writer's session for an authorship reason; returns false (for `guard`s).
+    private func refuse(_ id: SessionID, _ subject: String, _ replica: ReplicaID, _ why: Refusal) -> Bool {
+        switch why {
+        case .owned(let owner):
+            log?("session \(id): subject '\(subject)' tried to author as replica \(replica), which belongs to '\(owner)'")
+            sessions[id]?.close(SessionError(.notAuthor, "replica \(replica) belongs to another subject; this token may author only its own replicas"))
+        case .notItsOwn:
+            log?("session \(id): subject '\(subject)' sent operations of replica \(replica), which it does not own, without a peer token")
+            sessions[id]?.close(SessionError(.notAuthor, "operations of replica \(replica) may come only from the replica itself or a trusted relay (a peer token)"))
+        case .hasOperations:
+            log?("session \(id): subject '\(subject)' tried to take replica \(replica), whose operations the board already holds unbound")
+            sessions[id]?.close(SessionError(.notAuthor, "replica \(replica) already has operations on this board that no token subject owns (relayed through a peer token, or from before access control): a write token cannot take it over; give this replica a new id"))
+        case .subjectLimit:
+            log?("session \(id): subject '\(subject)' owns its limit of \(maxReplicasPerSubject) replica ids on board '\(board)'; replica \(replica) refused")
+            sessions[id]?.close(SessionError(.limitReached, "this token's subject owns its limit of \(maxReplicasPerSubject) replica ids on this board; edit from one of its replicas"))
+        case .boardLimit:
+            log?("session \(id): board '\(board)' holds its limit of \(maxAuthorsPerBoard) replica bindings; replica \(replica) refused")
+            sessions[id]?.close(SessionError(.limitReached, "this board holds its limit of \(maxAuthorsPerBoard) replicas with authors"))
+        }
+        return false
+    }
+}
