@@ -59,6 +59,11 @@ public final class RedisBoardLog {
         /// (`requirepass`, or an ACL user).
         public var password: String?
         public var user: String?
+        /// Authorship is decided here, once for every server (servers with access control):
+        /// each hub asks the board's `authors` hash through `authorScript` instead of its own
+        /// `sync/authors`, and every append also records its authors in the board's `replicas`
+        /// set (`appendScript`), so no replica id with operations in the log can be taken over.
+        public var sharesAuthorship = false
 
         public init(node: String) {
             self.node = node
@@ -93,6 +98,8 @@ public final class RedisBoardLog {
         case setChunk(AssetHash)
         case getAsset(AssetHash)
         case getChunks(AssetHash, size: Int)
+        case author(String, AuthorshipRequest)
+        case markReplicas(String)
         case clientID
         case unblock
         case publish
@@ -104,6 +111,8 @@ public final class RedisBoardLog {
     private struct Append {
         let board: String
         let bytes: [UInt8]
+        /// The replica ids of its operations, hex (for the `replicas` set).
+        var authors: [String] = []
         var sent = false
         var notBefore = 0.0
     }
@@ -148,6 +157,16 @@ public final class RedisBoardLog {
     /// Boards the outstanding XREAD does not cover yet (it is unblocked to pick them up).
     private var unblockSent = false
 
+    private struct AuthorKey: Hashable {
+        let board: String
+        let request: AuthorshipRequest
+    }
+    /// Authorship requests of hubs, until Redis answered them.
+    private var authorRequests: [AuthorKey: (sent: Bool, notBefore: Double)] = [:]
+    /// Replica ids a board's hub holds, to be added to its `replicas` set after catch-up (the
+    /// log may hold operations appended without `appendScript`: before authorship was shared).
+    private var replicaMarks: [String: (replicas: [String], sent: Bool, notBefore: Double)] = [:]
+
     private var assetSets: [AssetHash: (data: Data, sent: Bool, notBefore: Double)] = [:]
     private var assetGets: [AssetHash: (boards: Set<String>, giveUpAt: Double, sent: Bool, notBefore: Double)] = [:]
     private var now = 0.0
@@ -174,6 +193,9 @@ public final class RedisBoardLog {
         hub.onAssetStored = { [weak self] hash, data in self?.storeAsset(hash, data) }
         hub.fetchAsset = { [weak self] hash in self?.fetchAsset(hash, for: board) }
         hub.publishPresence = { [weak self] presence in self?.publish(presence, on: board) }
+        if options.sharesAuthorship {
+            hub.sharedAuthorship = { [weak self] request in self?.askAuthorship(request, on: board) }
+        }
         hub.holdsGreetings = true  // until the stream has been read
         options.log("board '\(board)': reading \(streamKey(board)) from Redis")
         pump()
@@ -187,6 +209,9 @@ public final class RedisBoardLog {
         state.hub.fetchAsset = nil
         state.hub.holdsGreetings = false
         state.hub.publishPresence = nil
+        state.hub.sharedAuthorship = nil
+        authorRequests = authorRequests.filter { $0.key.board != board }
+        replicaMarks[board] = nil
         if subscribed.remove(board) != nil, up.contains(.presence) {
             presenceOutput += RESPValue.command("UNSUBSCRIBE", presenceChannel(board))
         }
@@ -209,13 +234,22 @@ public final class RedisBoardLog {
     private func leaseKey(_ board: String) -> String { "\(options.keyPrefix):{\(board)}:lease" }
     private func epochKey(_ board: String) -> String { "\(options.keyPrefix):{\(board)}:epoch" }
     private func assetKey(_ hash: AssetHash) -> String { "\(options.keyPrefix):asset:\(hash.hex)" }
+    private func authorsKey(_ board: String) -> String { "\(options.keyPrefix):{\(board)}:authors" }
+    private func authoredKey(_ board: String) -> String { "\(options.keyPrefix):{\(board)}:authored" }
+    private func replicasKey(_ board: String) -> String { "\(options.keyPrefix):{\(board)}:replicas" }
+    static func hex(_ replica: ReplicaID) -> String { String(replica.rawValue, radix: 16) }
+
+    private func askAuthorship(_ request: AuthorshipRequest, on board: String) {
+        authorRequests[AuthorKey(board: board, request: request)] = (false, 0)
+        pump()
+    }
 
     private func replicate(_ board: String, _ batches: [OperationBatch]) -> UInt64 {
         nextTicket += 1
         var waitingFor: Set<UInt64> = []
         for batch in batches where !batch.operations.isEmpty || batch.covers != nil {
             nextAppend += 1
-            appends[nextAppend] = Append(board: board, bytes: batch.encoded())
+            appends[nextAppend] = Append(board: board, bytes: batch.encoded(), authors: options.sharesAuthorship ? Self.authors(of: batch) : [])
             waitingFor.insert(nextAppend)
         }
         tickets.append(Ticket(id: nextTicket, board: board, waitingFor: acknowledgesBeforeRedis ? [] : waitingFor))
@@ -296,6 +330,8 @@ public final class RedisBoardLog {
             reload(board, because: "a tail read could not be checked against the trim point")
         case .setAsset(let hash), .setChunk(let hash): assetSets[hash]?.sent = false
         case .getAsset(let hash), .getChunks(let hash, _): assetGets[hash]?.sent = false
+        case .author(let board, let request): authorRequests[AuthorKey(board: board, request: request)]?.sent = false
+        case .markReplicas(let board): replicaMarks[board]?.sent = false
         case .read: readInFlight = false
         case .unblock: unblockSent = false
         case .clientID, .publish, .auth: break
@@ -352,6 +388,8 @@ public final class RedisBoardLog {
         for state in boards.values where !state.caughtUp && !state.rangeInFlight && state.notBefore > now { deadlines.append(state.notBefore) }
         for entry in assetSets.values where !entry.sent && entry.notBefore > now { deadlines.append(entry.notBefore) }
         for entry in assetGets.values where !entry.sent { deadlines.append(max(entry.notBefore, now)) }
+        for entry in authorRequests.values where !entry.sent && entry.notBefore > now { deadlines.append(entry.notBefore) }
+        for entry in replicaMarks.values where !entry.sent && entry.notBefore > now { deadlines.append(entry.notBefore) }
         if !readInFlight, readNotBefore > now { deadlines.append(readNotBefore) }
         return deadlines.min()
     }
@@ -379,8 +417,16 @@ public final class RedisBoardLog {
         if up.contains(.commands) {
             for seq in appends.keys.sorted() {
                 guard let append = appends[seq], !append.sent, append.notBefore <= now else { continue }
-                let ticket = links[.commands]!.send([Array("XADD".utf8), Array(streamKey(append.board).utf8), Array("*".utf8),
-                                                    Array("n".utf8), Array(options.node.utf8), Array("o".utf8), append.bytes])
+                let ticket: RedisPipeline.Ticket
+                if options.sharesAuthorship {
+                    // The entry and its authors in the board's `replicas` set, atomically.
+                    ticket = links[.commands]!.send(["EVAL", RedisBoardLog.appendScript, "2", streamKey(append.board),
+                                                     replicasKey(append.board), options.node].map { Array($0.utf8) }
+                                                    + [append.bytes] + append.authors.map { Array($0.utf8) })
+                } else {
+                    ticket = links[.commands]!.send([Array("XADD".utf8), Array(streamKey(append.board).utf8), Array("*".utf8),
+                                                     Array("n".utf8), Array(options.node.utf8), Array("o".utf8), append.bytes])
+                }
                 requests[.commands]![ticket] = (.append(seq), now)
                 appends[seq]!.sent = true
             }
@@ -404,6 +450,23 @@ public final class RedisBoardLog {
                     requests[.commands]![ticket] = (.acquireLease(name), now)
                     boards[name]!.compacting = true
                 }
+            }
+            for board in replicaMarks.keys.sorted() {
+                guard let entry = replicaMarks[board], !entry.sent, entry.notBefore <= now else { continue }
+                let ticket = links[.commands]!.send((["SADD", replicasKey(board)] + entry.replicas).map { Array($0.utf8) })
+                requests[.commands]![ticket] = (.markReplicas(board), now)
+                replicaMarks[board]!.sent = true
+            }
+            // After the appends and marks above (Redis runs one link's commands in order).
+            for key in authorRequests.keys.sorted(by: { ($0.board, $0.request.replica.rawValue, $0.request.subject, $0.request.bind ? 1 : 0)
+                                                        < ($1.board, $1.request.replica.rawValue, $1.request.subject, $1.request.bind ? 1 : 0) }) {
+                guard let entry = authorRequests[key], !entry.sent, entry.notBefore <= now else { continue }
+                let request = key.request
+                let ticket = links[.commands]!.send(["EVAL", RedisBoardLog.authorScript, "3", authorsKey(key.board), authoredKey(key.board),
+                                                     replicasKey(key.board), Self.hex(request.replica), request.subject, request.bind ? "1" : "0",
+                                                     String(request.maxPerSubject), String(request.maxPerBoard)].map { Array($0.utf8) })
+                requests[.commands]![ticket] = (.author(key.board, request), now)
+                authorRequests[key]!.sent = true
             }
             for hash in assetSets.keys.sorted(by: { $0.hex < $1.hex }) {
                 guard let entry = assetSets[hash], !entry.sent, entry.notBefore <= now else { continue }
@@ -587,6 +650,18 @@ public final class RedisBoardLog {
                 assetGets[hash]!.sent = false
                 assetGets[hash]!.notBefore = now + 0.5
             }
+        case .author(let board, let request):
+            let key = AuthorKey(board: board, request: request)
+            guard authorRequests.removeValue(forKey: key) != nil, let hub = boards[board]?.hub else { return }
+            guard let answer = Self.authorshipAnswer(value) else {
+                options.log("board '\(board)': an unexpected answer to \(request): \(value); asking again")
+                authorRequests[key] = (false, now + options.retryDelay)
+                return
+            }
+            hub.authorshipAnswered(request, answer, now: now)
+            onHubChanged?(board)
+        case .markReplicas(let board):
+            replicaMarks[board] = nil
         case .clientID:
             if case .integer(let id) = value { tailClientID = id }
         case .unblock, .publish, .auth:
@@ -653,6 +728,13 @@ public final class RedisBoardLog {
             // An unblocked read ends with an error reply when unblocked with ERROR; plain
             // UNBLOCK gives a null reply. Either way the next read starts.
             if !message.hasPrefix("UNBLOCKED") { options.log("Redis refused the tail read (retrying): \(message)") }
+        case .author(let board, let request):
+            authorRequests[AuthorKey(board: board, request: request)]?.sent = false
+            authorRequests[AuthorKey(board: board, request: request)]?.notBefore = at
+            options.log("board '\(board)': Redis refused to \(request) (retrying): \(message)")
+        case .markReplicas(let board):
+            replicaMarks[board]?.sent = false
+            replicaMarks[board]?.notBefore = at
         case .clientID:
             options.log("Redis refused CLIENT ID: \(message)")
         case .unblock:
@@ -727,7 +809,13 @@ public final class RedisBoardLog {
             let delta = state.hub.store.replica.operations(since: vector)
             options.log("board '\(board)': appending \(delta.operations.count) operations the stream lacked (stream \(vector), here \(local))")
             nextAppend += 1
-            appends[nextAppend] = Append(board: board, bytes: delta.encoded())
+            appends[nextAppend] = Append(board: board, bytes: delta.encoded(), authors: Self.authors(of: delta))
+        }
+        if options.sharesAuthorship {
+            // Replica ids whose operations the log may hold without the set knowing (appended
+            // before authorship was shared): none of them can be bound to a write token.
+            let known = local.entries.keys.sorted { $0.rawValue < $1.rawValue }.map(Self.hex)
+            if !known.isEmpty { replicaMarks[board] = (known, false, 0) }
         }
         options.log("board '\(board)': caught up from Redis at \(state.lastID)")
         state.hub.holdsGreetings = false
@@ -825,6 +913,49 @@ public final class RedisBoardLog {
         let parts = text.split(separator: "-")
         guard parts.count == 2, let ms = UInt64(parts[0]), let seq = UInt64(parts[1]) else { return (0, 0) }
         return (ms, seq)
+    }
+
+    /// The replica ids a batch carries operations of (and its `covers` reaches), hex, sorted.
+    static func authors(of batch: OperationBatch) -> [String] {
+        var ids = Set(batch.operations.map(\.id.replica))
+        if let covers = batch.covers { for (replica, seq) in covers.entries where seq > 0 { ids.insert(replica) } }
+        return ids.sorted { $0.rawValue < $1.rawValue }.map(hex)
+    }
+
+    /// Appends a batch to the board's stream and records its authors in the board's `replicas`
+    /// set, atomically. KEYS: stream, replicas. ARGV: node, batch, then the authors (hex).
+    /// Returns the entry id.
+    public static let appendScript = """
+        for i = 3, #ARGV do redis.call('SADD', KEYS[2], ARGV[i]) end
+        return redis.call('XADD', KEYS[1], '*', 'n', ARGV[1], 'o', ARGV[2])
+        """
+
+    /// Authorship, decided once for every server: who owns a replica id, and (with bind 1) the
+    /// id bound to the subject when nobody owns it, the log holds no operation of it, the
+    /// subject owns fewer than its limit and the board holds fewer bindings than its limit.
+    /// KEYS: authors (hash replica → subject), authored (hash subject → count), replicas (set).
+    /// ARGV: replica (hex), subject, bind (1 or 0), max per subject, max per board. Returns
+    /// `{owner, SUBJECT}`, `{unbound}`, `{subject-limit}` or `{board-limit}`.
+    public static let authorScript = """
+        local owner = redis.call('HGET', KEYS[1], ARGV[1])
+        if owner then return {'owner', owner} end
+        if ARGV[3] ~= '1' or redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then return {'unbound'} end
+        if tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0') >= tonumber(ARGV[4]) then return {'subject-limit'} end
+        if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[5]) then return {'board-limit'} end
+        redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+        redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
+        return {'owner', ARGV[2]}
+        """
+
+    static func authorshipAnswer(_ value: RESPValue) -> AuthorshipAnswer? {
+        guard case .array(let items?) = value, let status = items.first?.text else { return nil }
+        switch status {
+        case "owner": return items.count == 2 ? items[1].text.map(AuthorshipAnswer.owner) : nil
+        case "unbound": return .unbound
+        case "subject-limit": return .subjectLimit
+        case "board-limit": return .boardLimit
+        default: return nil
+        }
     }
 
     /// Takes the board's compaction lease if nobody holds it, and only then a new fencing epoch.

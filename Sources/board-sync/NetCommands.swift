@@ -147,6 +147,8 @@ struct NetCommands {
                 redisOptions.password = password
             }
             redisOptions.user = args.value("redis-user")
+            // With tokens, authorship is one fact per board for every server (in Redis).
+            redisOptions.sharesAuthorship = options.access != nil
             if let lease { redisOptions.leaseMilliseconds = Int(lease * 1000) }
             if let retention { redisOptions.retentionMilliseconds = Int(retention * 1000) }
             cluster = RedisCluster(address: redisAddress, options: redisOptions, loop: loop)

@@ -272,6 +272,75 @@ import Testing
         #expect(try redis.commands(.commands) == [["HGETALL", "bs:{team}:ckpt"]])
     }
 
+    /// A writer session (access control) attached the way a server attaches it: HELLO under
+    /// `replica` with a token of `subject`.
+    static func attachWriter(_ hub: BoardHub, _ id: SessionID, replica: UInt64, subject: String) throws {
+        var session = SyncSession(role: .acceptor, localReplica: ReplicaID(1))
+        session.listen(now: 0)
+        let hello = Hello(board: "team", replica: ReplicaID(replica), capabilities: Capabilities.supported, version: .empty)
+        let events = session.receive(Message.hello(hello).frame().encoded(), now: 0)
+        try #require(events.contains { if case .hello = $0 { return true } else { return false } })
+        hub.attach(id, session, hello: hello, subject: subject)
+    }
+
+    /// Authorship shared through Redis: a writer's first operation waits, unmerged and
+    /// unrelayed, until the board's authors script has bound its replica id; the append that
+    /// follows records its author in the board's replica set; a HELLO under the bound id with
+    /// another subject is refused once the owner is known, and an id the log has operations of
+    /// cannot be bound.
+    @Test func aWritersFirstOperationWaitsUntilRedisBindsItsReplica() throws {
+        let (hub, store) = try Self.hubWithSession()
+        var options = RedisBoardLog.Options(node: "n1")
+        options.sharesAuthorship = true
+        let (log, redis) = try Self.linkedLog(hub, options)
+        try Self.catchUpEmpty(redis)
+        try Self.attachWriter(hub, 1, replica: 0xC, subject: "alice")
+        Self.connect(hub, 2)  // a session without a token (sees what is relayed)
+        _ = hub.output(for: 2, now: 0)
+        let script = RedisBoardLog.authorScript
+        #expect(try redis.commands(.commands) == [["EVAL", script, "3", "bs:{team}:authors", "bs:{team}:authored", "bs:{team}:replicas",
+                                                     "c", "alice", "0", "1024", "65536"]], "the HELLO looks its replica up")
+        try redis.reply(.commands, [.array([.bulkString(Array("unbound".utf8))])], now: 0)
+        _ = try Self.acks(hub, 1)
+        hub.receive(1, Message.operations(OperationBatch(operations: try Self.clientOps()).encoded()).frame().encoded(), now: 1)
+        _ = hub.handleTimers(now: 1)
+        #expect(try redis.commands(.commands) == [["EVAL", script, "3", "bs:{team}:authors", "bs:{team}:authored", "bs:{team}:replicas",
+                                                     "c", "alice", "1", "1024", "65536"]], "its first operation asks to bind it")
+        #expect(store.replica.versionVector[ReplicaID(0xC)] == 0, "not merged before Redis decided")
+        #expect(hub.output(for: 2, now: 1).isEmpty, "not relayed either")
+        try redis.reply(.commands, [.array([.bulkString(Array("owner".utf8)), .bulkString(Array("alice".utf8))])], now: 1)
+        #expect(store.replica.versionVector[ReplicaID(0xC)] == 1)
+        #expect(!hub.output(for: 2, now: 1).isEmpty, "relayed once bound")
+        _ = hub.handleTimers(now: 1)
+        let append = try redis.commands(.commands)
+        #expect(append.count == 1 && Array(append[0].prefix(6)) == ["EVAL", RedisBoardLog.appendScript, "2", "bs:{team}:log", "bs:{team}:replicas", "n1"]
+                && append[0].last == "c", "the entry and its author, atomically: \(append.map { $0.prefix(6) })")
+        try redis.reply(.commands, [.bulkString(Array("7-0".utf8))], now: 1)
+        _ = log.handleTimers(now: 1)
+        #expect(try Self.acks(hub, 1).last?[ReplicaID(0xC)] == 1)
+        // Mallory says HELLO as alice's replica: refused once Redis names the owner.
+        try Self.attachWriter(hub, 3, replica: 0xC, subject: "mallory")
+        #expect(hub.sessions[3]?.closeReason?.code == .notAuthor, "\(String(describing: hub.sessions[3]?.closeReason))")
+        #expect(try redis.commands(.commands).isEmpty, "alice's binding is known here: no need to ask")
+        // Eve says HELLO as a replica the log holds operations of (another server relayed them):
+        // her first operation asks only who owns it, and Redis says nobody.
+        var other = Replica(id: ReplicaID(0xE))
+        _ = try other.setCanvasSize(CodableSize(width: 3, height: 3))
+        try hub.mergeReplicated(other.fullState(), now: 2)
+        try Self.attachWriter(hub, 4, replica: 0xE, subject: "eve")
+        _ = try redis.commands(.commands)
+        try redis.reply(.commands, [.array([.bulkString(Array("unbound".utf8))])], now: 2)
+        var forged = Replica(id: ReplicaID(0xE))
+        let same = try forged.setCanvasSize(CodableSize(width: 3, height: 3))  // the relayed operation itself
+        let edit = try forged.setCanvasSize(CodableSize(width: 66, height: 66))
+        hub.receive(4, Message.operations(OperationBatch(operations: same.operations + edit.operations).encoded()).frame().encoded(), now: 3)
+        let asked = try redis.commands(.commands)
+        #expect(asked.count == 1 && asked[0][6...8] == ["e", "eve", "0"], "\(asked)")
+        try redis.reply(.commands, [.array([.bulkString(Array("unbound".utf8))])], now: 3)
+        #expect(hub.sessions[4]?.closeReason?.code == .notAuthor)
+        #expect(store.replica.snapshot().canvasSize == CodableSize(width: 3, height: 3))
+    }
+
     /// Presence crosses servers through pub/sub: a session's presence is published; another
     /// server's is taken and relayed; our own echo and undecodable payloads are dropped.
     @Test func presenceIsPublishedAndOtherServersPresenceRelayed() throws {

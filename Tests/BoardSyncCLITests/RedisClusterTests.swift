@@ -182,6 +182,72 @@ final class RedisProcess {
         #expect(one.log.contains("caught up from Redis"), "\(one.log)")
     }
 
+    /// Authorship is one fact per board for every server: alice's replica id, bound through
+    /// server one at her first edit, is refused to mallory on server two (which had never seen
+    /// alice), and alice keeps editing through server two. The binding is in Redis, not in
+    /// either server's `sync/authors`.
+    @Test func aReplicaBoundThroughOneServerIsRefusedToAnotherSubjectOnTheOther() throws {
+        if Self.skipped() { return }
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        let redis = try RedisProcess(in: workspace.path)
+        func start(_ data: String) throws -> (Daemon, String) {
+            let daemon = try Daemon(["serve", "--data", data, "--listen", "127.0.0.1:0", "--redis", redis.address, "--node-id", data,
+                                     "--secret-file", "secret"], in: workspace.path)
+            let address = try #require(daemon.listeningAddress(), "\(daemon.log)")
+            #expect(daemon.waitFor("Redis tail link connected") != nil, "\(daemon.log)")
+            return (daemon, address)
+        }
+        let (one, addressOne) = try start("one")
+        let (two, addressTwo) = try start("two")
+        func token(_ subject: String, _ role: String = "write") throws -> String {
+            try cli.run("token", "--secret-file", "secret", "--board", "team", "--role", role, "--subject", subject).stdout
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let alice = try token("alice"), mallory = try token("mallory"), reader = try token("rob", "read")
+        // Alice edits through server one: her replica id is bound to her there.
+        try cli.run("new", "A.boardpkg")
+        try cli.run("stroke", "A.boardpkg", "--points", "1,1 4,4")
+        let first = try cli.run("sync", "A.boardpkg", "--server", addressOne, "--board", "team", "--token", alice)
+        #expect(first.status == 0, "\(first.stderr)")
+        // Mallory's package edits under alice's replica id (ids are public), through server two.
+        let identityPath = workspace.path + "/A.boardpkg/sync/replica.json"
+        let identity = try #require(try JSONSerialization.jsonObject(with: try Data(contentsOf: URL(fileURLWithPath: identityPath))) as? [String: Any])
+        let aliceID = try #require(identity["replicaID"] as? String)
+        try cli.run("new", "M.boardpkg")
+        let forgedPath = workspace.path + "/M.boardpkg/sync/replica.json"
+        var forged = try #require(try JSONSerialization.jsonObject(with: try Data(contentsOf: URL(fileURLWithPath: forgedPath))) as? [String: Any])
+        forged["replicaID"] = aliceID
+        try JSONSerialization.data(withJSONObject: forged).write(to: URL(fileURLWithPath: forgedPath))
+        for index in 0..<3 { try cli.run("stroke", "M.boardpkg", "--points", "\(50 + index),50 60,60") }
+        let stolen = try cli.run("sync", "M.boardpkg", "--server", addressTwo, "--board", "team", "--token", mallory, "--timeout", "10")
+        #expect(stolen.status == 1, "\(stolen.stdout) \(stolen.stderr)")
+        #expect(stolen.stderr.contains("not the author") && stolen.stderr.contains("belongs to another subject"), "\(stolen.stderr)")
+        #expect(!stolen.stderr.contains(workspace.path), "no server path in a client's error: \(stolen.stderr)")
+        // Alice is still welcome on server two, and her edit reaches server one's clients.
+        try cli.run("stroke", "A.boardpkg", "--points", "2,2 8,8")
+        let second = try cli.run("sync", "A.boardpkg", "--server", addressTwo, "--board", "team", "--token", alice, "--timeout", "10")
+        #expect(second.status == 0, "\(second.stderr)")
+        try cli.run("new", "R.boardpkg")
+        var strokes = 0
+        for _ in 0..<50 {
+            #expect(try cli.run("sync", "R.boardpkg", "--server", addressOne, "--board", "team", "--token", reader).status == 0)
+            strokes = try workspace.board("R.boardpkg").strokes.count
+            if strokes == 2 { break }
+            usleep(100_000)
+        }
+        #expect(strokes == 2, "alice's two strokes, none of mallory's")
+        // One binding, in Redis; neither server keeps one of its own.
+        let hex = String(try #require(UInt64(aliceID, radix: 16)), radix: 16)
+        #expect(RedisProcess.command(redis.port, ["HGET", "bs:{team}:authors", hex]) == "$5\r\nalice\r\n")
+        #expect(RedisProcess.command(redis.port, ["HLEN", "bs:{team}:authors"]) == ":1\r\n")
+        for data in ["one", "two"] {
+            #expect(!FileManager.default.fileExists(atPath: workspace.path + "/\(data)/team.boardpkg/sync/authors"))
+        }
+        #expect(one.terminate() == 0 && two.terminate() == 0)
+        #expect(two.log.contains("tried to author as replica"), "\(two.log)")
+    }
+
     /// Redis is killed with -9 and restarted: while it is down the servers acknowledge nothing
     /// (a one-shot sync cannot finish), then they carry on, and nothing acknowledged is lost.
     @Test func redisCrashAndRestartLosesNothingAcknowledged() throws {
