@@ -45,7 +45,10 @@ public enum AuthorshipAnswer: Hashable, Sendable {
 }
 
 enum AuthorshipOutcome {
-    case allowed, refused, waiting
+    /// Merge this batch: the one received, or it without the operations of replicas the
+    /// session's subject does not own.
+    case allowed(OperationBatch)
+    case refused, waiting
 }
 
 extension BoardHub {
@@ -69,12 +72,17 @@ extension BoardHub {
 
     /// Whether a writer's batch may be merged: the authors of its new operations (a handshake
     /// echoes some the board already holds) must be the session's subject's, and the session's
-    /// own replica id is bound at its first operation.
+    /// own replica id is bound at its first operation. Its own replica refused closes the
+    /// session; operations of other replicas its subject does not own are dropped and the rest
+    /// merged. (Forged or carried, they never land; closing instead deadlocked two clients that
+    /// each held the other's operations a crashed server had relayed but not saved, found by
+    /// the cluster simulation: the owner sends its own again when it reconnects.)
     func authorship(of batch: OperationBatch, from id: SessionID) -> AuthorshipOutcome {
-        guard let subject = subjectOf[id], let mine = helloReplicas[id] else { return .allowed }
+        guard let subject = subjectOf[id], let mine = helloReplicas[id] else { return .allowed(batch) }
         let replica = store.replica
         let authorsOfNew = Set(batch.operations.lazy.filter { !replica.hasIntegrated($0.id) }.map(\.id.replica))
-        guard !authorsOfNew.isEmpty else { return .allowed }
+        guard !authorsOfNew.isEmpty else { return .allowed(batch) }
+        var dropped: [ReplicaID: String?] = [:]  // replica → its owner (nil: nobody)
         if sharedAuthorship != nil {
             if authors == nil { authors = [:] }
         } else if !loadAuthors(for: id) {
@@ -84,17 +92,21 @@ extension BoardHub {
         for author in authorsOfNew.sorted(by: { $0.rawValue < $1.rawValue }) {
             if let owner = authors?[author] {
                 if owner == subject { continue }
-                _ = refuse(id, subject, author, .owned(owner))
-                return .refused
+                guard author != mine else {
+                    _ = refuse(id, subject, author, .owned(owner))
+                    return .refused
+                }
+                dropped[author] = owner
+                continue
             }
             let mayBind = author == mine && !replica.hasOperations(by: author)
-            let why: Refusal = author != mine ? .notItsOwn : .hasOperations
             if sharedAuthorship != nil {
                 let request = AuthorshipRequest(replica: author, subject: subject, bind: mayBind,
                                                 maxPerSubject: maxReplicasPerSubject, maxPerBoard: maxAuthorsPerBoard)
                 switch authorshipAnswers[request] {
                 case .owner?: continue  // (owners are in `authors`)
-                case .unbound?: _ = refuse(id, subject, author, why); return .refused
+                case .unbound? where author != mine: dropped[author] = .some(nil)
+                case .unbound?: _ = refuse(id, subject, author, .hasOperations); return .refused
                 case .subjectLimit?: _ = refuse(id, subject, author, .subjectLimit); return .refused
                 case .boardLimit?: _ = refuse(id, subject, author, .boardLimit); return .refused
                 case nil:
@@ -103,7 +115,11 @@ extension BoardHub {
                     continue
                 }
             }
-            guard mayBind else { _ = refuse(id, subject, author, why); return .refused }
+            if author != mine {
+                dropped[author] = .some(nil)
+                continue
+            }
+            guard mayBind else { _ = refuse(id, subject, author, .hasOperations); return .refused }
             if authorCounts[subject, default: 0] >= maxReplicasPerSubject { _ = refuse(id, subject, author, .subjectLimit); return .refused }
             if (authors?.count ?? 0) >= maxAuthorsPerBoard { _ = refuse(id, subject, author, .boardLimit); return .refused }
             do {
@@ -118,7 +134,19 @@ extension BoardHub {
             authorCounts[subject, default: 0] += 1
             log?("session \(id): replica \(author) bound to subject '\(subject)' at its first operation")
         }
-        return waiting ? .waiting : .allowed
+        if waiting { return .waiting }
+        guard !dropped.isEmpty else { return .allowed(batch) }
+        for (author, owner) in dropped.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            let count = batch.operations.lazy.filter { $0.id.replica == author }.count
+            log?("session \(id): dropped \(count) operations of replica \(author), which \(owner.map { "belongs to '\($0)'" } ?? "no subject owns"), sent by subject '\(subject)' without a peer token")
+        }
+        // What is left claims nothing of the dropped replicas beyond what the board holds.
+        let covers = batch.covers.map { covers in
+            VersionVector(covers.entries.filter { dropped[$0.key] == nil }
+                .merging(dropped.keys.compactMap { author in replica.versionVector[author] > 0 ? (author, min(covers[author], replica.versionVector[author])) : nil },
+                         uniquingKeysWith: { $1 }))
+        }
+        return .allowed(OperationBatch(operations: batch.operations.filter { dropped[$0.id.replica] == nil }, base: batch.base, covers: covers))
     }
 
     /// Keeps a writer's batch until its authorship is decided (`busy` past `maxHeldBatches`).
@@ -159,7 +187,7 @@ extension BoardHub {
             guard sessions[id]?.isOpen == true else { return }
             let batch = queue.removeFirst()
             switch authorship(of: batch, from: id) {
-            case .allowed: mergeAuthorized(id, batch)
+            case .allowed(let authorized): mergeAuthorized(id, authorized)
             case .refused: return
             case .waiting:
                 heldOperations[id] = [batch] + queue
@@ -192,7 +220,7 @@ extension BoardHub {
     }
 
     enum Refusal {
-        case owned(String), notItsOwn, hasOperations, subjectLimit, boardLimit
+        case owned(String), hasOperations, subjectLimit, boardLimit
     }
 
     /// Closes a writer's session for an authorship reason; returns false (for `guard`s).
@@ -201,9 +229,6 @@ extension BoardHub {
         case .owned(let owner):
             log?("session \(id): subject '\(subject)' tried to author as replica \(replica), which belongs to '\(owner)'")
             sessions[id]?.close(SessionError(.notAuthor, "replica \(replica) belongs to another subject; this token may author only its own replicas"))
-        case .notItsOwn:
-            log?("session \(id): subject '\(subject)' sent operations of replica \(replica), which it does not own, without a peer token")
-            sessions[id]?.close(SessionError(.notAuthor, "operations of replica \(replica) may come only from the replica itself or a trusted relay (a peer token)"))
         case .hasOperations:
             log?("session \(id): subject '\(subject)' tried to take replica \(replica), whose operations the board already holds unbound")
             sessions[id]?.close(SessionError(.notAuthor, "replica \(replica) already has operations on this board that no token subject owns (relayed through a peer token, or from before access control): a write token cannot take it over; give this replica a new id"))

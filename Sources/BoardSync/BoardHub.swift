@@ -756,7 +756,7 @@ public final class BoardHub {
         if subjectOf[id] != nil, !relays.contains(id) {
             if heldOperations[id] != nil { return hold(batch, from: id) }
             switch authorship(of: batch, from: id) {
-            case .allowed: break
+            case .allowed(let authorized): return mergeAuthorized(id, authorized)
             case .refused: return
             case .waiting:
                 heldOperations[id] = []

@@ -12,8 +12,15 @@ import Foundation
 /// Redis restarting (its data kept, every connection dropped), single Redis links dropped, and
 /// clients leaving for good once a server acknowledged all they made. Compaction runs often.
 ///
+/// Half the seeds (a generator of their own, so the other seeds' histories stay as they were)
+/// run with access control: every client presents a write token of its own subject, and the
+/// servers decide authorship through Redis (each client's first operation waits for the
+/// binding).
+///
 /// Oracles after the faults heal: every client and every server holding the board converge to
-/// the same board; everything a departed client was told is saved is on it.
+/// the same board; everything a departed client was told is saved is on it; with access
+/// control, Redis binds exactly the replica ids of the clients that edited, each to its
+/// client's subject.
 public final class ClusterSimulation {
     public struct Report: Sendable {
         public var seed: UInt64
@@ -26,6 +33,8 @@ public final class ClusterSimulation {
         public var departures = 0
         public var checkpoints = 0
         public var redisCommands = 0
+        /// Whether the servers required tokens (authorship shared through Redis).
+        public var access = false
         public var convergedAfter: Double?
         public var failures: [String] = []
         public var passed: Bool { failures.isEmpty }
@@ -73,14 +82,18 @@ public final class ClusterSimulation {
     private let faultyPhase: Double
     private let step = 0.005
     private let plantAckBeforeRedis: Bool
+    private let access: Bool
 
     /// `plantAckBeforeRedis`: servers acknowledge before Redis holds what they acknowledge (a
     /// planted bug the acknowledged-loss oracle must catch).
     public init(seed: UInt64, servers serverCount: Int? = nil, clients clientCount: Int? = nil, faultyPhase: Double = 8,
-                plantAckBeforeRedis: Bool = false) {
+                plantAckBeforeRedis: Bool = false, access: Bool? = nil) {
         rng = SeededRandom(seed: seed)
         self.plantAckBeforeRedis = plantAckBeforeRedis
+        let tokens = access ?? Self.drawsAccess(seed: seed)
+        self.access = tokens
         report = Report(seed: seed)
+        report.access = tokens
         self.faultyPhase = faultyPhase
         let serverCount = serverCount ?? Int.random(in: 2...3, using: &rng)
         let clientCount = clientCount ?? Int.random(in: 2...5, using: &rng)
@@ -90,22 +103,46 @@ public final class ClusterSimulation {
         for index in 0..<serverCount { start(index) }
         for index in 0..<clientCount {
             let store = MemoryReplicaStore(replica: Replica(id: ReplicaID(0xC000 + UInt64(index))))
-            var options = SyncEndpoint.Options()
-            options.reconnectDelay = (0.05, 0.5)
-            let endpoint = SyncEndpoint(board: "sim", store: store, options: options, now: 0)
+            let endpoint = SyncEndpoint(board: "sim", store: store, options: Self.clientOptions(index, token: tokens), now: 0)
             _ = endpoint.addDialTarget(now: 0)
             clients.append(Client(endpoint: endpoint, store: store))
         }
     }
 
+    /// Whether a seed runs with access control (a generator of its own: the other draws stay).
+    private static func drawsAccess(seed: UInt64) -> Bool {
+        var generator = SeededRandom(seed: seed ^ 0xACCE55)
+        return generator.chance(0.5)
+    }
+
+    /// A client's options; with `token`, a write token of its own subject, `client-INDEX`.
+    /// (Out of line: inlined into `init`, Swift 6.3.1's optimizer crashed on it.)
+    @inline(never)
+    private static func clientOptions(_ index: Int, token: Bool) -> SyncEndpoint.Options {
+        var options = SyncEndpoint.Options()
+        options.reconnectDelay = (0.05, 0.5)
+        if token {
+            options.credentials = Array(((try? World.authority.mint(board: "sim", role: .write, expires: nil, subject: "client-\(index)")) ?? "").utf8)
+        }
+        return options
+    }
+
     // MARK: Servers
+
+    /// (Out of line: inlined into `init`, Swift 6.3.1's optimizer crashed on it.)
+    @inline(never)
+    private func serverOptions() -> SyncEndpoint.Options {
+        var options = SyncEndpoint.Options()
+        options.groupCommit = true
+        if access { options.access = SyncEndpoint.AccessControl(authority: World.authority, wallClock: { 1_800_000_000 }) }
+        return options
+    }
 
     private func start(_ index: Int) {
         let server = servers[index]
         server.generation += 1
         let generation = server.generation
-        var options = SyncEndpoint.Options()
-        options.groupCommit = true
+        let options = serverOptions()
         var seq: UInt64 = 0
         let endpoint = SyncEndpoint(opener: { _ in
             seq += 1
@@ -117,6 +154,7 @@ public final class ClusterSimulation {
         logOptions.retentionMilliseconds = 200
         logOptions.replyTimeout = 2
         logOptions.blockMilliseconds = 200
+        logOptions.sharesAuthorship = access
         let log = RedisBoardLog(options: logOptions)
         log.acknowledgesBeforeRedis = plantAckBeforeRedis
         endpoint.onBoardOpened = { [weak log, weak self] board in
@@ -394,5 +432,16 @@ public final class ClusterSimulation {
             }
         }
         report.checkpoints = redis.checkpointCommits
+        if access {
+            // One binding per client that edited, to its own subject, and nothing else.
+            var expected: [String: String] = [:]
+            for (index, client) in clients.enumerated() where client.store.replica.versionVector[client.store.replica.id] > 0 {
+                expected[String(client.store.replica.id.rawValue, radix: 16)] = "client-\(index)"
+            }
+            let bound = redis.hash("bs:{sim}:authors").mapValues { String(decoding: $0, as: UTF8.self) }
+            if bound != expected {
+                report.failures.append("authorship: Redis binds \(bound.sorted { $0.key < $1.key }), expected \(expected.sorted { $0.key < $1.key })")
+            }
+        }
     }
 }

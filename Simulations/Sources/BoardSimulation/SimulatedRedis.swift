@@ -3,7 +3,7 @@ import BoardRedis
 import Foundation
 
 /// An in-memory Redis for the cluster simulation: the commands the board log sends (streams,
-/// hashes, strings, the two Lua scripts by their text, pub/sub, CLIENT ID/UNBLOCK), answered
+/// hashes, strings, sets, the board log's Lua scripts by their text, pub/sub, CLIENT ID/UNBLOCK), answered
 /// over RESP exactly as Redis would, in virtual time. Its data survives a restart (as with
 /// `appendfsync always`); its connections do not.
 final class SimulatedRedis {
@@ -29,6 +29,7 @@ final class SimulatedRedis {
     private(set) var streams: [String: [Entry]] = [:]
     private var lastID: [String: (UInt64, UInt64)] = [:]
     private var hashes: [String: [String: [UInt8]]] = [:]
+    private var sets: [String: Set<String>] = [:]
     private var strings: [String: (value: [UInt8], expires: Double?)] = [:]
     private var connections: [Int64: Connection] = [:]
     private var nextConnection: Int64 = 0
@@ -96,6 +97,9 @@ final class SimulatedRedis {
         return vector
     }
 
+    /// A hash's fields (for oracles).
+    func hash(_ key: String) -> [String: [UInt8]] { hashes[key] ?? [:] }
+
     /// Blocked reads whose time ran out answer nil; reads that can be served are.
     func tick() {
         for connection in connections.values.sorted(by: { $0.id < $1.id }) {
@@ -149,6 +153,16 @@ final class SimulatedRedis {
         return entry.value
     }
 
+    /// XADD with an automatic id.
+    private func append(to key: String, _ fields: [[UInt8]]) -> (UInt64, UInt64) {
+        let ms = UInt64(now * 1000)
+        var id = (ms, UInt64(0))
+        if let last = lastID[key], !(id > last) { id = (last.0, last.1 + 1) }
+        lastID[key] = id
+        streams[key, default: []].append(Entry(id: id, fields: fields))
+        return id
+    }
+
     private func execute(_ parts: [[UInt8]], on connection: Connection) -> RESPValue? {
         guard let name = parts.first.map({ Self.text($0).uppercased() }) else { return .error("ERR empty command") }
         let args = Array(parts.dropFirst())
@@ -164,13 +178,11 @@ final class SimulatedRedis {
             }
             return .integer(0)
         case "XADD":
-            let key = arg(0)
-            let ms = UInt64(now * 1000)
-            var id = (ms, UInt64(0))
-            if let last = lastID[key], !(id > last) { id = (last.0, last.1 + 1) }
-            lastID[key] = id
-            streams[key, default: []].append(Entry(id: id, fields: Array(args.dropFirst(2))))
-            return .bulkString(Array(Self.idText(id).utf8))
+            return .bulkString(Array(Self.idText(append(to: arg(0), Array(args.dropFirst(2)))).utf8))
+        case "SADD":
+            var added: Int64 = 0
+            for member in args.dropFirst().map(Self.text) where sets[arg(0), default: []].insert(member).inserted { added += 1 }
+            return .integer(added)
         case "XRANGE":
             let key = arg(0)
             let start = arg(1)
@@ -253,7 +265,28 @@ final class SimulatedRedis {
                 checkpointCommits += 1
                 return .integer(1)
             }
-            return .error("NOSCRIPT the simulated Redis knows only the board log's two scripts")
+            if script == RedisBoardLog.appendScript {
+                // KEYS: stream, replicas. ARGV: node, batch, authors.
+                let stream = arg(2), replicas = arg(3)
+                for member in args.dropFirst(6).map(Self.text) { sets[replicas, default: []].insert(member) }
+                let id = append(to: stream, [Array("n".utf8), args[4], Array("o".utf8), args[5]])
+                return .bulkString(Array(Self.idText(id).utf8))
+            }
+            if script == RedisBoardLog.authorScript {
+                // KEYS: authors, authored, replicas. ARGV: replica, subject, bind, max per subject, max per board.
+                let authors = arg(2), authored = arg(3), replicas = arg(4)
+                let replica = arg(5), subject = arg(6)
+                func reply(_ parts: String...) -> RESPValue { .array(parts.map { .bulkString(Array($0.utf8)) }) }
+                if let owner = hashes[authors]?[replica] { return reply("owner", Self.text(owner)) }
+                if arg(7) != "1" || sets[replicas]?.contains(replica) == true { return reply("unbound") }
+                let count = Int(hashes[authored]?[subject].map(Self.text) ?? "0") ?? 0
+                if count >= Int(arg(8)) ?? 0 { return reply("subject-limit") }
+                if (hashes[authors]?.count ?? 0) >= Int(arg(9)) ?? 0 { return reply("board-limit") }
+                hashes[authors, default: [:]][replica] = Array(subject.utf8)
+                hashes[authored, default: [:]][subject] = Array(String(count + 1).utf8)
+                return reply("owner", subject)
+            }
+            return .error("NOSCRIPT the simulated Redis knows only the board log's scripts")
         default:
             return .error("ERR unknown command '\(name)'")
         }

@@ -96,11 +96,11 @@ if arguments.first == "cluster" {
         FileHandle.standardOutput.write(data + Data([10]))
     } else {
         for report in reports where seeds.count == 1 || !report.passed {
-            print("seed \(report.seed): \(report.servers) servers, \(report.clients) clients, \(report.operationsMade) operations; \(report.crashes) server crashes, \(report.redisRestarts) Redis restarts, \(report.cuts) cut links, \(report.departures) departures, \(report.checkpoints) checkpoints, \(report.redisCommands) Redis commands; \(report.passed ? "converged \(String(format: "%.3f", report.convergedAfter ?? 0)) s after the heal" : "FAILED")")
+            print("seed \(report.seed): \(report.servers) servers, \(report.clients) clients, \(report.operationsMade) operations; \(report.crashes) server crashes, \(report.redisRestarts) Redis restarts, \(report.cuts) cut links, \(report.departures) departures, \(report.checkpoints) checkpoints, \(report.redisCommands) Redis commands\(report.access ? ", access control" : ""); \(report.passed ? "converged \(String(format: "%.3f", report.convergedAfter ?? 0)) s after the heal" : "FAILED")")
             for failure in report.failures { print("  \(failure)") }
         }
         if seeds.count > 1 {
-            print("cluster seeds \(first)..<\(first + UInt64(seeds.count)): \(reports.count - failed.count) passed, \(failed.count) failed; \(reports.reduce(0) { $0 + $1.crashes }) server crashes, \(reports.reduce(0) { $0 + $1.redisRestarts }) Redis restarts, \(reports.reduce(0) { $0 + $1.checkpoints }) checkpoints")
+            print("cluster seeds \(first)..<\(first + UInt64(seeds.count)): \(reports.count - failed.count) passed, \(failed.count) failed; \(reports.reduce(0) { $0 + $1.crashes }) server crashes, \(reports.reduce(0) { $0 + $1.redisRestarts }) Redis restarts, \(reports.reduce(0) { $0 + $1.checkpoints }) checkpoints, \(reports.filter(\.access).count) seeds with access control")
             for report in failed { print("FAILED seed \(report.seed) — replay: bin/board-sim cluster --seed \(report.seed)\(plant ? " --plant ack-before-redis" : "")") }
         }
     }
