@@ -887,6 +887,10 @@ final class LateLoggingStore: HostedStore {
     }
 
     func closeStore() { package.close() }
+    // Authorship is kept in the package like the real store does (a restart that forgot it
+    // left replica ids with operations and no owner, refused to their own writers).
+    func loadAuthors() throws -> [ReplicaID: String] { try package.loadAuthors() }
+    func bindAuthor(_ replica: ReplicaID, to subject: String) throws { try package.bindAuthor(replica, to: subject) }
 }
 
 /// Serves no image bytes: its replica, as the hub sees it, holds none.
@@ -912,6 +916,10 @@ final class ImagelessStore: HostedStore {
     func commitEdit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit { try package.commit(body) }
     func saveView() throws { try package.save() }
     func closeStore() { package.close() }
+    // Authorship is kept in the package like the real store does (a restart that forgot it
+    // left replica ids with operations and no owner, refused to their own writers).
+    func loadAuthors() throws -> [ReplicaID: String] { try package.loadAuthors() }
+    func bindAuthor(_ replica: ReplicaID, to subject: String) throws { try package.bindAuthor(replica, to: subject) }
 }
 
 /// Merges with registers that break Lamport ties by arrival order (the package underneath logs
@@ -945,4 +953,8 @@ final class ArrivalOrderStore: HostedStore {
 
     func saveView() throws { try package.save() }
     func closeStore() { package.close() }
+    // Authorship is kept in the package like the real store does (a restart that forgot it
+    // left replica ids with operations and no owner, refused to their own writers).
+    func loadAuthors() throws -> [ReplicaID: String] { try package.loadAuthors() }
+    func bindAuthor(_ replica: ReplicaID, to subject: String) throws { try package.bindAuthor(replica, to: subject) }
 }
