@@ -17,6 +17,24 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     /// A symbolic link (or other non-regular entry) where the package needs a file or folder.
     case unsafeEntry(path: String, String)
 
+    /// The same words without any path on this machine, for a remote peer (a server's client
+    /// must not learn where its boards live).
+    public var descriptionWithoutPaths: String {
+        switch self {
+        case .notAPackage(_, let why): return "the board's folder is not a board package: \(why)"
+        case .alreadyExists: return "the board's package already exists"
+        case .damagedLog(_, let offset, let why): return "the board's op log is damaged at byte \(offset): \(why). Nothing was changed"
+        case .damagedFile(_, let why): return "a file of the board's package is damaged: \(why)"
+        case .unsupportedContentType: return description
+        case .invalidImage(_, let why): return "an image of the board: \(why)"
+        case .closed: return "the board's package was closed"
+        case .writeFailed(_, let why): return "could not write the board's package: \(why)"
+        case .viewAheadOfLog(_, let why): return "the board's view: \(why). Nothing was changed"
+        case .unsafeEntry(_, let why): return "an entry of the board's package: \(why); the package was not touched"
+        case .locked: return "the board's package is open in another process (a peer, the server or another command); try again when it has finished"
+        }
+    }
+
     public var description: String {
         switch self {
         case .notAPackage(let path, let why): return "\(path) is not a board package: \(why)"

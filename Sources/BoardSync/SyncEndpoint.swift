@@ -390,21 +390,9 @@ public final class SyncEndpoint {
         } catch {
             options.log("board '\(name)': cannot open: \(error)")
             // The client hears what kind of trouble, never the server's paths (its log has them).
-            openFailures[name] = (error is LimitError ? "\(error)" : (error as? StoreError).map(Self.clientText) ?? "the server could not open it (see its log)",
+            openFailures[name] = ((error as? StoreError)?.descriptionWithoutPaths ?? (error is LimitError ? "\(error)" : "the server could not open it (see its log)"),
                                   error is LimitError ? .limitReached : .badBoardName)
             return nil
-        }
-    }
-
-    /// What a client is told about a board the server's store could not open: the kind of
-    /// trouble, without the server's file paths.
-    static func clientText(_ error: StoreError) -> String {
-        switch error {
-        case .locked: return "the board is open in another process on the server; retry later"
-        case .writeFailed: return "the server could not write the board (a full disk or a read-only folder); retry later"
-        case .damagedLog, .damagedFile, .viewAheadOfLog, .unsafeEntry, .notAPackage, .invalidImage:
-            return "the board's package on the server is damaged; the server's operator can see which file in its log and run `board-sync repair`"
-        default: return "the server could not open it (see its log)"
         }
     }
 
