@@ -51,6 +51,21 @@ import Glibc
         }
     }
 
+    /// A server and web view with access control, and board "team" made by ann's write token.
+    static func withTokens() throws -> (TokenAuthority, WebFixture, BoardPackage) {
+        let authority = try TokenAuthority(secret: Array("0123456789abcdef0123456789abcdef".utf8))
+        var options = SyncHost.Options()
+        options.access = SyncEndpoint.AccessControl(authority: authority, wallClock: { Date().timeIntervalSince1970 })
+        var webOptions = WebView.Options()
+        webOptions.access = options.access
+        let fixture = try WebFixture(serverOptions: options, webOptions: webOptions)
+        let a = try makePackage(fixture.temp.path + "/A.boardpkg", id: 0xA)
+        let writer = try authority.mint(board: "team", role: .write, expires: nil, subject: "ann")
+        try a.commit { try $0.setCanvasSize(CodableSize(width: 300, height: 200)) }
+        _ = try OneShotSync.run(package: a, board: "team", server: fixture.server.address, timeout: 20, credentials: Array(writer.utf8))
+        return (authority, fixture, a)
+    }
+
     static func seed(_ fixture: WebFixture, board: String = "team") throws -> (BoardPackage, ItemID) {
         let a = try makePackage(fixture.temp.path + "/\(board).boardpkg", id: 0xA)
         let sticker = try a.commit { try $0.addSticker(imagePNG: pngA, at: pt(40, 30)) }.item!
@@ -278,18 +293,8 @@ import Glibc
     }
 
     @Test func aReaderPageSendsNothingThatIsTaken() throws {
-        let authority = try TokenAuthority(secret: Array("0123456789abcdef0123456789abcdef".utf8))
-        var options = SyncHost.Options()
-        options.access = SyncEndpoint.AccessControl(authority: authority, wallClock: { Date().timeIntervalSince1970 })
-        var webOptions = WebView.Options()
-        webOptions.access = options.access
-        let fixture = try WebFixture(serverOptions: options, webOptions: webOptions)
-        defer { fixture.stop() }
-        let a = try makePackage(fixture.temp.path + "/A.boardpkg", id: 0xA)
-        defer { a.close() }
-        let writer = try authority.mint(board: "team", role: .write, expires: nil, subject: "ann")
-        try a.commit { try $0.setCanvasSize(CodableSize(width: 300, height: 200)) }
-        _ = try OneShotSync.run(package: a, board: "team", server: fixture.server.address, timeout: 20, credentials: Array(writer.utf8))
+        let (authority, fixture, a) = try Self.withTokens()
+        defer { fixture.stop(); a.close() }
         let reader = try authority.mint(board: "team", role: .read, expires: nil, subject: "rob")
         let page = try fixture.page()
         #expect(page.upgrade("/ws/team?token=\(reader)")?.status == 101)
@@ -322,18 +327,8 @@ import Glibc
     }
 
     @Test func aPageIsClosedWhenItsTokenExpires() throws {
-        let authority = try TokenAuthority(secret: Array("0123456789abcdef0123456789abcdef".utf8))
-        var options = SyncHost.Options()
-        options.access = SyncEndpoint.AccessControl(authority: authority, wallClock: { Date().timeIntervalSince1970 })
-        var webOptions = WebView.Options()
-        webOptions.access = options.access
-        let fixture = try WebFixture(serverOptions: options, webOptions: webOptions)
-        defer { fixture.stop() }
-        let a = try makePackage(fixture.temp.path + "/A.boardpkg", id: 0xA)
-        defer { a.close() }
-        let forever = try authority.mint(board: "team", role: .write, expires: nil, subject: "ann")
-        try a.commit { try $0.setCanvasSize(CodableSize(width: 300, height: 200)) }
-        _ = try OneShotSync.run(package: a, board: "team", server: fixture.server.address, timeout: 20, credentials: Array(forever.utf8))
+        let (authority, fixture, a) = try Self.withTokens()
+        defer { fixture.stop(); a.close() }
         let brief = try authority.mint(board: "team", role: .write, expires: Date().timeIntervalSince1970 + 3, subject: "eve")
         let page = try fixture.page()
         #expect(page.upgrade("/ws/team?token=\(brief)")?.status == 101)
@@ -352,23 +347,13 @@ import Glibc
     }
 
     @Test func aPageIsClosedWhenItsTokenIsRevoked() throws {
-        let authority = try TokenAuthority(secret: Array("0123456789abcdef0123456789abcdef".utf8))
-        var options = SyncHost.Options()
-        options.access = SyncEndpoint.AccessControl(authority: authority, wallClock: { Date().timeIntervalSince1970 })
-        var webOptions = WebView.Options()
-        webOptions.access = options.access
-        let fixture = try WebFixture(serverOptions: options, webOptions: webOptions)
-        defer { fixture.stop() }
-        let a = try makePackage(fixture.temp.path + "/A.boardpkg", id: 0xA)
-        defer { a.close() }
-        let writer = try authority.mint(board: "team", role: .write, expires: nil, subject: "ann")
-        try a.commit { try $0.setCanvasSize(CodableSize(width: 300, height: 200)) }
-        _ = try OneShotSync.run(package: a, board: "team", server: fixture.server.address, timeout: 20, credentials: Array(writer.utf8))
+        let (authority, fixture, a) = try Self.withTokens()
+        defer { fixture.stop(); a.close() }
         let eve = try authority.mint(board: "team", role: .write, expires: nil, subject: "eve")
         let page = try fixture.page()
         #expect(page.upgrade("/ws/team?token=\(eve)")?.status == 101)
         #expect(page.message(type: "welcome") != nil)
-        let access = try #require(webOptions.access)
+        let access = try #require(fixture.host.options.access)
         _ = try fixture.server.thread.onLoop {
             access.revocations.set(Revocations(parsing: Revocations.line(subject: "eve", at: Date().timeIntervalSince1970 + 1)), from: "test")
         }
@@ -627,5 +612,24 @@ import Glibc
         let page = try fixture.page()
         #expect(page.upgrade("/ws/team")?.status == 101, "a page with its token gets in")
         withExtendedLifetime(idle) {}
+    }
+}
+
+/// The sync port is reachable by a browser too (any page can send an HTTP request to
+/// loopback): what a browser can send there is refused at its first bytes, before anything is
+/// buffered, opened or created.
+@Suite struct SyncPortBrowserTests {
+    @Test func anHTTPRequestToTheSyncPortIsRefusedAtOnce() throws {
+        let temp = TempDirectory()
+        let server = try ServerFixture(data: temp.path + "/data")
+        defer { server.stop() }
+        for request in ["GET /team HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+                        "POST /team HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello"] {
+            let reply = rawExchange(server.address, Array(request.utf8))
+            #expect(errorCode(in: reply) != nil, "an ERROR answers \(request.prefix(4))")
+        }
+        let host = server.host
+        #expect(try server.thread.onLoop { host.boards.isEmpty }, "no board was opened")
+        #expect(!FileManager.default.fileExists(atPath: temp.path + "/data/team.boardpkg"))
     }
 }
