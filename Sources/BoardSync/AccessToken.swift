@@ -82,29 +82,36 @@ public struct TokenAuthority: Sendable {
         self.secret = secret
     }
 
-    /// A fresh random token id: 16 hex digits.
-    public static func newTokenID() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let value = UInt64.random(in: 1...UInt64.max, using: &generator)
+    /// A token id drawn from `generator` (hosts pass the system's; this type draws nothing
+    /// itself): 16 hex digits.
+    public static func newTokenID(using generator: inout some RandomNumberGenerator) -> String {
+        hex16(UInt64.random(in: 1...UInt64.max, using: &generator))
+    }
+
+    private static func hex16(_ value: UInt64) -> String {
         let hex = String(value, radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex
     }
 
     /// A token for `board` with `role`, for `subject`, valid until `expires` (nil: forever),
     /// under the id `tokenID`, minted at `issued` (seconds since 1970; nil leaves it out, and
-    /// then only the token id revokes it one by one).
+    /// then only the token id revokes it one by one). Without a `tokenID` the id is derived from
+    /// the fields under the secret (pure, and unforgeable): tokens differing in any field, the
+    /// issue time included, get different ids.
     public func mint(board: String, role: AccessRole, expires: Double?, subject: String,
-                     tokenID: String = TokenAuthority.newTokenID(), issued: Double? = nil) throws -> String {
+                     tokenID: String? = nil, issued: Double? = nil) throws -> String {
         guard Hello.isValidBoardName(board) else { throw AccessSetupError("'\(board)' is not a valid board name") }
         guard TokenAuthority.isValidSubject(subject) else {
             throw AccessSetupError("a subject is 1-64 letters, digits, '-', '_' or '.'")
         }
-        guard TokenAuthority.isValidSubject(tokenID) else {
+        let expiry = expires.map { String(Int64($0.rounded(.down))) } ?? "never"
+        let issuedText = issued.map { ";iat=\(Int64(($0 * 1000).rounded(.down)))" } ?? ""
+        let id = tokenID ?? TokenAuthority.hex16(HMAC.sha256(key: secret, message: Array(
+            "jti;board=\(board);role=\(role.rawValue);exp=\(expiry);sub=\(subject)\(issuedText)".utf8)).prefix(8).reduce(0) { $0 << 8 | UInt64($1) })
+        guard TokenAuthority.isValidSubject(id) else {
             throw AccessSetupError("a token id is 1-64 letters, digits, '-', '_' or '.'")
         }
-        let expiry = expires.map { String(Int64($0.rounded(.down))) } ?? "never"
-        var text = "board=\(board);role=\(role.rawValue);exp=\(expiry);sub=\(subject);jti=\(tokenID)"
-        if let issued { text += ";iat=\(Int64((issued * 1000).rounded(.down)))" }
+        let text = "board=\(board);role=\(role.rawValue);exp=\(expiry);sub=\(subject);jti=\(id)" + issuedText
         let payload = Array(text.utf8)
         return [TokenAuthority.prefix, Base64URL.encode(payload), Base64URL.encode(HMAC.sha256(key: secret, message: payload))]
             .joined(separator: ".")

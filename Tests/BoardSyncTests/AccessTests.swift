@@ -31,9 +31,16 @@ import Testing
         #expect(authority.verify(token, board: "other", now: 10) == .failure(.otherBoard("plans")))
         let forever = Array(try authority.mint(board: "plans", role: .write, expires: nil, subject: "bob", tokenID: "t2").utf8)
         #expect(authority.verify(forever, board: "plans", now: 4e9) == .success(AccessGrant(board: "plans", role: .write, expires: nil, subject: "bob", tokenID: "t2")))
-        // Every minted token gets an id of its own.
-        let ids = try (0..<20).map { _ in try authority.decode(Array(authority.mint(board: "plans", role: .read, expires: nil, subject: "c").utf8)).get().tokenID }
+        // Every minted token gets an id of its own: derived from its fields when none is given
+        // (the authority draws no randomness), so tokens minted at different times differ...
+        let ids = try (0..<20).map { index in
+            try authority.decode(Array(authority.mint(board: "plans", role: .read, expires: nil, subject: "c", issued: 1_000 + Double(index)).utf8)).get().tokenID
+        }
         #expect(Set(ids).count == 20 && !ids.contains(nil))
+        // ...and ids a host draws from its generator (`token` draws one per token) are its own too.
+        var generator = SystemRandomNumberGenerator()
+        let drawn = (0..<20).map { _ in TokenAuthority.newTokenID(using: &generator) }
+        #expect(Set(drawn).count == 20 && drawn.allSatisfy { $0.count == 16 })
     }
 
     /// A token minted before tokens had ids and issue times (`board=...;exp=...;sub=...` only).
