@@ -36,6 +36,12 @@ public enum OneShotSync {
         }
     }
 
+    /// Why a session closed, as the failure to report: a server saying the token expired is
+    /// told apart (a fresh token would be let in).
+    private static func failure(closedFor reason: SessionError) -> Failure {
+        reason.remote && reason.code == .tokenExpired ? .tokenExpired(reason.message) : .closed("\(reason)")
+    }
+
     public static func run(package: BoardPackage, board: String, server: SocketAddress, timeout: Double = 60,
                            credentials: [UInt8] = [], tls: TLSContext? = nil, log: @escaping (String) -> Void = { _ in }) throws -> Report {
         let loop = try EventLoop()
@@ -61,10 +67,8 @@ public enum OneShotSync {
             guard !done, failure == nil else { return }
             guard let (id, session) = hub.sessions.first else {
                 if host.connectionCount == 0 {
-                    if let reason = host.lastCloseReason, reason.remote, reason.code == .tokenExpired {
-                        failure = .tokenExpired(reason.message)
-                    } else if let reason = host.lastCloseReason {
-                        failure = .closed("\(reason)")
+                    if let reason = host.lastCloseReason {
+                        failure = Self.failure(closedFor: reason)
                     } else {
                         let why = host.lastTransportError
                         failure = sawOpen ? .closed(why ?? "before both sides were in sync")
@@ -74,13 +78,8 @@ public enum OneShotSync {
                 }
                 return
             }
-            if session.isClosed, let reason = session.closeReason, reason.remote, reason.code == .tokenExpired {
-                failure = .tokenExpired(reason.message)
-                loop.stop()
-                return
-            }
             if session.isClosed {
-                failure = .closed(session.closeReason.map { "\($0)" } ?? "goodbye before both sides were in sync")
+                failure = session.closeReason.map(Self.failure(closedFor:)) ?? .closed("goodbye before both sides were in sync")
                 loop.stop()
                 return
             }

@@ -196,12 +196,7 @@ public final class SyncHost {
     /// Dials `address` for this host's board; the endpoint schedules reconnects with backoff
     /// when the link drops.
     public func connect(to address: SocketAddress) {
-        guard !endpoint.isServer else { return }
-        let index = endpoint.addDialTarget(now: EventLoop.now())
-        precondition(index == dialAddresses.count)
-        dialAddresses.append(.tcp(address))
-        dialDue()
-        armTimer()
+        addDialTarget(.tcp(address))
     }
 
     /// Connects to `server`, a host on this host's loop, through an in-process link rather than
@@ -210,10 +205,14 @@ public final class SyncHost {
     /// silently (no port, no TLS to mismatch, no per-address quota). Redialed like any link.
     public func connectLocally(to server: SyncHost) {
         precondition(server.loop === loop, "an in-process link joins hosts on one loop")
+        addDialTarget(.local(server))
+    }
+
+    private func addDialTarget(_ address: DialAddress) {
         guard !endpoint.isServer else { return }
         let index = endpoint.addDialTarget(now: EventLoop.now())
         precondition(index == dialAddresses.count)
-        dialAddresses.append(.local(server))
+        dialAddresses.append(address)
         dialDue()
         armTimer()
     }
@@ -308,13 +307,7 @@ public final class SyncHost {
         guard !stopped else { connection.close(immediately: true); return }
         options.log("connection from \(connection.remote)")
         if let tls = options.serverTLS {
-            do {
-                connection.useTLS(try tls.stream(host: connection.remote))
-            } catch {
-                options.log("connection \(connection.remote) closed: \(error)")
-                connection.close(immediately: true)
-                return
-            }
+            do { try connection.acceptTLS(tls) } catch { return options.log("connection \(connection.remote) closed: \(error)") }
         }
         let id = newLink(connection)
         let address = connection.remote.split(separator: ":").dropLast().joined(separator: ":")

@@ -100,6 +100,17 @@ public final class TCPConnection: EventSource {
         tls = stream
     }
 
+    /// An accepted connection speaks TLS as a server with `context`; on a failure to set it up
+    /// the connection is closed at once and the error thrown (for the caller to log).
+    public func acceptTLS(_ context: TLSContext) throws {
+        do {
+            useTLS(try context.stream(host: remote))
+        } catch {
+            close(immediately: true)
+            throw error
+        }
+    }
+
     /// Bytes queued and not yet taken by the socket (plaintext waiting for a TLS handshake
     /// included).
     public var queuedBytes: Int { rawQueued + (tls?.waitingBytes ?? 0) }

@@ -215,13 +215,7 @@ public final class WebView {
             return
         }
         if let tls = options.tls {
-            do {
-                connection.useTLS(try tls.stream(host: connection.remote))
-            } catch {
-                options.log("web: closed \(connection.remote): \(error)")
-                connection.close(immediately: true)
-                return
-            }
+            do { try connection.acceptTLS(tls) } catch { return options.log("web: closed \(connection.remote): \(error)") }
         }
         connection.maxQueuedBytes = 2 * options.maxQueuedPerPage
         let now = EventLoop.now()
