@@ -2,68 +2,6 @@ import BoardCRDT
 import BoardModel
 import Foundation
 
-/// Limits a session enforces on what it receives and buffers.
-public struct SessionLimits: Sendable {
-    /// Largest frame accepted (type + payload).
-    public var maxFrame = 16 << 20
-    /// Largest asset accepted.
-    public var maxAsset = 64 << 20
-    /// Asset chunk size when sending.
-    public var assetChunk = 256 << 10
-    /// Bytes a host may queue for a peer before the peer counts as not reading (enforced by the
-    /// transport, which knows what the socket has taken, and by the session for its own output).
-    public var maxQueuedBytes = 64 << 20
-    /// Largest frame before the handshake is done: a HELLO needs little, and an unauthenticated
-    /// connection must not make the host buffer 16 MiB.
-    public var maxHandshakeFrame = 1 << 20
-    /// PRESENCE messages taken from a peer per second (a burst of twice as many is allowed);
-    /// the rest are dropped unseen: a cursor's flood must not become every other peer's.
-    public var presencePerSecond: Double = 30
-
-    public init() {}
-}
-
-/// Timing of keep-alives. Times are seconds on the host's monotonic clock, passed in.
-public struct SessionTiming: Sendable {
-    /// Send a PING after this long without sending anything.
-    public var keepAlive: Double = 5
-    /// Close the session after this long without receiving anything.
-    public var idleTimeout: Double = 20
-    /// A frame that stays incomplete for longer than `idleTimeout` while less than this many
-    /// bytes per second arrive is a stall, not a slow transfer: a corrupted length field makes
-    /// the receiver wait for bytes that will never come while keep-alives keep the link "busy".
-    public var minimumFrameRate: Double = 4096
-    /// An accepted connection must complete its HELLO within this long (keep-alives or a
-    /// trickle of bytes do not extend it).
-    public var handshakeTimeout: Double = 10
-
-    public init(keepAlive: Double = 5, idleTimeout: Double = 20) {
-        self.keepAlive = keepAlive
-        self.idleTimeout = idleTimeout
-    }
-}
-
-/// What a session reports to its host.
-public enum SessionEvent: Equatable, Sendable {
-    /// The peer's handshake. An acceptor answers with `accept(board:version:)` or `close(_:)`.
-    case hello(Hello)
-    /// Operations to merge (the host validates them by applying; invalid ones → `close`).
-    case operations(OperationBatch)
-    /// The peer has durably merged everything up to this vector.
-    case acknowledged(VersionVector)
-    /// The peer has sent everything it held when the session began.
-    case synced(VersionVector)
-    /// The peer wants these assets.
-    case assetsWanted([AssetRequest])
-    /// A chunk of an asset this side asked for (feed it to an `AssetAssembler`).
-    case assetChunk(AssetChunk)
-    case assetUnavailable(AssetHash)
-    /// What a peer (or a replica behind it) is doing on the board (ephemeral).
-    case presence(Presence)
-    /// The session is over: nil for a clean goodbye, else why.
-    case closed(SessionError?)
-}
-
 /// The sync protocol between two replicas of one board, as a sans-IO state machine.
 ///
 /// Driving it (see docs/PROTOCOL.md):
@@ -82,12 +20,20 @@ public enum SessionEvent: Equatable, Sendable {
 public struct SyncSession: Sendable {
     public enum Role: Sendable { case dialer, acceptor }
 
+    /// The phases, each holding its own data: what an open link queued lives in `OpenLink` and
+    /// is dropped whole at close, so nothing but the goodbye follows an ERROR or BYE.
     private enum State: Sendable {
         case idle
-        case awaitingHello
+        /// Dialer: our HELLO for `board` is queued. Acceptor: listening since `since`.
+        case awaitingHello(board: String, since: Double)
+        /// Acceptor: the peer's HELLO waits for the host's `accept`.
         case awaitingAccept(Hello)
-        case open(Hello)
+        case open(OpenLink)
+        /// Over: nil for a clean goodbye, else why. Only the byte queue (ending with the ERROR
+        /// or BYE) is left to send.
         case closed(SessionError?)
+        /// Transient while an open link is changed in place (never seen outside a method).
+        case modifying
     }
 
     public let role: Role
@@ -102,23 +48,9 @@ public struct SyncSession: Sendable {
 
     private var state: State = .idle
     private var decoder: FrameDecoder
+    /// Framed bytes for the transport, in order. Whatever the phase, the session holds at most
+    /// `limits.maxQueuedBytes` here.
     private var outbox: [UInt8] = []
-    /// Assets being sent, lazily cut into chunks. `Data` shares the store's bytes: twenty peers
-    /// fetching one image hold one copy, not twenty.
-    private var assetQueue: [(hash: AssetHash, data: Data, offset: Int)] = []
-    /// The answer to the latest PING not yet sent: a peer that floods PINGs and never reads
-    /// costs one pending PONG, not a queue of them.
-    private var pendingPong: UInt64?
-    private var pendingLive: [Op] = []
-    /// What this session's live batches carried to the peer, and what the peer's carried here:
-    /// linked batches (format 3) are encoded and decoded against them.
-    private var outgoingLink = BatchLink()
-    private var incomingLink = BatchLink()
-    /// Presence waiting for output, latest per replica (a slow reader holds one per replica).
-    private var pendingPresence: [ReplicaID: Presence] = [:]
-    /// Token bucket for the peer's PRESENCE messages.
-    private var presenceTokens: Double?
-    private var presenceRefilledAt: Double = 0
     /// PRESENCE messages from the peer dropped by the rate limit.
     public private(set) var presenceDropped = 0
     private var lastReceived: Double = 0
@@ -128,12 +60,7 @@ public struct SyncSession: Sendable {
     /// When the last complete frame arrived, and the byte count then (stall detection).
     private var lastFrame: (at: Double, bytes: Int) = (0, 0)
     private var pingNonce: UInt64 = 0
-    private var boardName: String = ""
 
-    /// Assets requested on this link and not yet fully received.
-    public private(set) var outstandingWants: Set<AssetHash> = []
-    /// Assets queued or sent on this link: each crosses a link at most once.
-    public private(set) var sentAssets: Set<AssetHash> = []
     /// Bytes of frames received and sent, for statistics.
     public private(set) var bytesReceived = 0
     public private(set) var bytesSent = 0
@@ -155,7 +82,7 @@ public struct SyncSession: Sendable {
 
     /// The peer's handshake once the session is open.
     public var peer: Hello? {
-        if case .open(let hello) = state { return hello }
+        if case .open(let link) = state { return link.peer }
         return nil
     }
 
@@ -171,19 +98,63 @@ public struct SyncSession: Sendable {
         return nil
     }
 
+    /// Features both sides announced (none before the session is open).
+    public var sharedCapabilities: UInt64 {
+        if case .open(let link) = state { return link.sharedCapabilities }
+        return 0
+    }
+
+    /// The batch format the peer reads: 2 when both sides announced `Capabilities.packedPoints`.
+    public var batchFormat: UInt8 {
+        if case .open(let link) = state { return link.batchFormat }
+        return 1
+    }
+
+    /// Whether live operations go to the peer as linked batches (format 3): both sides
+    /// announced `Capabilities.linkedBatches`. A hub then cannot share one encoded frame among
+    /// peers.
+    public var sendsLinkedBatches: Bool {
+        if case .open(let link) = state { return link.sendsLinkedBatches }
+        return false
+    }
+
+    /// Whether both sides announced PRESENCE (the peer understands it and this side speaks it).
+    public var peerSupportsPresence: Bool {
+        if case .open(let link) = state { return link.supportsPresence }
+        return false
+    }
+
+    /// Assets requested on this link and not yet fully received.
+    public var outstandingWants: Set<AssetHash> {
+        if case .open(let link) = state { return link.outstandingWants }
+        return []
+    }
+
+    /// Assets queued or sent on this link: each crosses a link at most once.
+    public var sentAssets: Set<AssetHash> {
+        if case .open(let link) = state { return link.sentAssets }
+        return []
+    }
+
+    /// Bytes waiting in the session (frames not yet taken, plus what the open link still
+    /// means to send: live operations, presence, a PONG, asset bytes).
+    public var pendingOutputCount: Int {
+        if case .open(let link) = state { return outbox.count + link.pendingCount }
+        return outbox.count
+    }
+
     // MARK: Inputs
 
     /// Dialer: queue the HELLO for `board`, saying we hold `version`.
     public mutating func start(board: String, version: VersionVector, now: Double) {
         precondition(role == .dialer, "only the dialing side starts")
         guard case .idle = state else { return }
-        boardName = board
         lastReceived = now
         lastFrame = (now, bytesReceived)
         lastSent = now
+        state = .awaitingHello(board: board, since: now)
         queue(.hello(Hello(board: board, replica: localReplica, credentials: credentials,
                            capabilities: capabilities, version: version)))
-        state = .awaitingHello
     }
 
     /// Acceptor: begin waiting for the dialer's HELLO.
@@ -193,12 +164,8 @@ public struct SyncSession: Sendable {
         lastReceived = now
         lastFrame = (now, bytesReceived)
         lastSent = now
-        listenedAt = now
-        state = .awaitingHello
+        state = .awaitingHello(board: "", since: now)
     }
-
-    /// When an acceptor began waiting for the HELLO.
-    private var listenedAt = 0.0
 
     /// Acceptor: sets which replica answers, before `accept` (a server learns which board, and so
     /// which replica, from the HELLO itself).
@@ -211,8 +178,8 @@ public struct SyncSession: Sendable {
     public mutating func accept(version: VersionVector) {
         guard case .awaitingAccept(let hello) = state else { return }
         queue(.hello(Hello(board: hello.board, replica: localReplica, capabilities: capabilities, version: version)))
-        state = .open(hello)
-        decoder.maxFrame = limits.maxFrame
+        guard !isClosed else { return }
+        open(hello)
     }
 
     /// Feeds received bytes (any split of the stream) and returns what happened.
@@ -234,7 +201,7 @@ public struct SyncSession: Sendable {
             lastFrame = (now, bytesReceived)
             do {
                 let message = try Message(frame: frame, limits: limits)
-                if let event = try handle(message) { events.append(event) }
+                if let event = try handle(message, now: now) { events.append(event) }
             } catch {
                 events.append(fail(error))
             }
@@ -253,8 +220,8 @@ public struct SyncSession: Sendable {
     /// then fired the timer at that deadline forever).
     public mutating func handleTimer(now: Double) -> [SessionEvent] {
         switch state {
-        case .idle, .closed: return []
-        case .awaitingHello where role == .acceptor && now >= listenedAt + timing.handshakeTimeout:
+        case .idle, .closed, .modifying: return []
+        case .awaitingHello(_, let since) where role == .acceptor && now >= since + timing.handshakeTimeout:
             return [fail(SessionError(.idleTimeout, "no HELLO within \(Int(timing.handshakeTimeout)) s"))]
         default: break
         }
@@ -280,144 +247,32 @@ public struct SyncSession: Sendable {
     public var nextDeadline: Double? {
         let deadline: Double
         switch state {
-        case .idle, .closed: return nil
-        case .awaitingHello where role == .acceptor:
-            deadline = min(lastSent + timing.keepAlive, lastReceived + timing.idleTimeout, listenedAt + timing.handshakeTimeout)
+        case .idle, .closed, .modifying: return nil
+        case .awaitingHello(_, let since) where role == .acceptor:
+            deadline = min(lastSent + timing.keepAlive, lastReceived + timing.idleTimeout, since + timing.handshakeTimeout)
         default: deadline = min(lastSent + timing.keepAlive, lastReceived + timing.idleTimeout)
         }
         return tokenExpiry.map { min($0, deadline) } ?? deadline
     }
 
-    // MARK: Outputs
-
-    /// Sends operations (a delta or live ones). Ignored before the handshake or after close.
-    /// Consecutive live batches are coalesced into one OPS frame when output is taken (any other
-    /// frame flushes them first, so the order of frames is kept).
-    public mutating func send(_ batch: OperationBatch) {
-        guard isOpen, !batch.operations.isEmpty || batch.covers != nil else { return }
-        if batch.base == nil, batch.covers == nil {
-            pendingLive += batch.operations
-            return
-        }
-        queue(.operations(batch.encoded(format: batchFormat)))
-    }
-
-    /// Features both sides announced.
-    public var sharedCapabilities: UInt64 {
-        (peer?.capabilities ?? 0) & capabilities
-    }
-
-    /// The batch format the peer reads: 2 when both sides announced `Capabilities.packedPoints`.
-    public var batchFormat: UInt8 {
-        sharedCapabilities & Capabilities.packedPoints != 0 ? OperationBatch.formatVersion : 1
-    }
-
-    /// Whether live operations go to the peer as linked batches (format 3): both sides
-    /// announced `Capabilities.linkedBatches`. A hub then cannot share one encoded frame among
-    /// peers.
-    public var sendsLinkedBatches: Bool {
-        sharedCapabilities & Capabilities.linkedBatches != 0
-    }
-
-    /// Sends an already encoded batch (a handshake delta shared by several peers), in the
-    /// session's `batchFormat`.
-    public mutating func sendEncoded(_ batch: [UInt8]) {
-        guard isOpen else { return }
-        queue(.operations(batch))
-    }
-
-    /// Sends a whole OPS frame encoded once by the caller for several sessions (a hub relaying
-    /// one peer's operations to every other peer encodes them once per `batchFormat`, not once
-    /// per peer).
-    public mutating func sendOperationsFrame(_ frame: [UInt8]) {
-        guard isOpen else { return }
-        flushLive()
-        append(frame)
-    }
-
-    /// Whether both sides announced PRESENCE (the peer understands it and this side speaks it).
-    public var peerSupportsPresence: Bool {
-        sharedCapabilities & Capabilities.presence != 0
-    }
-
-    /// Sends what a replica is doing on the board. Latest wins: a newer presence of the same
-    /// replica replaces one not yet taken as output. Dropped for peers that did not announce
-    /// the capability (they would refuse an unknown message).
-    public mutating func sendPresence(_ presence: Presence) {
-        guard isOpen, peerSupportsPresence else { return }
-        pendingPresence[presence.replica] = presence
-    }
-
-    /// Marks the end of the initial delta.
-    public mutating func sendSynced(_ version: VersionVector) {
-        guard isOpen else { return }
-        queue(.synced(version))
-    }
-
-    /// Tells the peer what is now durably merged here.
-    public mutating func acknowledge(_ version: VersionVector) {
-        guard isOpen else { return }
-        queue(.ack(version))
-    }
-
-    /// Asks for assets (each from where a previous transfer stopped). Hashes already
-    /// outstanding on this link are not asked again.
-    public mutating func want(_ requests: [AssetRequest]) {
-        guard isOpen else { return }
-        let fresh = requests.filter { outstandingWants.insert($0.hash).inserted }
-        guard !fresh.isEmpty else { return }
-        for start in stride(from: 0, to: fresh.count, by: 1024) {
-            queue(.want(Array(fresh[start..<min(start + 1024, fresh.count)])))
-        }
-    }
-
-    /// Queues an asset's bytes from `offset` in chunks. Each asset is sent at most once per
-    /// link (a resumed request after a reconnect is a new link).
-    public mutating func queueAsset(_ hash: AssetHash, _ data: Data, from offset: UInt64 = 0) {
-        guard isOpen, sentAssets.insert(hash).inserted else { return }
-        assetQueue.append((hash, data, Int(min(offset, UInt64(data.count)))))
-    }
-
-    public mutating func sendNoAsset(_ hash: AssetHash) {
-        guard isOpen else { return }
-        queue(.noAsset(hash))
-    }
-
-    /// Closes: a clean BYE for nil, an ERROR frame otherwise.
+    /// Closes: a clean BYE for nil, an ERROR frame otherwise. Live operations already sent go
+    /// first; everything else the open link had queued (asset chunks, presence, a PONG) is
+    /// dropped with it.
     public mutating func close(_ error: SessionError? = nil) {
         guard !isClosed else { return }
-        if let error { queue(.error(code: error.code.rawValue, message: error.message)) } else { queue(.bye) }
+        if case .open(var link) = state {
+            state = .modifying
+            link.flushLive(into: &outbox)
+        }
+        let goodbye: Message = error.map { .error(code: $0.code.rawValue, message: $0.message) } ?? .bye
+        outbox += goodbye.frame().encoded()
         state = .closed(error)
-    }
-
-    /// Bytes waiting in the session (frames not yet taken, plus queued asset bytes).
-    public var pendingOutputCount: Int {
-        outbox.count + pendingLive.count + pendingPresence.count * 64 + (pendingPong == nil ? 0 : 16) + assetQueue.reduce(0) { $0 + $1.data.count - $1.offset }
     }
 
     /// Takes up to about `maxBytes` of output for the socket. Asset chunks are cut lazily here,
     /// so a large asset never sits in memory twice.
     public mutating func takeOutput(maxBytes: Int = Int.max, now: Double? = nil) -> [UInt8] {
-        flushLive()
-        if !pendingPresence.isEmpty {
-            let presences = pendingPresence.values.sorted { $0.replica < $1.replica }
-            pendingPresence = [:]
-            for presence in presences { queue(.presence(presence)) }
-        }
-        if let nonce = pendingPong {
-            pendingPong = nil
-            queue(.pong(nonce))
-        }
-        while outbox.count < min(maxBytes, limits.assetChunk * 2), !assetQueue.isEmpty {
-            var item = assetQueue.removeFirst()
-            let end = min(item.data.count, item.offset + limits.assetChunk)
-            let base = item.data.startIndex
-            let chunk = AssetChunk(hash: item.hash, totalSize: UInt64(item.data.count), offset: UInt64(item.offset),
-                                   bytes: Array(item.data[(base + item.offset)..<(base + end)]))
-            queue(.assetChunk(chunk))
-            item.offset = end
-            if end < item.data.count { assetQueue.insert(item, at: 0) }
-        }
+        withOpen { link, outbox in link.drain(into: &outbox, maxBytes: maxBytes) }
         if let now, !outbox.isEmpty { lastSent = now }
         let out = outbox
         outbox = []
@@ -427,31 +282,45 @@ public struct SyncSession: Sendable {
 
     // MARK: Internals
 
-    private mutating func queue(_ message: Message) {
-        flushLive()
-        append(message.frame().encoded())
+    private mutating func open(_ hello: Hello) {
+        state = .open(OpenLink(peer: hello, capabilities: capabilities, assetChunk: limits.assetChunk))
+        decoder.maxFrame = limits.maxFrame
     }
 
-    private mutating func append(_ frame: [UInt8]) {
-        outbox += frame
-        // A peer that does not read cannot make this side hold more than the limit.
-        if outbox.count > limits.maxQueuedBytes, !isClosed {
-            outbox = []
-            pendingLive = []
-            pendingPresence = [:]
-            assetQueue = []
-            let error = SessionError(.slowReader, "more than \(limits.maxQueuedBytes) bytes queued for a peer that does not read")
-            outbox += Message.error(code: error.code.rawValue, message: error.message).frame().encoded()
-            state = .closed(error)
+    /// Changes the open link in place (its buffers stay uniquely referenced, so nothing is
+    /// copied). Nil, and nothing runs, in any other phase.
+    @discardableResult
+    mutating func withOpen<R, E: Error>(_ body: (inout OpenLink, inout [UInt8]) throws(E) -> R) throws(E) -> R? {
+        guard case .open(var link) = state else { return nil }
+        state = .modifying
+        var out = outbox
+        outbox = []
+        defer {
+            outbox = out
+            state = .open(link)
+            enforceQueueLimit()
+        }
+        return try body(&link, &out)
+    }
+
+    /// Frames a message in any phase but closed (after live operations waiting, if open).
+    mutating func queue(_ message: Message) {
+        switch state {
+        case .open: withOpen { link, outbox in link.queue(message, into: &outbox) }
+        case .closed, .modifying: return
+        case .idle, .awaitingHello, .awaitingAccept:
+            outbox += message.frame().encoded()
+            enforceQueueLimit()
         }
     }
 
-    private mutating func flushLive() {
-        guard !pendingLive.isEmpty else { return }
-        let batch = OperationBatch(operations: pendingLive)
-        pendingLive = []
-        let bytes = sendsLinkedBatches ? batch.encoded(linkedTo: &outgoingLink) : batch.encoded(format: batchFormat)
-        outbox += Message.operations(bytes).frame().encoded()
+    /// A peer that does not read cannot make this side hold more than the limit.
+    private mutating func enforceQueueLimit() {
+        guard outbox.count > limits.maxQueuedBytes, !isClosed else { return }
+        outbox = []
+        let error = SessionError(.slowReader, "more than \(limits.maxQueuedBytes) bytes queued for a peer that does not read")
+        outbox += Message.error(code: error.code.rawValue, message: error.message).frame().encoded()
+        state = .closed(error)
     }
 
     private mutating func fail(_ error: SessionError) -> SessionEvent {
@@ -459,19 +328,19 @@ public struct SyncSession: Sendable {
         return .closed(error)
     }
 
-    private mutating func handle(_ message: Message) throws(SessionError) -> SessionEvent? {
+    private mutating func handle(_ message: Message, now: Double) throws(SessionError) -> SessionEvent? {
         if case .error(let code, let text) = message {
             let error = SessionError(SessionError.Code(rawValue: code) ?? .internalError, text, remote: true)
             state = .closed(error)
             return .closed(error)
         }
         if case .bye = message {
-            if !isClosed { queue(.bye) }
+            close(nil)
             state = .closed(nil)
             return .closed(nil)
         }
         switch state {
-        case .awaitingHello:
+        case .awaitingHello(let board, _):
             guard case .hello(let hello) = message else {
                 throw SessionError(.unexpectedMessage, "expected HELLO, got \(message.kind)")
             }
@@ -480,11 +349,10 @@ public struct SyncSession: Sendable {
             }
             if role == .dialer {
                 // Bytes, not `String` equality (canonical equivalence).
-                guard Array(hello.board.utf8) == Array(boardName.utf8) else {
-                    throw SessionError(.boardMismatch, "asked for board '\(boardName)', peer answered for '\(hello.board)'")
+                guard Array(hello.board.utf8) == Array(board.utf8) else {
+                    throw SessionError(.boardMismatch, "asked for board '\(board)', peer answered for '\(hello.board)'")
                 }
-                state = .open(hello)
-                decoder.maxFrame = limits.maxFrame
+                open(hello)
             } else {
                 state = .awaitingAccept(hello)
             }
@@ -492,49 +360,14 @@ public struct SyncSession: Sendable {
         case .awaitingAccept:
             throw SessionError(.unexpectedMessage, "\(message.kind) before the handshake was answered")
         case .open:
-            switch message {
-            case .hello: throw SessionError(.unexpectedMessage, "a second HELLO")
-            case .operations(let bytes):
-                do {
-                    // Linked batches (format 3) read against what this peer sent before; the
-                    // self-contained formats do not touch the link.
-                    return .operations(try OperationBatch(decoding: bytes, link: &incomingLink))
-                } catch {
-                    throw SessionError(.invalidOperations, "\(error)")
-                }
-            case .ack(let vector): return .acknowledged(vector)
-            case .synced(let vector): return .synced(vector)
-            case .want(let requests): return .assetsWanted(requests)
-            case .assetChunk(let chunk):
-                guard outstandingWants.contains(chunk.hash) else {
-                    throw SessionError(.unexpectedMessage, "asset \(chunk.hash.hex.prefix(12)) was not asked for")
-                }
-                if chunk.offset + UInt64(chunk.bytes.count) == chunk.totalSize { outstandingWants.remove(chunk.hash) }
-                return .assetChunk(chunk)
-            case .noAsset(let hash):
-                outstandingWants.remove(hash)
-                return .assetUnavailable(hash)
-            case .ping(let nonce):
-                pendingPong = nonce
-                return nil
-            case .pong: return nil
-            case .presence(let presence):
-                // Token bucket: `presencePerSecond`, bursts of twice that.
-                let burst = limits.presencePerSecond * 2
-                let elapsed = max(0, lastReceived - presenceRefilledAt)
-                var tokens = min(burst, (presenceTokens ?? burst) + elapsed * limits.presencePerSecond)
-                presenceRefilledAt = lastReceived
-                guard tokens >= 1 else {
-                    presenceTokens = tokens
-                    presenceDropped += 1
-                    return nil
-                }
-                tokens -= 1
-                presenceTokens = tokens
-                return .presence(presence)
-            case .error, .bye: return nil
+            let limits = self.limits
+            var dropped = presenceDropped
+            let event = try withOpen { (link, _) throws(SessionError) in
+                try link.handle(message, receivedAt: now, limits: limits, dropped: &dropped)
             }
-        case .idle, .closed:
+            presenceDropped = dropped
+            return event ?? nil
+        case .idle, .closed, .modifying:
             return nil
         }
     }

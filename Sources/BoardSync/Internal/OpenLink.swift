@@ -1,0 +1,143 @@
+import BoardCRDT
+import BoardModel
+import Foundation
+
+/// Everything an open session holds beyond its byte queue: the data of `SyncSession`'s `open`
+/// state. When the session closes this value is dropped whole, so nothing it queued (live
+/// operations aside, which are flushed before a goodbye) can follow the ERROR or BYE.
+struct OpenLink: Sendable {
+    /// The peer's handshake.
+    let peer: Hello
+    /// Features both sides announced.
+    let sharedCapabilities: UInt64
+    let assetChunk: Int
+
+    /// Live operations not yet framed: consecutive `send`s coalesce into one OPS frame.
+    var pendingLive: [Op] = []
+    /// What this session's live batches carried to the peer, and what the peer's carried here:
+    /// linked batches (format 3) are encoded and decoded against them.
+    var outgoingLink = BatchLink()
+    var incomingLink = BatchLink()
+    /// Presence waiting for output, latest per replica (a slow reader holds one per replica).
+    var pendingPresence: [ReplicaID: Presence] = [:]
+    /// The answer to the latest PING not yet sent: a peer that floods PINGs and never reads
+    /// costs one pending PONG, not a queue of them.
+    var pendingPong: UInt64?
+    /// Assets being sent, lazily cut into chunks. `Data` shares the store's bytes: twenty peers
+    /// fetching one image hold one copy, not twenty.
+    var assetQueue: [(hash: AssetHash, data: Data, offset: Int)] = []
+    /// Assets requested on this link and not yet fully received.
+    var outstandingWants: Set<AssetHash> = []
+    /// Assets queued or sent on this link: each crosses a link at most once.
+    var sentAssets: Set<AssetHash> = []
+    /// Token bucket for the peer's PRESENCE messages.
+    var presenceTokens: Double?
+    var presenceRefilledAt: Double = 0
+
+    init(peer: Hello, capabilities: UInt64, assetChunk: Int) {
+        self.peer = peer
+        self.sharedCapabilities = peer.capabilities & capabilities
+        self.assetChunk = assetChunk
+    }
+
+    /// The batch format the peer reads: 2 when both sides announced `Capabilities.packedPoints`.
+    var batchFormat: UInt8 {
+        sharedCapabilities & Capabilities.packedPoints != 0 ? OperationBatch.formatVersion : 1
+    }
+
+    var sendsLinkedBatches: Bool { sharedCapabilities & Capabilities.linkedBatches != 0 }
+    var supportsPresence: Bool { sharedCapabilities & Capabilities.presence != 0 }
+
+    /// Bytes this link still means to send beyond the session's byte queue.
+    var pendingCount: Int {
+        pendingLive.count + pendingPresence.count * 64 + (pendingPong == nil ? 0 : 16)
+            + assetQueue.reduce(0) { $0 + $1.data.count - $1.offset }
+    }
+
+    /// Frames a message, after any live operations waiting (the order of frames is kept).
+    mutating func queue(_ message: Message, into outbox: inout [UInt8]) {
+        flushLive(into: &outbox)
+        outbox += message.frame().encoded()
+    }
+
+    mutating func flushLive(into outbox: inout [UInt8]) {
+        guard !pendingLive.isEmpty else { return }
+        let batch = OperationBatch(operations: pendingLive)
+        pendingLive = []
+        let bytes = sendsLinkedBatches ? batch.encoded(linkedTo: &outgoingLink) : batch.encoded(format: batchFormat)
+        outbox += Message.operations(bytes).frame().encoded()
+    }
+
+    /// Moves what waits (live operations, presence, the PONG, asset chunks up to about
+    /// `maxBytes` of output) into `outbox`. Asset chunks are cut here, so a large asset never
+    /// sits in memory twice.
+    mutating func drain(into outbox: inout [UInt8], maxBytes: Int) {
+        flushLive(into: &outbox)
+        if !pendingPresence.isEmpty {
+            let presences = pendingPresence.values.sorted { $0.replica < $1.replica }
+            pendingPresence = [:]
+            for presence in presences { queue(.presence(presence), into: &outbox) }
+        }
+        if let nonce = pendingPong {
+            pendingPong = nil
+            queue(.pong(nonce), into: &outbox)
+        }
+        while outbox.count < min(maxBytes, assetChunk * 2), !assetQueue.isEmpty {
+            var item = assetQueue.removeFirst()
+            let end = min(item.data.count, item.offset + assetChunk)
+            let base = item.data.startIndex
+            let chunk = AssetChunk(hash: item.hash, totalSize: UInt64(item.data.count), offset: UInt64(item.offset),
+                                   bytes: Array(item.data[(base + item.offset)..<(base + end)]))
+            queue(.assetChunk(chunk), into: &outbox)
+            item.offset = end
+            if end < item.data.count { assetQueue.insert(item, at: 0) }
+        }
+    }
+
+    /// A message of the open phase: what it means for the host, or nil.
+    mutating func handle(_ message: Message, receivedAt now: Double, limits: SessionLimits,
+                         dropped: inout Int) throws(SessionError) -> SessionEvent? {
+        switch message {
+        case .hello: throw SessionError(.unexpectedMessage, "a second HELLO")
+        case .operations(let bytes):
+            do {
+                // Linked batches (format 3) read against what this peer sent before; the
+                // self-contained formats do not touch the link.
+                return .operations(try OperationBatch(decoding: bytes, link: &incomingLink))
+            } catch {
+                throw SessionError(.invalidOperations, "\(error)")
+            }
+        case .ack(let vector): return .acknowledged(vector)
+        case .synced(let vector): return .synced(vector)
+        case .want(let requests): return .assetsWanted(requests)
+        case .assetChunk(let chunk):
+            guard outstandingWants.contains(chunk.hash) else {
+                throw SessionError(.unexpectedMessage, "asset \(chunk.hash.hex.prefix(12)) was not asked for")
+            }
+            if chunk.offset + UInt64(chunk.bytes.count) == chunk.totalSize { outstandingWants.remove(chunk.hash) }
+            return .assetChunk(chunk)
+        case .noAsset(let hash):
+            outstandingWants.remove(hash)
+            return .assetUnavailable(hash)
+        case .ping(let nonce):
+            pendingPong = nonce
+            return nil
+        case .pong: return nil
+        case .presence(let presence):
+            // Token bucket: `presencePerSecond`, bursts of twice that.
+            let burst = limits.presencePerSecond * 2
+            let elapsed = max(0, now - presenceRefilledAt)
+            var tokens = min(burst, (presenceTokens ?? burst) + elapsed * limits.presencePerSecond)
+            presenceRefilledAt = now
+            guard tokens >= 1 else {
+                presenceTokens = tokens
+                dropped += 1
+                return nil
+            }
+            tokens -= 1
+            presenceTokens = tokens
+            return .presence(presence)
+        case .error, .bye: return nil
+        }
+    }
+}
