@@ -27,12 +27,13 @@ let package = Package(
         .target(name: "BoardRender", dependencies: ["BoardModel", "CZlib"]),
         // Replica, operations, merge, undo, binary codec. Pure and deterministic (sans-IO).
         .target(name: "BoardCRDT", dependencies: ["BoardModel"]),
-        // Board packages on disk: the incremental writer, the durable op log, the file-system seam.
-        .target(name: "BoardStore", dependencies: ["BoardModel", "BoardCRDT", "BoardRender"]),
         // Wire format, the sans-IO sync session, hubs and the endpoint that routes connections to
-        // boards. No sockets or clocks; storage only through stores given to it (packages over an
-        // injected FileSystem).
-        .target(name: "BoardSync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore"]),
+        // boards. No sockets, clocks or files: storage only through the store seam
+        // (ReplicaStore.swift), which board packages implement.
+        .target(name: "BoardSync", dependencies: ["BoardModel", "BoardCRDT"]),
+        // Board packages on disk: the incremental writer, the durable op log, the file-system seam,
+        // and the sync layer's store over them.
+        .target(name: "BoardStore", dependencies: ["BoardModel", "BoardCRDT", "BoardRender", "BoardSync"]),
 
         // POSIX TCP: epoll event loop, connections (plain or TLS), the sync server and peer hosts.
         .target(name: "CBoardNet"),
@@ -84,7 +85,7 @@ let package = Package(
         .testTarget(name: "BoardSyncTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardSimulation"]),
         .testTarget(name: "BoardNetTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet"]),
         .testTarget(name: "BoardSyncCLITests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardRedis"]),
-        .testTarget(name: "BoardStoreTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSimulation", "BoardRender"]),
+        .testTarget(name: "BoardStoreTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardSimulation", "BoardRender"]),
     ],
     swiftLanguageModes: [.v6]
 )

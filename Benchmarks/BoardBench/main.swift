@@ -5,6 +5,7 @@ import BoardModel
 import BoardRender
 import BoardSimulation
 import BoardStore
+import BoardSync
 import Foundation
 #if canImport(Glibc)
 import Glibc

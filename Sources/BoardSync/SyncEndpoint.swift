@@ -1,44 +1,5 @@
 import BoardCRDT
-import BoardStore
 import Foundation
-
-/// Where an endpoint keeps a board: a durable store it can also save and close. Board packages
-/// are one (through the injected `FileSystem`, so the simulator can run them on a simulated
-/// disk); `MemoryReplicaStore` is another.
-public protocol HostedStore: ReplicaStore {
-    /// Makes a local edit durable and returns it (nothing changes when it throws).
-    func commitEdit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit
-    /// Brings the materialized view up to date (a no-op for stores without one).
-    func saveView() throws
-    /// Releases the store (its lock); the endpoint never uses it again.
-    func closeStore()
-}
-
-extension BoardPackage: ReplicaStore {}
-
-extension BoardPackage: HostedStore {
-    public func commitEdit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
-        try commit(body)
-    }
-
-    public func saveView() throws {
-        try save()
-    }
-
-    public func closeStore() {
-        close()
-    }
-}
-
-extension MemoryReplicaStore: HostedStore {
-    public func commitEdit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
-        try edit(body)
-    }
-
-    public func saveView() throws {}
-
-    public func closeStore() {}
-}
 
 /// The sans-IO core of a sync server or live peer: routes connections to boards and drives
 /// their hubs. Bytes and `now` go in, bytes and events come out; it touches no socket or clock,
@@ -126,7 +87,6 @@ public final class SyncEndpoint {
         public let name: String
         public let hub: BoardHub
         public let store: any HostedStore
-        public var package: BoardPackage? { store as? BoardPackage }
         var scheduler: SaveScheduler
         /// When the board last had a session (for closing idle boards).
         var lastActive: Double
@@ -390,7 +350,7 @@ public final class SyncEndpoint {
         } catch {
             options.log("board '\(name)': cannot open: \(error)")
             // The client hears what kind of trouble, never the server's paths (its log has them).
-            openFailures[name] = ((error as? StoreError)?.descriptionWithoutPaths ?? (error is LimitError ? "\(error)" : "the server could not open it (see its log)"),
+            openFailures[name] = ((error as? PeerSafeError)?.descriptionWithoutPaths ?? (error is LimitError ? "\(error)" : "the server could not open it (see its log)"),
                                   error is LimitError ? .limitReached : .badBoardName)
             return nil
         }

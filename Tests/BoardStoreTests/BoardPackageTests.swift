@@ -1,6 +1,7 @@
 import BoardCRDT
 import BoardModel
 import BoardStore
+import BoardSync
 import Foundation
 import Testing
 

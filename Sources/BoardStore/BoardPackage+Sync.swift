@@ -1,0 +1,28 @@
+import BoardCRDT
+import BoardSync
+
+// A board package is the sync layer's durable store (`ReplicaStore`, `HostedStore`): merges
+// go to its op log, local edits through `commit`, the view through `save`.
+
+extension BoardPackage: ReplicaStore {}
+
+extension BoardPackage: HostedStore {
+    public func commitEdit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
+        try commit(body)
+    }
+
+    public func saveView() throws {
+        try save()
+    }
+
+    public func closeStore() {
+        close()
+    }
+}
+
+extension StoreError: PeerSafeError {}
+
+extension SyncEndpoint.Board {
+    /// The board's package, when it is kept in one.
+    public var package: BoardPackage? { store as? BoardPackage }
+}
