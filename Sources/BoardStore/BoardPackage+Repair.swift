@@ -13,8 +13,20 @@ public struct RepairReport: Sendable, Equatable {
     public var viewCopy: String?
     /// The replica id the package edits under from now on (nil when nothing needed repair).
     public var newReplica: ReplicaID?
+    /// Whether the salvaged log lacks operations the view reflected (its version vector does not
+    /// cover the view's): then the changes below are values the log lost, not newer edits.
+    public var logKnowsLess = false
+    /// Whether the board the package showed before (`manifest.json` and its images) could be read
+    /// and compared with the salvaged one; when false, `changes` and `lost` are empty because
+    /// there was nothing to compare with, not because nothing changed (a note says why).
+    public var comparedWithView = false
+    /// Every register whose value the repair changed, from what the package showed before to
+    /// what the salvaged log holds (the package shows the latter from now on): canvas,
+    /// background, and each item's registers. Empty when the repair changed nothing a board shows.
+    public var changes: [RegisterChange] = []
     /// Items the old view showed that the salvaged log does not hold (a peer may still have them).
-    public var missingItems: [UUID] = []
+    public var lost: [LostItem] = []
+    public var missingItems: [UUID] { lost.map(\.id) }
     public var notes: [String] = []
 
     public struct Dropped: Sendable, Equatable {
@@ -56,6 +68,19 @@ extension BoardPackage {
             report.notes.append("the op log and the view are consistent: nothing was changed")
             return report
         }
+        report.logKnowsLess = viewAhead
+        // "Before" is the board the package showed: its view, the last board a save wrote (the
+        // only record of the board besides the log). The damaged records themselves cannot be
+        // read, so this is the best the package knows of what they held.
+        var unreadableView: String?
+        do {
+            let shown = try PackageReader(fileSystem: fileSystem).read(path)
+            (report.changes, report.lost) = RepairReport.compare(shown: shown, salvaged: replica)
+            report.comparedWithView = true
+        } catch {
+            unreadableView = "\(error)"
+        }
+        let viewDiffers = viewAhead || !report.changes.isEmpty || !report.lost.isEmpty
         /// `base`, or `base-2`, `base-3`, ... : the first name not taken under `sync/`.
         func freeName(_ base: String) -> String {
             var name = Path.join(path, PackageLayout.sync, base)
@@ -72,11 +97,10 @@ extension BoardPackage {
         try fileSystem.writeFile(copy, bytes)
         try fileSystem.syncFile(copy)
         report.damagedLogCopy = copy
-        // The view shows what the log lost: keep a copy of it before it is rebuilt.
-        if viewAhead {
-            let shown = try? PackageReader(fileSystem: fileSystem).read(path)
-            let known = Set(replica.itemIDs.map(\.uuid))
-            report.missingItems = (shown.map { $0.strokes.map(\.id) + $0.stickers.map(\.id) } ?? []).filter { !known.contains($0) }
+        // The view shows what the salvaged log does not: keep a copy of it, and have `open`
+        // rebuild it (it rebuilds a view whose `view.json` is missing), so the package shows
+        // what the report calls "after".
+        if viewDiffers {
             let directory = freeName("view-before-repair")
             try fileSystem.createDirectories(Path.join(directory, PackageLayout.stickers))
             var names = [PackageLayout.manifest, PackageLayout.background]
@@ -100,8 +124,17 @@ extension BoardPackage {
         try fileSystem.syncDirectory(Path.join(path, PackageLayout.sync))
         report.newReplica = fresh
         report.notes.append("the package now edits as replica \(fresh), so no sequence number of the old identity is reused")
-        if !report.missingItems.isEmpty {
-            report.notes.append("\(report.missingItems.count) item(s) the view showed are not in the salvaged log; sync with a peer or the server to get them back (the old view is kept in \(report.viewCopy ?? "?"))")
+        if let unreadableView {
+            report.notes.append("the board the package showed before could not be read (\(unreadableView)), so what the repair changed on it cannot be listed")
+        } else if !viewDiffers {
+            report.notes.append("the board shows what it showed before the repair: no canvas, background or item value changed")
+        } else {
+            var what: [String] = []
+            if !report.changes.isEmpty { what.append("\(report.changes.count) value(s) differ from what the package showed before") }
+            if !report.lost.isEmpty { what.append("\(report.lost.count) item(s) the view showed are not in the salvaged log") }
+            if what.isEmpty { what.append("the salvaged log knows less than the view") }
+            let back = viewAhead ? "; sync with a peer or the server to get back what they still have" : ""
+            report.notes.append("\(what.joined(separator: " and "))\(back) (the old view is kept in \(report.viewCopy ?? "?"))")
         }
         return report
     }
