@@ -16,9 +16,10 @@ public struct RepairReport: Sendable, Equatable {
     /// Whether the salvaged log lacks operations the view reflected (its version vector does not
     /// cover the view's): then the changes below are values the log lost, not newer edits.
     public var logKnowsLess = false
-    /// Whether the board the package showed before (`manifest.json` and its images) could be read
-    /// and compared with the salvaged one; when false, `changes` and `lost` are empty because
-    /// there was nothing to compare with, not because nothing changed (a note says why).
+    /// Whether the board the package showed before (`manifest.json` and its images) was read and
+    /// compared with the salvaged one. False for a healthy package (nothing was repaired) and
+    /// when the manifest could not be read: then `changes` and `lost` are empty because there was
+    /// nothing to compare with, not because nothing changed (a note says why).
     public var comparedWithView = false
     /// Every register whose value the repair changed, from what the package showed before to
     /// what the salvaged log holds (the package shows the latter from now on): canvas,

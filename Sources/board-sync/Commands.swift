@@ -311,7 +311,12 @@ struct Commands {
                 "viewCopy": report.viewCopy ?? NSNull(),
                 "replica": report.newReplica?.description ?? NSNull(),
                 "missingItems": report.missingItems.map(\.uuidString),
+                "lostItems": report.lost.map { ["item": $0.id.uuidString, "kind": $0.kind.rawValue] },
+                "changes": report.changes.map(Inspect.json),
+                "comparedWithView": report.comparedWithView,
+                "logKnowsLess": report.logKnowsLess,
                 "operations": operations,
+                "notes": report.notes,
             ] as [String: Any])
             return
         }
@@ -321,7 +326,13 @@ struct Commands {
         }
         if let copy = report.damagedLogCopy { print("  the damaged log is kept as \(copy)") }
         if let copy = report.viewCopy { print("  the previous view is kept in \(copy)") }
-        for item in report.missingItems { print("  not in the salvaged log: item \(item.uuidString)") }
+        if !report.changes.isEmpty || !report.lost.isEmpty {
+            print("  what the package showed before → what it shows now:")
+            for change in report.changes { print("    \(Inspect.line(change))") }
+            for item in report.lost {
+                print("    \(item.kind.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0))  \(item.id.uuidString)  not in the salvaged log")
+            }
+        }
         for note in report.notes { print("  \(note)") }
     }
 

@@ -87,9 +87,9 @@ let commandHelps: [String: CommandHelp] = [
     "log": CommandHelp(name: "log", overview: "List the package's operations, newest last, with their timestamps.",
                        usage: "log <package> [--json]", arguments: [packageArgument],
                        options: [("--json", "Print the operations as a JSON array.")]),
-    "repair": CommandHelp(name: "repair", overview: "Salvage a package whose op log is damaged: keep every record that checks out, under a new replica id.",
+    "repair": CommandHelp(name: "repair", overview: "Salvage a package whose op log is damaged: keep every record that checks out, under a new replica id, and list each value it reverted (canvas, background, an item's place, scale, rotation, image, colour, width, points, paint order, deleted or not) as before → after, and each item it lost.",
                           usage: "repair <package> [--json]", arguments: [packageArgument],
-                          options: [("--json", "Print what was kept, dropped and copied as JSON.")]),
+                          options: [("--json", "Print what was kept, dropped, copied and changed (each register's before and after, in board units) as JSON.")]),
 ]
 
 let netHelps: [String: CommandHelp] = [

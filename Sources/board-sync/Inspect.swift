@@ -1,8 +1,9 @@
 import BoardCRDT
 import BoardModel
+import BoardStore
 import Foundation
 
-/// Human and JSON renderings for `show` and `log`.
+/// Human and JSON renderings for `show`, `log` and `repair`.
 enum Inspect {
     static func describe(_ board: BoardSnapshot, replica: Replica, path: String) -> String {
         var lines: [String] = []
@@ -87,6 +88,64 @@ enum Inspect {
             case .background(let hash): object["value"] = hash.map { $0.hex as Any } ?? NSNull()
             case .canvas(let width, let height): object["value"] = [FixedPoint.points(width), FixedPoint.points(height)]
             }
+        }
+        return object
+    }
+
+    /// One register a repair changed, as `show` prints the value: "canvas      2000x1500 →
+    /// 1600x1200 points", "sticker  <UUID>  at 30,40 → 10,10".
+    static func line(_ change: RegisterChange) -> String {
+        let values = "\(text(change.before, change.register)) → \(text(change.after, change.register))"
+        switch (change.subject, change.register) {
+        case (.board, .canvas): return "canvas      \(values) points"
+        case (.board, _): return "background  \(values)"
+        case (.item(let id, let kind), let register):
+            let label: String
+            switch register {
+            case .shown: label = "on the board"
+            case .position: label = "at"
+            case .paintOrder: label = "paint order"
+            default: label = register.rawValue
+            }
+            let suffix = register == .paintOrder ? " from the bottom" : ""
+            return "\(kind.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0))  \(id.uuidString)  \(label) \(values)\(suffix)"
+        }
+    }
+
+    private static func text(_ value: RegisterChange.Value, _ register: RegisterChange.Register) -> String {
+        switch value {
+        case .size(let size): return "\(number(size.width))x\(number(size.height))"
+        case .image(let hash?): return String(hash.prefix(12))
+        case .image(nil): return "none"
+        case .shown(let shown): return shown ? "yes" : "no"
+        case .color(let color): return hex(color)
+        case .number(let value): return number(value)
+        case .point(let point): return "\(number(point.x)),\(number(point.y))"
+        case .count(let count): return "\(count)"
+        case .place(let place, let count): return "\(place) of \(count)"
+        }
+    }
+
+    /// A change for `repair --json`: values in board units, as `log --json` gives them.
+    static func json(_ change: RegisterChange) -> [String: Any] {
+        func value(_ value: RegisterChange.Value) -> Any {
+            switch value {
+            case .size(let size): return [size.width, size.height]
+            case .image(let hash): return hash ?? NSNull()
+            case .shown(let shown): return shown
+            case .color(let color): return hex(color)
+            case .number(let value): return value
+            case .point(let point): return [point.x, point.y]
+            case .count(let count): return count
+            case .place(let place, let count): return ["fromBottom": place, "of": count]
+            }
+        }
+        var object: [String: Any] = ["register": change.register.rawValue, "before": value(change.before), "after": value(change.after)]
+        switch change.subject {
+        case .board: object["kind"] = "board"
+        case .item(let id, let kind):
+            object["kind"] = kind.rawValue
+            object["item"] = id.uuidString
         }
         return object
     }
