@@ -22,14 +22,15 @@ import Testing
 
     struct Board {
         var path: String
-        var stroke, a, b, c, lostStroke, later: UUID
+        var stroke, a, b, c, d, lostStroke, later: UUID
         var damagedRecord: Range<Int>
     }
 
-    /// A package on disk whose fifth record (index 4) holds, in one batch, a canvas change, a new
-    /// background, a sticker's move, scale and rotation, a stroke's colour, width, appended
-    /// points and bring-to-front, another sticker's delete and a whole new stroke; a record after
-    /// it draws one more stroke. The view is saved, so it shows all of it.
+    /// A package on disk whose seventh record (index 6) holds, in one batch, a canvas change, a
+    /// new background, a sticker's move, scale and rotation, a stroke's colour, width, appended
+    /// points and bring-to-front, another sticker's delete, a deleted sticker's restore and new
+    /// image, and a whole new stroke; a record after it draws one more stroke. The view is
+    /// saved, so it shows all of it.
     static func makeBoard(in directory: String, fileSystem: any FileSystem) throws -> Board {
         let path = directory + "/Repair.boardpkg"
         let package = try BoardPackage.create(at: path, fileSystem: fileSystem, replicaID: ReplicaID(0xB0A4D))
@@ -37,6 +38,8 @@ import Testing
         let a = try package.commit { try $0.addSticker(imagePNG: pngRed, at: pt(10, 10)) }.item!
         let b = try package.commit { try $0.addSticker(imagePNG: pngBlue, at: pt(50, 50)) }.item!
         let c = try package.commit { try $0.addSticker(imagePNG: pngRed, at: pt(80, 80)) }.item!
+        let d = try package.commit { try $0.addSticker(imagePNG: pngRed, at: pt(5, 5)) }.item!
+        try package.commit { try $0.delete(d) }
         var lostStroke: ItemID?
         try package.commit { replica in
             var made: [Op] = []
@@ -50,6 +53,8 @@ import Testing
             replica.finishStroke(stroke)
             made += try replica.bringToFront(stroke).operations
             made += try replica.delete(b).operations
+            made += try replica.restore(d).operations
+            made += try replica.replaceImage(d, withPNG: pngBlue).operations
             let edit = try replica.beginStroke(color: .black, width: 1, points: [pt(1, 1), pt(2, 2)])
             replica.finishStroke()
             lostStroke = edit.item
@@ -64,9 +69,9 @@ import Testing
         try package.save()
         package.close()
         let records = Self.records(try fileSystem.readFile(path + "/sync/oplog"))
-        #expect(records.count == 6)
-        return Board(path: path, stroke: stroke.uuid, a: a.uuid, b: b.uuid, c: c.uuid, lostStroke: lostStroke!.uuid,
-                     later: later.uuid, damagedRecord: records[4])
+        #expect(records.count == 8)
+        return Board(path: path, stroke: stroke.uuid, a: a.uuid, b: b.uuid, c: c.uuid, d: d.uuid, lostStroke: lostStroke!.uuid,
+                     later: later.uuid, damagedRecord: records[6])
     }
 
     /// Flips one payload byte of the record at `range`.
@@ -87,23 +92,25 @@ import Testing
         #expect(throws: StoreError.self) { try BoardPackage.open(at: board.path, fileSystem: fs, newReplicaID: ids.make) }
 
         let report = try BoardPackage.repair(at: board.path, fileSystem: fs, newReplicaID: ids.make)
-        #expect(report.keptRecords == 5)
+        #expect(report.keptRecords == 7)
         #expect(report.dropped.count == 1)
         #expect(report.comparedWithView)
         #expect(report.logKnowsLess)
-        let green = AssetHash.of(pngGreen).hex
+        let green = AssetHash.of(pngGreen).hex, blueImage = AssetHash.of(pngBlue).hex, redImage = AssetHash.of(pngRed).hex
         let red = RGBAColor(red: 1, green: 0, blue: 0)
         let expected: [RegisterChange] = [
             RegisterChange(.board, .canvas, before: .size(CodableSize(width: 2000, height: 1500)), after: .size(CodableSize(width: 1600, height: 1200))),
             RegisterChange(.board, .background, before: .image(sha256: green), after: .image(sha256: nil)),
-            // Bottom to top as the view painted them: a, c, the stroke (brought to front), ...
+            // Bottom to top as the view painted them: a, c, d, the stroke (brought to front), ...
             RegisterChange(.item(board.a, .sticker), .position, before: .point(pt(30, 40)), after: .point(pt(10, 10))),
             RegisterChange(.item(board.a, .sticker), .scale, before: .number(2), after: .number(1)),
             RegisterChange(.item(board.a, .sticker), .rotation, before: .number(0.5), after: .number(0)),
+            RegisterChange(.item(board.d, .sticker), .shown, before: .shown(true), after: .shown(false)),
+            RegisterChange(.item(board.d, .sticker), .image, before: .image(sha256: blueImage), after: .image(sha256: redImage)),
             RegisterChange(.item(board.stroke, .stroke), .color, before: .color(red), after: .color(.black)),
             RegisterChange(.item(board.stroke, .stroke), .width, before: .number(4), after: .number(2)),
             RegisterChange(.item(board.stroke, .stroke), .points, before: .count(5), after: .count(2)),
-            RegisterChange(.item(board.stroke, .stroke), .paintOrder, before: .place(3, of: 5), after: .place(1, of: 5)),
+            RegisterChange(.item(board.stroke, .stroke), .paintOrder, before: .place(4, of: 6), after: .place(1, of: 5)),
             // ... then what only the salvaged board shows: b, whose delete was lost.
             RegisterChange(.item(board.b, .sticker), .shown, before: .shown(false), after: .shown(true)),
         ]
@@ -111,7 +118,7 @@ import Testing
         #expect(report.lost == [RepairReport.LostItem(id: board.lostStroke, kind: .stroke)])
         #expect(report.missingItems == [board.lostStroke])
         #expect(report.viewCopy != nil)
-        #expect(report.notes.contains { $0.contains("10 value(s) differ") && $0.contains("1 item(s)") }, "\(report.notes)")
+        #expect(report.notes.contains { $0.contains("12 value(s) differ") && $0.contains("1 item(s)") }, "\(report.notes)")
 
         // "After" is what the package shows now.
         let reopened = try BoardPackage.open(at: board.path, fileSystem: fs, newReplicaID: ids.make)
@@ -156,7 +163,7 @@ import Testing
         #expect(report.comparedWithView)
         #expect(report.changes.first == RegisterChange(.board, .canvas, before: .size(CodableSize(width: 2000, height: 1500)),
                                                        after: .size(CodableSize(width: 1600, height: 1200))))
-        #expect(report.changes.count == 10)
+        #expect(report.changes.count == 12)
         #expect(report.viewCopy != nil, "the manifest that showed more is kept before open rebuilds it")
         let reopened = try BoardPackage.open(at: board.path, fileSystem: fs, newReplicaID: IDSource(start: 0x9000).make)
         reopened.close()
