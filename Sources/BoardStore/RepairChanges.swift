@@ -93,7 +93,6 @@ extension RepairReport {
             beforeOrder.append(id)
         }
         let afterOrder = after.paintOrder ?? []
-        let afterPlace = Dictionary(afterOrder.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
 
         var matched = Set<UUID>()  // the view's items the salvaged log holds as the same kind
         var common: [UUID] = []    // of those, the ones both boards show, in the view's order
@@ -151,13 +150,31 @@ extension RepairReport {
 
         // Paint order: of the items both boards show, the fewest whose order changed (those
         // outside a longest run the salvaged board keeps in the view's order). An item lost
-        // or added shifts the others' places without changing their order: not a change.
-        let kept = Set(longestIncreasingRun(common.map { afterPlace[$0] ?? Int.max }).map { common[$0] })
-        let beforePlace = Dictionary(beforeOrder.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
-        for id in common where !kept.contains(id) {
-            guard let was = beforePlace[id], let now = afterPlace[id], let kind = replica.kind(of: ItemID(uuid: id)) else { continue }
-            itemChanges[id, default: []].append(RegisterChange(.item(id, kind), .paintOrder,
-                before: .place(was + 1, of: beforeOrder.count), after: .place(now + 1, of: afterOrder.count)))
+        // or added shifts the others' places without changing their order: not a change. A view
+        // without a paint order (the seed's schema 1) knows the order only within each kind (its
+        // two lists), so each kind is compared on its own, places counting that kind's items.
+        let kindOf = { (id: UUID) in replica.kind(of: ItemID(uuid: id)) }
+        let shownKind = { (id: UUID) -> ItemKind? in
+            switch shownItems[id] {
+            case .stroke?: return .stroke
+            case .sticker?: return .sticker
+            case nil: return nil
+            }
+        }
+        let scopes: [(items: [UUID], before: [UUID], after: [UUID])] = before.paintOrder != nil
+            ? [(common, beforeOrder, afterOrder)]
+            : [ItemKind.stroke, .sticker].map { kind in
+                (common.filter { kindOf($0) == kind }, beforeOrder.filter { shownKind($0) == kind }, afterOrder.filter { kindOf($0) == kind })
+            }
+        for scope in scopes {
+            let beforePlace = Dictionary(scope.before.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+            let afterPlace = Dictionary(scope.after.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+            let kept = Set(longestIncreasingRun(scope.items.map { afterPlace[$0] ?? Int.max }).map { scope.items[$0] })
+            for id in scope.items where !kept.contains(id) {
+                guard let was = beforePlace[id], let now = afterPlace[id], let kind = kindOf(id) else { continue }
+                itemChanges[id, default: []].append(RegisterChange(.item(id, kind), .paintOrder,
+                    before: .place(was + 1, of: scope.before.count), after: .place(now + 1, of: scope.after.count)))
+            }
         }
         for id in beforeOrder { changes += itemChanges[id] ?? [] }
 

@@ -200,6 +200,21 @@ import Testing
         #expect(lost == [RepairReport.LostItem(id: unknown, kind: .sticker), RepairReport.LostItem(id: sticker, kind: .stroke)])
         #expect(changes == [RegisterChange(.item(sticker, .sticker), .shown, before: .shown(false), after: .shown(true))],
                 "the first copy of a duplicate counts; the sticker the view called a stroke shows up as new")
+
+        // A seed-format view (no paint order): its lists put the stroke below both stickers, but
+        // it does not know the order across kinds, so that is not claimed as a change.
+        let other = try replica.addSticker(imagePNG: pngBlue, at: pt(2, 2)).item!.uuid
+        let seedView = BoardSnapshot(schemaVersion: 1,
+            strokes: [InkStroke(id: stroke, color: .black, width: 2, points: [pt(0, 0)])],
+            stickers: [PlacedSticker(id: sticker, imagePNG: pngRed, position: pt(1, 1)),
+                       PlacedSticker(id: other, imagePNG: pngBlue, position: pt(2, 2))])
+        #expect(RepairReport.compare(shown: seedView, salvaged: replica).changes == [],
+                "hashes come from the images' bytes; the stickers' order within their kind is known and held")
+        var swapped = seedView
+        swapped.stickers.reverse()
+        #expect(RepairReport.compare(shown: swapped, salvaged: replica).changes
+                == [RegisterChange(.item(other, .sticker), .paintOrder, before: .place(1, of: 2), after: .place(2, of: 2))],
+                "within a kind the seed's lists keep the paint order; places count that kind's items")
     }
 
     @Test(arguments: [
