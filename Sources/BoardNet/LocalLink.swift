@@ -11,6 +11,8 @@ protocol HostLink: AnyObject {
     var onWritable: (() -> Void)? { get set }
     /// Exactly once: nil for an orderly close, else what went wrong.
     var onClose: ((String?) -> Void)? { get set }
+    /// The other side reset the connection (an ordinary end after a goodbye).
+    var wasResetByPeer: Bool { get }
     @discardableResult func send(_ bytes: [UInt8]) -> Bool
     func close(immediately: Bool)
 }
@@ -31,6 +33,8 @@ final class LocalLink: HostLink {
     var onData: (([UInt8]) -> Void)?
     var onWritable: (() -> Void)?
     var onClose: ((String?) -> Void)?
+    /// An in-process link is never reset.
+    var wasResetByPeer: Bool { false }
     /// Sent and not yet delivered to the peer.
     private var inFlight: [UInt8] = []
     private var deliveryScheduled = false

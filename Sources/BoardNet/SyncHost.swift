@@ -344,6 +344,9 @@ public final class SyncHost {
         }
         let board = endpoint.board(of: id)
         let reason = endpoint.session(id)?.closeReason
+        // A reset once the session has ended (a BYE or an ERROR either way) is how a peer that
+        // closes with bytes unread ends: an ordinary close, not a transport error.
+        let error = connection.wasResetByPeer && endpoint.session(id)?.isClosed == true ? nil : error
         if let error { lastTransportError = error }
         endpoint.closed(id, now: EventLoop.now())
         if let board { for other in endpoint.sessions(of: board) { flush(other) } }

@@ -65,6 +65,12 @@ public final class TCPConnection: EventSource {
     public var onWritable: (() -> Void)?
     /// Exactly once: nil for an orderly close, else what went wrong.
     public var onClose: ((String?) -> Void)?
+    /// The `errno` of the socket call that ended the connection, when one did
+    /// (`ECONNREFUSED` for a refused connect, `ECONNRESET` or `EPIPE` for a reset).
+    public private(set) var failureCode: Int32?
+    /// The other side reset the connection (`ECONNRESET`, `EPIPE`): what a peer that closes
+    /// with unread bytes causes, so after a goodbye it is an ordinary end, not an error.
+    public var wasResetByPeer: Bool { failureCode == ECONNRESET || failureCode == EPIPE }
 
     init(loop: EventLoop, fd: Int32, remote: String, connecting: Bool) throws {
         self.loop = loop
@@ -160,6 +166,7 @@ public final class TCPConnection: EventSource {
             var length = socklen_t(MemoryLayout<Int32>.size)
             _ = getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
             if error != 0 {
+                failureCode = error
                 fail("cannot connect to \(remote): \(String(cString: strerror(error)))")
                 return
             }
@@ -232,6 +239,7 @@ public final class TCPConnection: EventSource {
             } else {
                 if errno == EINTR { continue }
                 if errno == EAGAIN || errno == EWOULDBLOCK { return }
+                failureCode = errno
                 fail("recv: \(String(cString: strerror(errno)))")
                 return
             }
@@ -252,6 +260,7 @@ public final class TCPConnection: EventSource {
             } else if written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
                 break
             } else {
+                failureCode = errno
                 fail("send: \(String(cString: strerror(errno)))")
                 return
             }
