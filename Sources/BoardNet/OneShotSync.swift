@@ -21,7 +21,12 @@ public enum OneShotSync {
     public enum Failure: Error, CustomStringConvertible {
         case unreachable(String)
         case closed(String)
-        case timedOut(Double)
+        /// The server ended the session with an ERROR (the code and message).
+        case refused(SessionError)
+        /// This side ended the session: the server broke the protocol, or went silent.
+        case abandoned(SessionError)
+        /// Nothing decided within the timeout; the text says what was still awaited.
+        case timedOut(Double, waitingFor: String)
         /// The server said the token expired (`SessionError.Code.tokenExpired`): a fresh token
         /// would be let in.
         case tokenExpired(String)
@@ -31,15 +36,25 @@ public enum OneShotSync {
             case .tokenExpired(let why): return "the token expired (\(why)): get a fresh token (`board-sync token`) and sync again"
             case .unreachable(let why): return "cannot reach the server: \(why)"
             case .closed(let why): return "the server closed the connection: \(why)"
-            case .timedOut(let seconds): return "no result after \(Int(seconds)) s; the server may be overloaded or unreachable"
+            case .refused(let error): return "the server refused: \(error.summary)"
+            case .abandoned(let error): return "closed the connection to the server: \(error.summary)"
+            case .timedOut(let seconds, let awaited):
+                return "no result after \(Int(seconds)) s (still waiting for \(awaited)); the server may be overloaded or unreachable"
             }
+        }
+
+        /// The server turned the sync away for now (its load): worth a retry.
+        public var isRetryable: Bool {
+            if case .refused(let error) = self { return error.code == .busy }
+            return false
         }
     }
 
     /// Why a session closed, as the failure to report: a server saying the token expired is
-    /// told apart (a fresh token would be let in).
+    /// told apart (a fresh token would be let in), and so is who ended it.
     private static func failure(closedFor reason: SessionError) -> Failure {
-        reason.remote && reason.code == .tokenExpired ? .tokenExpired(reason.message) : .closed("\(reason)")
+        if reason.remote { return reason.code == .tokenExpired ? .tokenExpired(reason.message) : .refused(reason) }
+        return .abandoned(reason)
     }
 
     public static func run(package: BoardPackage, board: String, server: SocketAddress, timeout: Double = 60,
@@ -96,7 +111,24 @@ public enum OneShotSync {
             loop.schedule(after: 0.01) { loop.stop() }
         }
         loop.schedule(after: timeout) {
-            if !done { failure = .timedOut(timeout); loop.stop() }
+            guard !done else { return }
+            // What was still awaited, so a timeout says more than "no result".
+            let awaited: String
+            if let (id, session) = hub.sessions.first, session.isOpen {
+                if !hub.syncedFrom.contains(id) {
+                    awaited = "the server's operations"
+                } else if !session.outstandingWants.isEmpty {
+                    awaited = "images asked for"
+                } else if !(hub.acknowledged[id] ?? .empty).merged(with: session.peer?.version ?? .empty).dominates(package.replica.versionVector) {
+                    awaited = "the server to acknowledge this replica's operations: it does so once its storage holds them"
+                } else {
+                    awaited = "the last bytes to be written"
+                }
+            } else {
+                awaited = hub.sessions.isEmpty ? "the connection" : "the server's answer to the handshake"
+            }
+            failure = .timedOut(timeout, waitingFor: awaited)
+            loop.stop()
         }
         host.connect(to: server)
         loop.run()

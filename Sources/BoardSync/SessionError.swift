@@ -71,7 +71,13 @@ public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible 
         self.remote = remote
     }
 
+    /// The code and message, without saying who found the error.
+    public var summary: String { "\(code.name) (code \(code.rawValue)): \(message)" }
+
+    /// A remote error is "the other side's": a session does not know whether it dialed a server
+    /// or a peer (`peer --connect` reaches either), so it names neither; a one-shot sync, which
+    /// always meets a server, says "the server refused" (`OneShotSync.Failure`).
     public var description: String {
-        "\(remote ? "peer reported " : "")\(code.name) (code \(code.rawValue)): \(message)"
+        "\(remote ? "the other side reported " : "")\(summary)"
     }
 }

@@ -350,7 +350,7 @@ public struct SyncSession: Sendable {
             if role == .dialer {
                 // Bytes, not `String` equality (canonical equivalence).
                 guard Array(hello.board.utf8) == Array(board.utf8) else {
-                    throw SessionError(.boardMismatch, "asked for board '\(board)', peer answered for '\(hello.board)'")
+                    throw SessionError(.boardMismatch, "asked for board '\(board)', the other side answered for '\(hello.board)'")
                 }
                 open(hello)
             } else {
