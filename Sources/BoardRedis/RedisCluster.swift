@@ -15,6 +15,9 @@ public final class RedisCluster {
     private var connections: [RedisBoardLog.Link: TCPConnection] = [:]
     private var connected: Set<RedisBoardLog.Link> = []
     private var backoff: [RedisBoardLog.Link: Double] = [:]
+    /// When each link connected: one Redis closes right away (it refuses an unauthenticated
+    /// client's long command) keeps backing off instead of being redialled ten times a second.
+    private var connectedAt: [RedisBoardLog.Link: Double] = [:]
     private var timer: (id: Int, at: Double)?
     private weak var host: SyncHost?
     private var stopped = false
@@ -22,6 +25,8 @@ public final class RedisCluster {
 
     public init(address: SocketAddress, options: RedisBoardLog.Options, loop: EventLoop) {
         self.address = address
+        var options = options
+        options.redisName = "Redis at \(address)"
         self.boardLog = RedisBoardLog(options: options)
         self.loop = loop
         self.log = options.log
@@ -71,7 +76,7 @@ public final class RedisCluster {
         connection.onConnect = { [weak self] in
             guard let self else { return }
             self.connected.insert(link)
-            self.backoff[link] = nil
+            self.connectedAt[link] = EventLoop.now()
             self.log("Redis \(link) link connected to \(self.address)")
             self.boardLog.linkUp(link, now: EventLoop.now())
             self.pump()
@@ -89,18 +94,26 @@ public final class RedisCluster {
         }
         connection.onClose = { [weak self, weak connection] error in
             guard let self, let connection, self.connections[link] === connection else { return }
-            self.lost(link, error ?? "closed by Redis")
+            self.lost(link, error ?? "closed by Redis", refused: connection.failureCode == ECONNREFUSED)
         }
     }
 
-    private func lost(_ link: RedisBoardLog.Link, _ reason: String) {
+    /// A link closed, or could not be connected: it is dialed again after the backoff. A
+    /// failed connect is the board log's storage trouble (logged once, told to clients).
+    private func lost(_ link: RedisBoardLog.Link, _ reason: String, refused: Bool = false) {
         connections[link] = nil
         let wasUp = connected.remove(link) != nil
         boardLog.linkDown(link, now: EventLoop.now(), reason: reason)
         guard !stopped else { return }
+        if wasUp, let at = connectedAt[link], EventLoop.now() - at >= 1 { backoff[link] = nil }
         let delay = backoff[link] ?? 0.1
         backoff[link] = min(delay * 2, 2)
-        if !wasUp { log("cannot reach Redis at \(address) (\(reason)); retrying in \(delay) s") }
+        if !wasUp {
+            let refused = refused || reason.hasSuffix(String(cString: strerror(ECONNREFUSED)))
+            let prefix = "cannot connect to \(address): "
+            let why = reason.hasPrefix(prefix) ? String(reason.dropFirst(prefix.count)) : reason
+            boardLog.connectFailed(link, because: refused ? "refused the connection" : "cannot be reached (\(why))", now: EventLoop.now())
+        }
         _ = loop.schedule(after: delay) { [weak self] in self?.connect(link) }
         pump()
     }

@@ -21,6 +21,8 @@ public final class RedisRevocations {
     /// Lines Redis confirmed it holds.
     private var stored: Set<String> = []
     private let log: (String) -> Void
+    /// The last error Redis answered (logged once until a command succeeds).
+    private var lastRefusal: String?
     /// A reply later than this (s) means the link is dead: `poll` says so and the driver drops it.
     public var replyTimeout = 10.0
 
@@ -71,9 +73,12 @@ public final class RedisRevocations {
         for (ticket, reply) in try pipeline.receive(bytes) {
             guard let request = requests.removeValue(forKey: ticket) else { continue }
             if case .error(let text) = reply {
-                log("Redis refused a revocation command: \(text)")
+                // Once per reason, not every poll (a Redis without this server's password).
+                if text != lastRefusal { log("Redis refused a revocation command: \(text)") }
+                lastRefusal = text
                 continue
             }
+            lastRefusal = nil
             switch request.kind {
             case .auth: break
             case .add: stored.formUnion(request.lines)

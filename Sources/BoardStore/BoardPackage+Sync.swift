@@ -20,7 +20,14 @@ extension BoardPackage: HostedStore {
     }
 }
 
-extension StoreError: PeerSafeError {}
+extension StoreError: PeerSafeError {
+    public var isStorageTrouble: Bool {
+        switch self {
+        case .locked, .writeFailed: return true
+        default: return false
+        }
+    }
+}
 
 extension SyncEndpoint.Board {
     /// The board's package, when it is kept in one.

@@ -520,6 +520,8 @@ public final class BoardHub {
         }
     }
     var heldGreetings: [(SessionID, Hello)] = []
+    /// Whether the board's storage can serve it (BoardHub+Storage.swift).
+    var storage = HubStorageState()
 
     /// Tickets whose sessions still wait for the shared log.
     public var replicationsAwaited: Int { awaitingReplication.count }
@@ -591,6 +593,7 @@ public final class BoardHub {
     /// Answers an accepted peer's HELLO, greets it, then handles the frames that arrived behind
     /// the HELLO (a session stops parsing at a HELLO until it is accepted).
     private func acceptAndGreet(_ id: SessionID, _ hello: Hello) {
+        if storageTrouble != nil { return refuseForStorage(id) }  // BoardHub+Storage.swift
         if holdsGreetings {
             heldGreetings.append((id, hello))
             return

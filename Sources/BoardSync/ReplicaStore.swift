@@ -103,4 +103,11 @@ extension MemoryReplicaStore: HostedStore {
 /// host's paths (a store's errors keep their paths for the operator's log).
 public protocol PeerSafeError: Error {
     var descriptionWithoutPaths: String { get }
+    /// Trouble of the storage rather than of the request (held by another process, cannot be
+    /// written): the client is told to retry (`storageUnavailable`).
+    var isStorageTrouble: Bool { get }
+}
+
+extension PeerSafeError {
+    public var isStorageTrouble: Bool { false }
 }

@@ -31,6 +31,10 @@ public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible 
         /// The connection's token expired (at the HELLO, or while the session was open): mint or
         /// fetch a fresh token and dial again.
         case tokenExpired = 22
+        /// The server's storage cannot serve the board now (its Redis is unreachable or refuses
+        /// it, its package is held or cannot be written): retry later. Builds from before this
+        /// code read it as `internalError`, with the same message.
+        case storageUnavailable = 23
 
         public var name: String {
             switch self {
@@ -56,6 +60,7 @@ public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible 
             case .tooFast: return "too many operations per second"
             case .limitReached: return "limit reached"
             case .tokenExpired: return "token expired"
+            case .storageUnavailable: return "storage unavailable"
             }
         }
     }
@@ -79,5 +84,13 @@ public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible 
     /// always meets a server, says "the server refused" (`OneShotSync.Failure`).
     public var description: String {
         "\(remote ? "the other side reported " : "")\(summary)"
+    }
+
+    /// What a server that waits for its storage tells a session it turns away: the reason
+    /// (`detail`, no secrets) only to sessions that presented a valid token; anyone else hears
+    /// the class of trouble and when to come back, nothing about the server's insides.
+    public static func storageUnavailable(detail: String?) -> SessionError {
+        SessionError(.storageUnavailable, detail.map { "the server is waiting for its storage: \($0); retry later" }
+                     ?? "the server is waiting for its storage; retry later (the server's log says why)")
     }
 }

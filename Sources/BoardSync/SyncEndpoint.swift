@@ -348,10 +348,12 @@ public final class SyncEndpoint {
             openFailures[name] = nil
             return install(store, as: name)
         } catch {
-            options.log("board '\(name)': cannot open: \(error)")
             // The client hears what kind of trouble, never the server's paths (its log has them).
-            openFailures[name] = ((error as? PeerSafeError)?.descriptionWithoutPaths ?? (error is LimitError ? "\(error)" : "the server could not open it (see its log)"),
-                                  error is LimitError ? .limitReached : .badBoardName)
+            // A package another process holds or that cannot be written is the storage's
+            // trouble, worth a retry (`storageUnavailable`). Logged once per reason, not per client.
+            let why = (error as? PeerSafeError)?.descriptionWithoutPaths ?? (error is LimitError ? "\(error)" : "the server could not open it (see its log)")
+            if openFailures[name]?.why != why { options.log("board '\(name)': cannot open: \(error)") }
+            openFailures[name] = (why, error is LimitError ? .limitReached : (error as? PeerSafeError)?.isStorageTrouble == true ? .storageUnavailable : .badBoardName)
             return nil
         }
     }

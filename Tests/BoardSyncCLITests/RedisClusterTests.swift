@@ -264,7 +264,9 @@ final class RedisProcess {
         let down = try cli.run("sync", "A.boardpkg", "--server", addressOne, "--board", "team", "--timeout", "3")
         #expect(down.status == 1, "no acknowledgement while Redis is down: \(down.stdout) \(down.stderr)")
         try redis.restart()
-        // Back: the server sends its waiting append again and acknowledges.
+        // Back (the server says so once it has reconnected; until then it turns new syncs away
+        // with `storage unavailable`): it sends its waiting append again and acknowledges.
+        #expect(one.waitFor("storage available again") != nil, "\(one.log)")
         let again = try cli.run("sync", "A.boardpkg", "--server", addressOne, "--board", "team", "--timeout", "20")
         #expect(again.status == 0, "\(again.stderr)")
         // Server two (whose tail read died with Redis) reconnects and serves both strokes.
