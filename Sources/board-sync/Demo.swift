@@ -58,7 +58,27 @@ struct Demo {
         if !json { print(line) }
     }
 
+    /// Runs the demo; when it fails, nothing of it is left in the output folder (the folder
+    /// itself goes too unless it was there, empty, before).
     func run() throws {
+        let existed = FileManager.default.fileExists(atPath: out)
+        do {
+            try perform()
+        } catch {
+            // `perform` has stopped its Redis and closed its sockets; its packages' files go.
+            let files = FileManager.default
+            if existed {
+                for entry in (try? files.contentsOfDirectory(atPath: out)) ?? [] { try? files.removeItem(atPath: out + "/" + entry) }
+            } else {
+                try? files.removeItem(atPath: out)
+            }
+            let kept = ((try? files.contentsOfDirectory(atPath: out)) ?? []).isEmpty ? "nothing was written to \(out)" : "\(out) could not be emptied"
+            if let failure = error as? Failure { throw Failure("\(failure.message) (\(kept))") }
+            throw error
+        }
+    }
+
+    private func perform() throws {
         try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
         let loop = try EventLoop()
         var serverOptions = SyncHost.Options()
@@ -156,6 +176,7 @@ struct Demo {
         var lastEdit = 0.0
         var failure: Error?
         var converged: Double?
+        var troubleSince: Double?
         let start = EventLoop.now()
 
         func edit(_ index: Int) throws {
@@ -208,10 +229,23 @@ struct Demo {
 
         func tick() {
             do {
-                if step == 0, !clusters.allSatisfy(\.isConnected) {
-                    // Servers reach Redis first (a few milliseconds on loopback).
+                if step == 0, !clusters.allSatisfy({ $0.isConnected && $0.boardLog.storageTrouble == nil }) {
+                    // Servers reach Redis first (a few milliseconds on loopback; the demo's own
+                    // redis-server may take a moment to listen). One that names its trouble
+                    // for 3 s (a --redis nobody serves) ends the demo with that reason.
+                    if let trouble = clusters.lazy.compactMap(\.boardLog.storageTrouble).first {
+                        troubleSince = troubleSince ?? EventLoop.now()
+                        if EventLoop.now() - troubleSince! > (redisProcess == nil ? 3 : 10) {
+                            failure = Failure("the demo's servers cannot use Redis: \(trouble)"
+                                              + (redisProcess == nil ? " (is redis-server running there? Leave out --redis and the demo starts its own)" : ""))
+                            loop.stop()
+                            return
+                        }
+                    } else {
+                        troubleSince = nil
+                    }
                     if EventLoop.now() - start > 10 {
-                        failure = Failure("cannot reach Redis at \(redisAddress!): \(serverLog.suffix(3).joined(separator: "; "))")
+                        failure = Failure("the demo's servers could not reach Redis at \(redisAddress!) within 10 s")
                         loop.stop()
                         return
                     }

@@ -7,8 +7,8 @@ import Glibc
 /// What a newcomer sees when the server's storage cannot serve, with real processes: `serve
 /// --redis` against a port nothing listens on, and against a real `redis-server` that asks
 /// for a password the server lacks or refuses the one it has. The client is told at once what
-/// the server waits for (never the password; strangers only that it is the storage), and the
-/// server's log says it once.
+/// the server waits for (never the password; strangers only that it is the storage), the
+/// server's log says it once, and `demo --redis` fails with one line and writes nothing.
 @Suite(.serialized) struct StorageMessageTests {
     /// A `serve --redis` whose Redis nobody serves (a free port), with or without tokens.
     static func serverWithoutRedis(_ workspace: Workspace, secret: Bool) throws -> (Daemon, String, redisPort: Int) {
@@ -110,5 +110,23 @@ import Glibc
         #expect(synced.status == 0, "\(synced.stderr)")
         #expect(RedisProcess.command(redis.port, ["XLEN", "bs:{team}:log"]).map { $0 != ":0\r\n" } == true, "the stroke is in Redis")
         #expect(server.terminate() == 0)
+    }
+
+    /// `demo --servers 2 --redis` at a port nobody serves: one line saying why, and no folder.
+    @Test func aDemoThatCannotReachRedisSaysSoOnceAndWritesNothing() throws {
+        let workspace = try Workspace()
+        let port = RedisProcess.freePort()
+        let result = try workspace.cli.run("demo", "--servers", "2", "--redis", "127.0.0.1:\(port)", "--out", "out")
+        #expect(result.status == 1)
+        let lines = result.stderr.split(separator: "\n")
+        #expect(lines.count == 1, "one error: \(result.stderr)")
+        #expect(result.stderr.components(separatedBy: "refused the connection").count - 1 == 1, "said once: \(result.stderr)")
+        #expect(result.stderr.contains("Redis at 127.0.0.1:\(port) refused the connection") && result.stderr.contains("nothing was written to out"),
+                "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: workspace.path + "/out"), "no half-written --out folder")
+        // An empty folder given as --out stays, empty.
+        try FileManager.default.createDirectory(atPath: workspace.path + "/empty", withIntermediateDirectories: true)
+        #expect(try workspace.cli.run("demo", "--servers", "2", "--redis", "127.0.0.1:\(port)", "--out", "empty").status == 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: workspace.path + "/empty").isEmpty)
     }
 }
