@@ -78,7 +78,7 @@ enum SyncBench {
             hosts.append(host)
             stores.append(store)
         }
-        guard run(loop, timeout: 10, until: { hosts.allSatisfy { $0.boards["bench"]!.hub.sessions.values.contains { $0.isOpen } } }) else {
+        guard run(loop, timeout: 10, until: { hosts.allSatisfy { $0.boards["bench"]!.hub.hasOpenSession } }) else {
             throw BenchError.stalled("latency setup")
         }
         var samples: [Double] = []

@@ -170,7 +170,7 @@ final class Load {
     }
 
     func connect() -> Bool {
-        runLoop(until: { self.hosts.values.allSatisfy { host in host.boards.values.first!.hub.sessions.values.contains { $0.isOpen } } }, timeout: 60)
+        runLoop(until: { self.hosts.values.allSatisfy { host in host.boards.values.first!.hub.hasOpenSession } }, timeout: 60)
     }
 
     /// Edits at this process's share of the rate for `seconds`; returns how long it took.
@@ -217,7 +217,8 @@ final class Load {
         for (index, store) in stores {
             // The server acknowledged (logged durably) everything this client made.
             let own = ReplicaID(UInt64(index + 1))
-            guard hosts[index]!.boards.values.first!.hub.acknowledged.values.contains(where: { $0[own] >= store.replica.lastSeq }) else {
+            let hub = hosts[index]!.boards.values.first!.hub
+            guard hub.sessionIDs.contains(where: { (hub.acknowledged(by: $0)?[own] ?? 0) >= store.replica.lastSeq }) else {
                 return false
             }
             let board = index % boards

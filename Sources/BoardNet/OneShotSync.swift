@@ -75,12 +75,12 @@ public enum OneShotSync {
         var serverHad = VersionVector.empty
         let hub = host.boards[board]!.hub
         host.onProgress = {
-            if let (_, session) = hub.sessions.first {
+            if let session = hub.sessionIDs.first.flatMap(hub.session) {
                 if session.isOpen { sawOpen = true }
                 bytes = (max(bytes.sent, session.bytesSent), max(bytes.received, session.bytesReceived))
             }
             guard !done, failure == nil else { return }
-            guard let (id, session) = hub.sessions.first else {
+            guard let id = hub.sessionIDs.first, let session = hub.session(id) else {
                 if host.connectionCount == 0 {
                     if let reason = host.lastCloseReason {
                         failure = Self.failure(closedFor: reason)
@@ -98,8 +98,8 @@ public enum OneShotSync {
                 loop.stop()
                 return
             }
-            guard session.isOpen, hub.syncedFrom.contains(id), let peer = session.peer else { return }
-            let serverHolds = (hub.acknowledged[id] ?? .empty).merged(with: peer.version)
+            guard session.isOpen, hub.hasSynced(id), let peer = session.peer else { return }
+            let serverHolds = (hub.acknowledged(by: id) ?? .empty).merged(with: peer.version)
             guard serverHolds.dominates(package.replica.versionVector),
                   session.outstandingWants.isEmpty, host.isQuiet(board) else { return }
             done = true
@@ -114,18 +114,18 @@ public enum OneShotSync {
             guard !done else { return }
             // What was still awaited, so a timeout says more than "no result".
             let awaited: String
-            if let (id, session) = hub.sessions.first, session.isOpen {
-                if !hub.syncedFrom.contains(id) {
+            if let id = hub.sessionIDs.first, let session = hub.session(id), session.isOpen {
+                if !hub.hasSynced(id) {
                     awaited = "the server's operations"
                 } else if !session.outstandingWants.isEmpty {
                     awaited = "images asked for"
-                } else if !(hub.acknowledged[id] ?? .empty).merged(with: session.peer?.version ?? .empty).dominates(package.replica.versionVector) {
+                } else if !(hub.acknowledged(by: id) ?? .empty).merged(with: session.peer?.version ?? .empty).dominates(package.replica.versionVector) {
                     awaited = "the server to acknowledge this replica's operations: it does so once its storage holds them"
                 } else {
                     awaited = "the last bytes to be written"
                 }
             } else {
-                awaited = hub.sessions.isEmpty ? "the connection" : "the server's answer to the handshake"
+                awaited = hub.sessionCount == 0 ? "the connection" : "the server's answer to the handshake"
             }
             failure = .timedOut(timeout, waitingFor: awaited)
             loop.stop()

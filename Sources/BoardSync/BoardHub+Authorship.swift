@@ -55,7 +55,7 @@ extension BoardHub {
     /// A writer's HELLO: refused when its replica id is known to belong to another subject.
     /// (With `sharedAuthorship` the owner is looked up meanwhile; the answer may still refuse it.)
     func checkHello(_ replica: ReplicaID, for id: SessionID) -> Bool {
-        guard let subject = subjectOf[id] else { return true }
+        guard let subject = withPeer(id, { $0.subject }) ?? nil else { return true }
         if sharedAuthorship != nil {
             if let owner = authors?[replica] {
                 guard owner == subject else { return refuse(id, subject, replica, .owned(owner)) }
@@ -78,7 +78,7 @@ extension BoardHub {
     /// each held the other's operations a crashed server had relayed but not saved, found by
     /// the cluster simulation: the owner sends its own again when it reconnects.)
     func authorship(of batch: OperationBatch, from id: SessionID) -> AuthorshipOutcome {
-        guard let subject = subjectOf[id], let mine = helloReplicas[id] else { return .allowed(batch) }
+        guard let (subject, mine) = withPeer(id, { peer in peer.subject.flatMap { s in peer.helloReplica.map { (s, $0) } } }) ?? nil else { return .allowed(batch) }
         let replica = store.replica
         let authorsOfNew = Set(batch.operations.lazy.filter { !replica.hasIntegrated($0.id) }.map(\.id.replica))
         guard !authorsOfNew.isEmpty else { return .allowed(batch) }
@@ -127,7 +127,7 @@ extension BoardHub {
             } catch {
                 authors = nil  // read again (a torn line is cut off) before the next binding
                 log?("session \(id): could not record that replica \(author) belongs to '\(subject)': \(error)")
-                sessions[id]?.close(SessionError(.internalError, "the server could not record this replica's author (its log says why)"))
+                peers[id]?.session.close(SessionError(.internalError, "the server could not record this replica's author (its log says why)"))
                 return .refused
             }
             authors?[author] = subject
@@ -151,13 +151,16 @@ extension BoardHub {
 
     /// Keeps a writer's batch until its authorship is decided (`busy` past `maxHeldBatches`).
     func hold(_ batch: OperationBatch, from id: SessionID) {
-        guard (heldOperations[id]?.count ?? 0) < maxHeldBatches else {
-            heldOperations[id] = nil
+        guard (withPeer(id, { $0.heldBatches?.count ?? 0 }) ?? 0) < maxHeldBatches else {
+            peers[id]?.heldBatches = nil
             log?("session \(id): more than \(maxHeldBatches) batches waiting for the shared log to decide authorship; closed")
-            sessions[id]?.close(SessionError(.busy, "the server is waiting for its shared log to record this replica's author; retry in a few seconds"))
+            peers[id]?.session.close(SessionError(.busy, "the server is waiting for its shared log to record this replica's author; retry in a few seconds"))
             return
         }
-        heldOperations[id, default: []].append(batch)
+        withPeer(id) { peer in
+            if peer.heldBatches == nil { peer.heldBatches = [] }
+            peer.heldBatches?.append(batch)
+        }
     }
 
     /// The shared log's answer to a request `sharedAuthorship` was given: sessions that said
@@ -168,29 +171,34 @@ extension BoardHub {
         if case .owner(let owner) = answer {
             if authors == nil { authors = [:] }
             authors?[request.replica] = owner
-            for (id, replica) in helloReplicas.sorted(by: { $0.key < $1.key }) where replica == request.replica {
-                guard let subject = subjectOf[id], subject != owner, !relays.contains(id), !readOnly.contains(id) else { continue }
-                heldOperations[id] = nil
-                _ = refuse(id, subject, replica, .owned(owner))
+            for id in peers.keys.sorted() {
+                guard let subject = withPeer(id, { peer in
+                    peer.helloReplica == request.replica && !peer.relay && !peer.readOnly ? peer.subject : nil
+                }) ?? nil, subject != owner else { continue }
+                peers[id]?.heldBatches = nil
+                _ = refuse(id, subject, request.replica, .owned(owner))
             }
         } else {
             authorshipAnswers[request] = answer
         }
-        for id in heldOperations.keys.sorted() { release(id) }
+        for id in peers.keys.sorted() where withPeer(id, { $0.heldBatches != nil }) == true { release(id) }
         authorshipAnswers = [:]
     }
 
     /// Merges a session's held batches in order until one has to wait again.
     private func release(_ id: SessionID) {
-        guard var queue = heldOperations.removeValue(forKey: id) else { return }
+        guard var queue = withPeer(id, { peer in
+            defer { peer.heldBatches = nil }
+            return peer.heldBatches
+        }) ?? nil else { return }
         while !queue.isEmpty {
-            guard sessions[id]?.isOpen == true else { return }
+            guard isOpen(id) else { return }
             let batch = queue.removeFirst()
             switch authorship(of: batch, from: id) {
             case .allowed(let authorized): mergeAuthorized(id, authorized)
             case .refused: return
             case .waiting:
-                heldOperations[id] = [batch] + queue
+                peers[id]?.heldBatches = [batch] + queue
                 return
             }
         }
@@ -214,7 +222,7 @@ extension BoardHub {
             return true
         } catch {
             log?("board '\(board)': the record of authors cannot be read (writers are refused until it is repaired): \(error)")
-            sessions[id]?.close(SessionError(.internalError, "the server cannot read this board's record of authors, so it accepts no writer for now (its log says why)"))
+            peers[id]?.session.close(SessionError(.internalError, "the server cannot read this board's record of authors, so it accepts no writer for now (its log says why)"))
             return false
         }
     }
@@ -228,16 +236,16 @@ extension BoardHub {
         switch why {
         case .owned(let owner):
             log?("session \(id): subject '\(subject)' tried to author as replica \(replica), which belongs to '\(owner)'")
-            sessions[id]?.close(SessionError(.notAuthor, "replica \(replica) belongs to another subject; this token may author only its own replicas"))
+            peers[id]?.session.close(SessionError(.notAuthor, "replica \(replica) belongs to another subject; this token may author only its own replicas"))
         case .hasOperations:
             log?("session \(id): subject '\(subject)' tried to take replica \(replica), whose operations the board already holds unbound")
-            sessions[id]?.close(SessionError(.notAuthor, "replica \(replica) already has operations on this board that no token subject owns (relayed through a peer token, or from before access control): a write token cannot take it over; give this replica a new id"))
+            peers[id]?.session.close(SessionError(.notAuthor, "replica \(replica) already has operations on this board that no token subject owns (relayed through a peer token, or from before access control): a write token cannot take it over; give this replica a new id"))
         case .subjectLimit:
             log?("session \(id): subject '\(subject)' owns its limit of \(maxReplicasPerSubject) replica ids on board '\(board)'; replica \(replica) refused")
-            sessions[id]?.close(SessionError(.limitReached, "this token's subject owns its limit of \(maxReplicasPerSubject) replica ids on this board; edit from one of its replicas"))
+            peers[id]?.session.close(SessionError(.limitReached, "this token's subject owns its limit of \(maxReplicasPerSubject) replica ids on this board; edit from one of its replicas"))
         case .boardLimit:
             log?("session \(id): board '\(board)' holds its limit of \(maxAuthorsPerBoard) replica bindings; replica \(replica) refused")
-            sessions[id]?.close(SessionError(.limitReached, "this board holds its limit of \(maxAuthorsPerBoard) replicas with authors"))
+            peers[id]?.session.close(SessionError(.limitReached, "this board holds its limit of \(maxAuthorsPerBoard) replicas with authors"))
         }
         return false
     }

@@ -12,17 +12,18 @@ extension BoardHub {
         set {
             storage.trouble = newValue
             guard newValue != nil else { return }
-            let held = heldGreetings
-            heldGreetings = []
-            for (id, _) in held { refuseForStorage(id) }
+            for (id, _) in heldGreetings {
+                peers[id]?.heldGreeting = nil
+                refuseForStorage(id)
+            }
         }
     }
 
     /// Turns a session away: the board's storage is in trouble.
     func refuseForStorage(_ id: SessionID) {
-        guard let session = sessions[id], !session.isClosed else { return }
-        let detail = subjectOf[id] != nil ? storageTrouble : nil
-        sessions[id]?.close(SessionError.storageUnavailable(detail: detail))
+        guard let hasToken = withPeer(id, { $0.session.isClosed ? nil : $0.subject != nil }) ?? nil else { return }
+        let detail = hasToken ? storageTrouble : nil
+        peers[id]?.session.close(SessionError.storageUnavailable(detail: detail))
         storage.refused += 1
     }
 

@@ -101,34 +101,34 @@ public final class SyncEndpoint {
     }
 
     public private(set) var options: Options
-    public private(set) var boards: [String: Board] = [:]
-    private let opener: ((String) throws -> any HostedStore)?
+    public internal(set) var boards: [String: Board] = [:]
+    let opener: ((String) throws -> any HostedStore)?
     /// Sessions of a server that have not said HELLO yet (or were refused and are draining).
-    private var pending: [SessionID: SyncSession] = [:]
+    var pending: [SessionID: SyncSession] = [:]
     /// Which board each attached session belongs to.
-    private var route: [SessionID: String] = [:]
+    var route: [SessionID: String] = [:]
     /// Why each board that failed to open did, and the code clients asking for it get
     /// (`limitReached` when the opener hit a fixed limit, `LimitError`).
-    private var openFailures: [String: (why: String, code: SessionError.Code)] = [:]
-    private var retiredBytes = (sent: 0, received: 0)
-    private var now: Double
+    var openFailures: [String: (why: String, code: SessionError.Code)] = [:]
+    var retiredBytes = (sent: 0, received: 0)
+    var now: Double
     /// Bytes the transport holds for a session (not yet written), counted in each hub's budget.
     public var transportQueued: (SessionID) -> Int = { _ in 0 }
     /// Why the most recent session closed, as the session knew it.
-    public private(set) var lastCloseReason: SessionError?
+    public internal(set) var lastCloseReason: SessionError?
     /// Peers to dial (the transport knows each one's address by its index).
-    private var dialTargets: [DialTarget] = []
-    private var dialOf: [SessionID: Int] = [:]
+    var dialTargets: [DialTarget] = []
+    var dialOf: [SessionID: Int] = [:]
     /// Whether dropped links are dialed again (false: a host taken offline, a one-shot client).
-    public private(set) var reconnects = true
+    public internal(set) var reconnects = true
     /// The token grant of every attached session that presented one (access control).
-    private var grants: [SessionID: AccessGrant] = [:]
+    var grants: [SessionID: AccessGrant] = [:]
     /// The earliest expiry (wall clock) among `grants`, or nil: `handleTimers` re-checks the
     /// grants against the wall clock once it passes (the sessions' own deadlines were set on
     /// the host's clock, which a wall clock stepped forward can outrun).
-    private var earliestGrantExpiry: Double?
+    var earliestGrantExpiry: Double?
 
-    private struct DialTarget {
+    struct DialTarget {
         var link: SessionID?
         var delay: Double
         /// When to dial next (nil: connected, being dialed, or not reconnecting).
@@ -155,36 +155,11 @@ public final class SyncEndpoint {
 
     public var isServer: Bool { opener != nil }
 
-    @discardableResult
-    private func install(_ store: any HostedStore, as name: String) -> Board {
-        let board = Board(name: name, store: store,
-                          scheduler: SaveScheduler(quietPeriod: options.saveQuietPeriod, maxDelay: options.saveMaxDelay), now: now)
-        let log = options.log
-        board.hub.log = { line in log("board '\(name)': \(line)") }
-        board.hub.onChange = { [weak self, weak board] in
-            guard let self, let board else { return }
-            board.scheduler.noteChange(now: self.now)
-            self.onBoardChange?(name)
-        }
-        board.hub.onPresence = { [weak self] presence in self?.onPresence?(name, presence) }
-        board.hub.dropsRelayedPresence = options.dropsRelayedPresence
-        board.hub.maxOperationsPerSecond = options.maxOperationsPerSecond
-        board.hub.groupCommit = options.groupCommit
-        board.hub.maxAssets = options.maxAssetsPerBoard
-        board.hub.queuedInTransport = { [weak self] in
-            guard let self else { return 0 }
-            return self.route.reduce(0) { $0 + ($1.value == name ? self.transportQueued($1.key) : 0) }
-        }
-        boards[name] = board
-        onBoardOpened?(board)
-        return board
-    }
-
     /// Server: a board was opened (a replication layer attaches to its hub here) or closed.
     public var onBoardOpened: ((Board) -> Void)?
     public var onBoardClosed: ((String) -> Void)?
 
-    private func makeSession(_ role: SyncSession.Role, _ replica: ReplicaID) -> SyncSession {
+    func makeSession(_ role: SyncSession.Role, _ replica: ReplicaID) -> SyncSession {
         var session = SyncSession(role: role, localReplica: replica, limits: options.limits, timing: options.timing,
                                   capabilities: options.capabilities)
         if role == .dialer { session.credentials = options.credentials }
@@ -246,7 +221,7 @@ public final class SyncEndpoint {
     }
 
     /// Server: route a handshake to its board, opening or creating the board.
-    private func attach(_ id: SessionID, _ hello: Hello) {
+    func attach(_ id: SessionID, _ hello: Hello) {
         guard var session = pending[id] else { return }
         // The token first: a refusal says nothing more (not whether the board exists), and no
         // board is opened or created for someone without access.
@@ -298,65 +273,12 @@ public final class SyncEndpoint {
         board.hub.attach(id, session, hello: hello, readOnly: readOnly, subject: subject, relay: relay)
     }
 
-    /// Server: opens a board now instead of on the first HELLO naming it.
-    @discardableResult
-    public func preload(board name: String) -> Bool {
-        openBoard(name) != nil
-    }
-
     /// Called with a board's name whenever its replica changed (merged operations or images,
     /// local edits): for views that show boards live.
     public var onBoardChange: ((String) -> Void)?
 
     /// Views (web pages) looking at each board: a board with viewers is not closed when idle.
-    private var viewers: [String: Int] = [:]
-
-    /// Opens `name` for a view and keeps it open until `removeViewer`; false when it cannot be
-    /// opened.
-    public func addViewer(board name: String, now: Double) -> Bool {
-        self.now = now
-        guard let board = openBoard(name) else { return false }
-        viewers[name, default: 0] += 1
-        board.lastActive = now
-        return true
-    }
-
-    public func removeViewer(board name: String, now: Double) {
-        self.now = now
-        guard Hello.isValidBoardName(name), let count = viewers[name] else { return }
-        viewers[name] = count > 1 ? count - 1 : nil
-        boards[name]?.lastActive = now
-    }
-
-    private func openBoard(_ name: String) -> Board? {
-        // The name is checked before it is looked up: `boards` is keyed by `String`, whose
-        // equality is canonical equivalence (KELVIN SIGN + "x" would find board "Kx"); plain
-        // names are ASCII, where it is byte equality.
-        guard Hello.isValidBoardName(name) else { return nil }
-        if let board = boards[name] { return board }
-        guard let opener else { return nil }
-        if boards.count >= options.maxOpenBoards {
-            closeIdleBoards(olderThan: 0)
-            guard boards.count < options.maxOpenBoards else {
-                openFailures[name] = ("the server has \(boards.count) boards open with peers connected (limit \(options.maxOpenBoards)); retry later", .badBoardName)
-                options.log("board '\(name)': not opened: \(boards.count) boards open, the limit")
-                return nil
-            }
-        }
-        do {
-            let store = try opener(name)
-            openFailures[name] = nil
-            return install(store, as: name)
-        } catch {
-            // The client hears what kind of trouble, never the server's paths (its log has them).
-            // A package another process holds or that cannot be written is the storage's
-            // trouble, worth a retry (`storageUnavailable`). Logged once per reason, not per client.
-            let why = (error as? PeerSafeError)?.descriptionWithoutPaths ?? (error is LimitError ? "\(error)" : "the server could not open it (see its log)")
-            if openFailures[name]?.why != why { options.log("board '\(name)': cannot open: \(error)") }
-            openFailures[name] = (why, error is LimitError ? .limitReached : (error as? PeerSafeError)?.isStorageTrouble == true ? .storageUnavailable : .badBoardName)
-            return nil
-        }
-    }
+    var viewers: [String: Int] = [:]
 
     /// The transport closed a connection.
     public func closed(_ id: SessionID, now: Double) {
@@ -366,7 +288,7 @@ public final class SyncEndpoint {
             // A link that got as far as the other side's HELLO worked: the backoff starts over.
             // One that failed before it (a TLS mismatch, a port that accepts and closes, a
             // refusal) keeps doubling, so a misconfigured peer does not redial in a tight loop.
-            if let name = route[id], boards[name]?.hub.sessions[id]?.peer != nil {
+            if let name = route[id], boards[name]?.hub.session(id)?.peer != nil {
                 dialTargets[target].delay = options.reconnectDelay.first
             }
             scheduleRedial(target)
@@ -377,7 +299,7 @@ public final class SyncEndpoint {
         }
         grants[id] = nil
         guard let name = route.removeValue(forKey: id), let board = boards[name] else { return }
-        if let session = board.hub.sessions[id] {
+        if let session = board.hub.session(id) {
             if let reason = session.closeReason { lastCloseReason = reason }
             retiredBytes.sent += session.bytesSent
             retiredBytes.received += session.bytesReceived
@@ -390,7 +312,7 @@ public final class SyncEndpoint {
 
     /// The session of a connection (attached or still in its handshake).
     public func session(_ id: SessionID) -> SyncSession? {
-        if let name = route[id] { return boards[name]?.hub.sessions[id] }
+        if let name = route[id] { return boards[name]?.hub.session(id) }
         return pending[id]
     }
 
@@ -421,7 +343,7 @@ public final class SyncEndpoint {
 
     /// Sessions attached to `board` (for flushing their output).
     public func sessions(of board: String) -> [SessionID] {
-        boards[board]?.hub.sessions.keys.sorted() ?? []
+        boards[board]?.hub.sessionIDs ?? []
     }
 
     /// Every connection the endpoint knows, attached or not, in id order.
@@ -437,7 +359,7 @@ public final class SyncEndpoint {
     public func handleTimers(now: Double) -> [(SessionID, SessionEvent)] {
         self.now = now
         var fired: [(SessionID, SessionEvent)] = []
-        for board in boards.values where !board.hub.sessions.isEmpty { board.lastActive = now }
+        for board in boards.values where board.hub.sessionCount > 0 { board.lastActive = now }
         closeIdleBoards(olderThan: options.idleBoardTimeout)
         for (name, board) in boards.sorted(by: { $0.key < $1.key }) {
             for (id, event) in board.hub.handleTimers(now: now) {
@@ -457,45 +379,6 @@ public final class SyncEndpoint {
         return fired
     }
 
-    // MARK: Access of open sessions
-
-    private func observeRevocations() {
-        options.access?.revocations.observe { [weak self] in
-            guard let self else { return }
-            self.enforceAccess(now: self.now)
-        }
-    }
-
-    /// Checks every attached session's token again (expiry on the wall clock, revocations) and
-    /// closes those whose authority ended: `tokenExpired` for an expired token, `unauthorized`
-    /// for a revoked one. Runs by itself when the access control's `revocations` change; the
-    /// host then writes the sessions' output (their ERROR) and closes them (`isFinished`).
-    @discardableResult
-    public func enforceAccess(now: Double) -> [(SessionID, SessionEvent)] {
-        self.now = now
-        guard let access = options.access else { return [] }
-        var fired: [(SessionID, SessionEvent)] = []
-        var earliest: Double?
-        for (id, grant) in grants.sorted(by: { $0.key < $1.key }) {
-            guard let refusal = access.recheck(grant) else {
-                if let expires = grant.expires { earliest = min(earliest ?? expires, expires) }
-                continue
-            }
-            guard let name = route[id], let hub = boards[name]?.hub, hub.sessions[id]?.isClosed == false else { continue }
-            let error: SessionError
-            if case .expired = refusal {
-                error = SessionError(.tokenExpired, "the token of this connection expired; dial again with a fresh one")
-            } else {
-                error = SessionError(.unauthorized, "access revoked")
-            }
-            options.log("board '\(name)': session \(id) (subject '\(grant.subject)') closed: \(refusal)")
-            hub.close(id, error)
-            fired.append((id, .closed(error)))
-        }
-        earliestGrantExpiry = earliest
-        return fired
-    }
-
     /// When to call `handleTimers` next: never later than the earliest time it has work to do,
     /// sometimes earlier (each hub answers from a bound, see `BoardHub.nextDeadline`); a call
     /// that finds nothing due makes the next answer exact. Cheap enough to ask after every event.
@@ -504,154 +387,19 @@ public final class SyncEndpoint {
         for board in boards.values {
             if let deadline = board.hub.nextDeadline { deadlines.append(deadline) }
             if let deadline = board.scheduler.deadline { deadlines.append(deadline) }
-            if isServer, board.hub.sessions.isEmpty { deadlines.append(board.lastActive + options.idleBoardTimeout) }
+            if isServer, board.hub.sessionCount == 0 { deadlines.append(board.lastActive + options.idleBoardTimeout) }
         }
         deadlines += pending.values.compactMap(\.nextDeadline)
         deadlines += dialTargets.compactMap(\.due)
         return deadlines.min()
     }
 
-    /// Server: saves and closes boards nobody has been connected to for `age` seconds,
-    /// releasing their memory and file descriptors.
-    private func closeIdleBoards(olderThan age: Double) {
-        guard isServer else { return }
-        for (name, board) in boards.sorted(by: { $0.key < $1.key })
-        where board.hub.sessions.isEmpty && now >= board.lastActive + age && !route.values.contains(name) && viewers[name, default: 0] == 0 {
-            board.hub.commitMerges()
-            save(board)
-            board.store.closeStore()
-            boards[name] = nil
-            onBoardClosed?(name)
-            options.log("board '\(name)': closed (no peers for \(Int(now - board.lastActive)) s)")
-        }
-    }
-
-    private func save(_ board: Board) {
-        board.scheduler.didSave()
-        do {
-            try board.store.saveView()
-        } catch {
-            options.log("board '\(board.name)': save failed: \(error)")
-        }
-    }
-
-    // MARK: Dialing (single-board endpoints)
-
-    /// Adds a peer to dial and keep dialing: returns its index (the transport keeps the
-    /// address). It is due at once; see `dueDials`.
-    public func addDialTarget(now: Double) -> Int {
-        self.now = now
-        dialTargets.append(DialTarget(link: nil, delay: options.reconnectDelay.first, due: now))
-        return dialTargets.count - 1
-    }
-
-    /// Dial targets whose time has come (no link, backoff over). The transport starts
-    /// connecting each one and reports it with `dialing(_:as:)`, or `dialFailed` when it could
-    /// not even start; `dialed` once connected, `closed` when the connection ends or fails.
-    public func dueDials(now: Double) -> [Int] {
-        self.now = now
-        var due: [Int] = []
-        for index in dialTargets.indices where dialTargets[index].link == nil {
-            if let at = dialTargets[index].due, at <= now {
-                dialTargets[index].due = nil
-                due.append(index)
-            }
-        }
-        return due
-    }
-
-    /// The transport is connecting dial target `target` as connection `id`.
-    public func dialing(_ target: Int, as id: SessionID) {
-        dialTargets[target].link = id
-        dialOf[id] = target
-    }
-
-    /// A dial could not start (no route, no descriptor): try again after the backoff.
-    public func dialFailed(_ target: Int, now: Double) {
-        self.now = now
-        scheduleRedial(target)
-    }
-
-    /// Stops redialing (a host going offline) or resumes it, dialing every target without a
-    /// link at once with the backoff reset.
-    public func setReconnecting(_ on: Bool, now: Double) {
-        self.now = now
-        reconnects = on
-        for index in dialTargets.indices {
-            dialTargets[index].delay = options.reconnectDelay.first
-            dialTargets[index].due = on && dialTargets[index].link == nil ? now : nil
-        }
-    }
-
-    private func scheduleRedial(_ target: Int) {
-        guard reconnects else { return }
-        let delay = dialTargets[target].delay
-        dialTargets[target].delay = min(delay * 2, options.reconnectDelay.max)
-        dialTargets[target].due = now + options.jitter(delay)
-    }
-
-    // MARK: Local edits and shutdown
-
-    /// A local edit on a hosted board: made durable by its store, then streamed to peers.
-    @discardableResult
-    public func edit(_ name: String? = nil, now: Double, _ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
-        self.now = now
-        guard let name = name ?? boards.keys.sorted().first, let board = boards[name] else { return LocalEdit() }
-        let edit = try board.store.commitEdit(body)
-        board.hub.broadcast(edit.operations)
-        board.scheduler.noteChange(now: now)
-        if !edit.operations.isEmpty { onBoardChange?(name) }
-        return edit
-    }
-
-    /// Announces what this host's replica (or one it edits for) is doing on a board: the
-    /// endpoint stamps the presence with its next clock and the hub sends it to every peer that
-    /// understands presence. `presence.ttl` 0 says the replica left.
-    public func setPresence(_ presence: Presence, on name: String? = nil, now: Double) {
-        self.now = now
-        guard let name = name ?? boards.keys.sorted().first, let board = boards[name] else { return }
-        presenceClock = max(presenceClock + 1, options.presenceClockStart)
-        var stamped = presence
-        stamped.clock = presenceClock
-        board.hub.setLocalPresence(stamped, now: now)
-    }
-
-    private lazy var presenceClock: UInt64 = options.presenceClockStart
+    lazy var presenceClock: UInt64 = options.presenceClockStart
 
     /// Called with the board's name for every presence a hub takes (arrivals, updates, and
     /// "gone" ones when a replica leaves or expires).
     public var onPresence: ((String, Presence) -> Void)?
 
-    /// Who is on a board (other replicas' live presences), by replica id order.
-    public func presences(on name: String? = nil) -> [Presence] {
-        guard let name = name ?? boards.keys.sorted().first, let board = boards[name] else { return [] }
-        return board.hub.presences.values.filter { $0.from != nil }.map(\.presence).sorted { $0.replica < $1.replica }
-    }
-
-    /// Says goodbye on every session and saves every board (unless `save` is false).
-    public func shutdown(save saving: Bool, now: Double) {
-        self.now = now
-        setReconnecting(false, now: now)
-        for board in boards.values {
-            board.hub.commitMerges()  // acknowledge what is saved before saying goodbye
-            board.hub.closeAll(nil)
-            if saving { save(board) }
-        }
-        for id in pending.keys { pending[id]?.close(SessionError(.shuttingDown, "the server is stopping")) }
-    }
-
-    /// Bytes sent and received by every session this endpoint has had.
-    public var sessionBytes: (sent: Int, received: Int) {
-        var sent = retiredBytes.sent
-        var received = retiredBytes.received
-        for board in boards.values {
-            for session in board.hub.sessions.values {
-                sent += session.bytesSent
-                received += session.bytesReceived
-            }
-        }
-        return (sent, received)
-    }
 }
 
 /// An opener's refusal because the host is at a fixed limit (boards per server): reported to

@@ -256,13 +256,15 @@ public struct SyncSession: Sendable {
     }
 
     /// Closes: a clean BYE for nil, an ERROR frame otherwise. Live operations already sent go
-    /// first; everything else the open link had queued (asset chunks, presence, a PONG) is
-    /// dropped with it.
+    /// first, and before a BYE the answer to a PING that came before it; everything else the
+    /// open link had queued (asset chunks, presence, and after an ERROR the PONG) is dropped
+    /// with it.
     public mutating func close(_ error: SessionError? = nil) {
         guard !isClosed else { return }
         if case .open(var link) = state {
             state = .modifying
             link.flushLive(into: &outbox)
+            if error == nil, let nonce = link.pendingPong { outbox += Message.pong(nonce).frame().encoded() }
         }
         let goodbye: Message = error.map { .error(code: $0.code.rawValue, message: $0.message) } ?? .bye
         outbox += goodbye.frame().encoded()

@@ -274,7 +274,7 @@ struct Demo {
                     }
                     for (index, server) in servers.enumerated() {
                         if let hub = server.boards["demo"]?.hub {
-                            state += "\n  server \(index + 1): \(hub.store.replica.versionVector) missing \(hub.store.replica.missingAssets.count) sessions \(hub.sessions.count)"
+                            state += "\n  server \(index + 1): \(hub.store.replica.versionVector) missing \(hub.store.replica.missingAssets.count) sessions \(hub.sessionCount)"
                         }
                     }
                     let notes = serverLog.filter { $0.contains("refused") || $0.contains("skipped") || $0.contains("Redis") }

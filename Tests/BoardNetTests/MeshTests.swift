@@ -63,8 +63,8 @@ import Testing
         #expect(try server.thread.wait { stores[1].replica.hasIntegrated(OpID(replica: ReplicaID(0xA), seq: 1)) })
         func counters() throws -> (sent: Int, received: Int) {
             try server.thread.onLoop {
-                (peers[0].boards["drag"]!.hub.sessions.values.reduce(0) { $0 + $1.bytesSent },
-                 peers[1].boards["drag"]!.hub.sessions.values.reduce(0) { $0 + $1.bytesReceived })
+                (peers[0].boards["drag"]!.hub.bytesTransferred.sent,
+                 peers[1].boards["drag"]!.hub.bytesTransferred.received)
             }
         }
         let before = try counters()

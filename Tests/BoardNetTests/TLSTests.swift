@@ -133,7 +133,7 @@ final class LogLines: @unchecked Sendable {  // appended on the loop thread, rea
         options.clientTLS = try TLSContext.client(ca: pki.ca, serverName: "localhost")
         let peer = try thread.onLoop { try SyncHost(board: "team", store: live, listen: nil, loop: thread.loop, options: options) }
         try thread.onLoop { peer.connect(to: server.address) }
-        #expect(try thread.wait { peer.boards["team"]!.hub.sessions.values.contains { $0.isOpen } })
+        #expect(try thread.wait { peer.boards["team"]!.hub.hasOpenSession })
         for step in 0..<5 {
             try thread.onLoop {
                 _ = try peer.edit { replica in

@@ -111,9 +111,9 @@ import Testing
         #expect(try redis.commands(.commands) == [["XRANGE", "bs:{team}:log", "-", "+", "COUNT", "512"]])
         try redis.reply(.commands, [.array([])], now: 0)
         #expect(try redis.commands(.commands) == [["HGET", "bs:{team}:ckpt", "id"]])
-        #expect(hub.sessions[1]?.isOpen == false, "held until the board caught up")
+        #expect(hub.session(1)?.isOpen == false, "held until the board caught up")
         try redis.reply(.commands, [.bulkString(nil)], now: 0)
-        #expect(log.isCaughtUp("team") && hub.sessions[1]?.isOpen == true)
+        #expect(log.isCaughtUp("team") && hub.session(1)?.isOpen == true)
         _ = try Self.acks(hub, 1)
         // The client's stroke: merged, handed to the log at the group commit, not acknowledged.
         let ops = try Self.clientOps()
@@ -320,7 +320,7 @@ import Testing
         #expect(try Self.acks(hub, 1).last?[ReplicaID(0xC)] == 1)
         // Mallory says HELLO as alice's replica: refused once Redis names the owner.
         try Self.attachWriter(hub, 3, replica: 0xC, subject: "mallory")
-        #expect(hub.sessions[3]?.closeReason?.code == .notAuthor, "\(String(describing: hub.sessions[3]?.closeReason))")
+        #expect(hub.session(3)?.closeReason?.code == .notAuthor, "\(String(describing: hub.session(3)?.closeReason))")
         #expect(try redis.commands(.commands).isEmpty, "alice's binding is known here: no need to ask")
         // Eve says HELLO as a replica the log holds operations of (another server relayed them):
         // her first operation asks only who owns it, and Redis says nobody.
@@ -337,7 +337,7 @@ import Testing
         let asked = try redis.commands(.commands)
         #expect(asked.count == 1 && asked[0][6...8] == ["e", "eve", "0"], "\(asked)")
         try redis.reply(.commands, [.array([.bulkString(Array("unbound".utf8))])], now: 3)
-        #expect(hub.sessions[4]?.closeReason?.code == .notAuthor)
+        #expect(hub.session(4)?.closeReason?.code == .notAuthor)
         #expect(store.replica.snapshot().canvasSize == CodableSize(width: 3, height: 3))
     }
 

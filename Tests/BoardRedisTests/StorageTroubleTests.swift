@@ -40,7 +40,7 @@ import Testing
         log.attach("team", hub: hub, now: 0)
         // A HELLO while the links are still connecting waits, as before (a few milliseconds).
         RedisBoardLogTests.connect(hub, 1)
-        #expect(hub.sessions[1]?.isClosed == false)
+        #expect(hub.session(1)?.isClosed == false)
         // The driver cannot connect: every link, again and again.
         for attempt in 0..<3 {
             for link in RedisBoardLog.Link.allCases { log.connectFailed(link, because: "refused the connection", now: Double(attempt)) }
@@ -68,9 +68,9 @@ import Testing
         #expect(log.storageTrouble == nil)
         #expect(lines.all.last == "storage available again: Redis at 10.9.8.7:6379 answers", "\(lines.all)")
         RedisBoardLogTests.connect(hub, 4)
-        #expect(hub.sessions[4]?.isClosed == false && hub.sessions[4]?.isOpen == false, "held for the catch-up")
+        #expect(hub.session(4)?.isClosed == false && hub.session(4)?.isOpen == false, "held for the catch-up")
         try RedisBoardLogTests.catchUpEmpty(redis)
-        #expect(hub.sessions[4]?.isOpen == true)
+        #expect(hub.session(4)?.isOpen == true)
         #expect(hub.storageRefusals == 3)
     }
 

@@ -167,7 +167,7 @@ final class VirtualNet {
         net.advance(until: 1)
         let own = ReplicaID(0xA)
         func acknowledgedToAlice() -> UInt64 {
-            net.endpoints[a].boards["team"]!.hub.acknowledged.values.map { $0[own] }.max() ?? 0
+            net.endpoints[a].boards["team"]!.hub.sessionIDs.compactMap { net.endpoints[a].boards["team"]!.hub.acknowledged(by: $0)?[own] }.max() ?? 0
         }
         for step in 0..<3 {
             try net.endpoints[a].edit(now: net.now) { try $0.addSticker(asset: AssetHash.of([UInt8(step)]), at: CodablePoint(x: 1, y: 1)) }
@@ -232,8 +232,8 @@ final class VirtualNet {
         for step in 0..<40 {
             try net.endpoints[a].edit(now: net.now) { try $0.setCanvasSize(CodableSize(width: Double(100 + step), height: 50)) }
             net.advance(until: net.now + 0.1)
-            if let session = net.endpoints[a].boards["crash"]?.hub, let id = session.sessions.keys.first,
-               let vector = session.acknowledged[id] {
+            if let session = net.endpoints[a].boards["crash"]?.hub, let id = session.sessionIDs.first,
+               let vector = session.acknowledged(by: id) {
                 acknowledged = vector
             }
             if rng.chance(0.15) {

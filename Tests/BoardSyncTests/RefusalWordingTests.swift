@@ -23,7 +23,7 @@ import Testing
         let hello = Message.hello(Hello(board: "b", replica: ReplicaID(9), version: .empty)).frame().encoded()
         hub.addAcceptor(1, SyncSession(role: .acceptor, localReplica: ReplicaID(1)), now: 0)
         hub.receive(1, hello, now: 0)
-        let reason = try #require(hub.sessions[1]?.closeReason)
+        let reason = try #require(hub.session(1)?.closeReason)
         #expect(reason.code == .storageUnavailable && reason.code.rawValue == 23)
         #expect(reason.message == "the server is waiting for its storage; retry later (the server's log says why)",
                 "no token, no details: \(reason.message)")
@@ -31,7 +31,7 @@ import Testing
         hub.storageTrouble = nil
         hub.addAcceptor(2, SyncSession(role: .acceptor, localReplica: ReplicaID(1)), now: 0)
         hub.receive(2, hello, now: 0)
-        #expect(hub.sessions[2]?.isOpen == true)
+        #expect(hub.session(2)?.isOpen == true)
         #expect(hub.storageRefusals == 1)
     }
 }

@@ -71,7 +71,8 @@ import Testing
                                            points: [CodablePoint(x: 0, y: 0), CodablePoint(x: 10, y: 10)])
         acceptor.send(OperationBatch(operations: edit.operations))
         acceptor.close()
-        #expect(try Self.kinds(acceptor.takeOutput(now: 7)) == [.operations, .bye])
+        #expect(try Self.kinds(acceptor.takeOutput(now: 7)) == [.operations, .pong, .bye],
+                "operations sent and the PING's answer go before the goodbye; the image and the presence do not")
     }
 
     @Test func aRemoteErrorDropsWhatWasQueued() throws {

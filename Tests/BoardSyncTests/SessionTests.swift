@@ -89,7 +89,7 @@ func storeWithHistory(seed: UInt64, replicaIndex: Int) -> MemoryReplicaStore {
         #expect(client.replica.missingAssets.isEmpty)
         #expect(client.replica.snapshot().stickers.allSatisfy { $0.imagePNG == image })
         // Five stickers share one asset: its bytes crossed once (10 chunks of 1000 + framing).
-        let received = pair.client.sessions[1]!.bytesReceived
+        let received = pair.client.session(1)!.bytesReceived
         #expect(received < 10_000 + 3_000, "\(received) bytes for one 10 kB asset")
     }
 
@@ -175,7 +175,7 @@ func storeWithHistory(seed: UInt64, replicaIndex: Int) -> MemoryReplicaStore {
         let hub = BoardHub(board: "team", store: store)
         hub.addAcceptor(1, SyncSession(role: .acceptor, localReplica: ReplicaID(1)), now: 0)
         hub.receive(1, Self.hello(), now: 0)
-        #expect(hub.sessions[1]?.isOpen == true)
+        #expect(hub.session(1)?.isOpen == true)
         // A well-framed OPS message whose batch does not decode.
         let events = hub.receive(1, Message.operations([1, 0, 5, 1, 2]).frame().encoded(), now: 0)
         #expect(events.contains { if case .closed(let error?) = $0 { return error.code == .invalidOperations }; return false })

@@ -177,7 +177,7 @@ public final class ClusterSimulation {
         for link in links where link.up && link.server == index && link.generation == server.generation {
             let client = clients[link.client]
             let own = client.store.replica.id
-            guard let acked = client.endpoint.boards["sim"]?.hub.acknowledged[link.clientSession]?[own], acked > durable[own] else { continue }
+            guard let acked = client.endpoint.boards["sim"]?.hub.acknowledged(by: link.clientSession)?[own], acked > durable[own] else { continue }
             report.failures.append("acknowledged loss: server \(index) crashed having acknowledged client \(link.client)'s operations up to \(acked); Redis holds \(durable[own])")
         }
         for (_, connection) in server.connections { redis.disconnect(connection) }
@@ -322,7 +322,7 @@ public final class ClusterSimulation {
         let own = client.store.replica.id
         let made = client.store.replica.versionVector[own]
         guard let hub = client.endpoint.boards["sim"]?.hub else { return false }
-        return hub.acknowledged.values.contains { $0[own] >= made }
+        return hub.sessionIDs.contains { (hub.acknowledged(by: $0)?[own] ?? 0) >= made }
     }
 
     private func faults() {

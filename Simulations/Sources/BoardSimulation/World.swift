@@ -414,7 +414,7 @@ public final class World {
         report.deliveries += 1
         mix(UInt64(bytes.count) << 20 ^ UInt64(index))
         // What the sender acknowledged on this link (it must survive the sender's crash).
-        if let vector = receiver.boards[board]?.hub.acknowledged[session] {
+        if let vector = receiver.boards[board]?.hub.acknowledged(by: session) {
             hosts[from].acknowledged = hosts[from].acknowledged.merged(with: vector)
         }
         if reset {

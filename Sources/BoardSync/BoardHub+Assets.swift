@@ -1,0 +1,94 @@
+import BoardCRDT
+import BoardModel
+import Foundation
+
+/// Images: fetched from whichever session (or shared log) has what the board lacks, stored
+/// when every chunk is in, and served to sessions that ask.
+extension BoardHub {
+    /// A chunk of an image this hub asked a session for.
+    func receiveChunk(_ chunk: AssetChunk, from id: SessionID) {
+        if withPeer(id, { $0.readOnly }) ?? false { return refuseWrite(id, "image bytes") }
+        if let maxAssets, !store.replica.assets.contains(chunk.hash), store.replica.assets.count >= maxAssets {
+            log?("session \(id): refused an image: the board holds its limit of \(maxAssets)")
+            peers[id]?.session.close(SessionError(.limitReached, "this board holds its limit of \(maxAssets) images"))
+            return
+        }
+        do {
+            if let bytes = try assembler.add(chunk) {
+                fetching[chunk.hash] = nil
+                try store.addReceivedAsset(Data(bytes), claimedHash: chunk.hash)
+                onChange?()
+                let data = Data(bytes)
+                onAssetStored?(chunk.hash, data)
+                for waiter in waiting.removeValue(forKey: chunk.hash) ?? [] {
+                    withSession(waiter) { $0.queueAsset(chunk.hash, data) }
+                }
+            }
+        } catch let error as SessionError {
+            fetching[chunk.hash] = nil
+            peers[id]?.session.close(error)
+        } catch {
+            fetching[chunk.hash] = nil
+            log?("session \(id): could not store image \(chunk.hash): \(error)")
+            peers[id]?.session.close(SessionError(.internalError, "the server could not store an image (its log says why)"))
+        }
+    }
+
+    /// A session said it does not have an image: ask someone else, or tell whoever waits.
+    func peerLacks(_ hash: AssetHash, _ id: SessionID) {
+        peers[id]?.unavailable.insert(hash)
+        if fetching[hash] == id { fetching[hash] = nil }
+        requestMissing(preferring: nil)
+        if fetching[hash] == nil { answerNoAsset(hash) }
+    }
+
+    /// Whoever waits for `hash` hears that nobody has it.
+    func answerNoAsset(_ hash: AssetHash) {
+        for waiter in waiting.removeValue(forKey: hash) ?? [] { withSession(waiter) { $0.sendNoAsset(hash) } }
+    }
+
+    /// Asks for every referenced asset that is missing and not already on its way (with
+    /// `named`, only the images those operations named that the board still shows and lacks).
+    func requestMissing(preferring preferred: SessionID?, named: [(hash: AssetHash, item: ItemID?)]? = nil) {
+        let missing = (named.map { store.replica.missingAssets(named: $0) } ?? store.replica.missingAssets)
+            .filter { fetching[$0] == nil && !fetchingFromLog.contains($0) }
+        guard !missing.isEmpty else { return }
+        var byPeer: [SessionID: [AssetRequest]] = [:]
+        var open: [SessionID] = []
+        forEachSession { id, session in if session.isOpen { open.append(id) } }
+        open.sort()
+        for hash in missing {
+            let candidates = ([preferred].compactMap { $0 } + open).filter { id in
+                withPeer(id) { $0.session.isOpen && !$0.readOnly && !$0.unavailable.contains(hash) } ?? false
+            }
+            guard let peer = candidates.first else {
+                if let fetchAsset {
+                    // The shared log's image store may have it (uploaded through another server).
+                    fetchingFromLog.insert(hash)
+                    fetchAsset(hash)
+                    continue
+                }
+                // Nobody connected has it: whoever waits on this hub hears so now, not never.
+                answerNoAsset(hash)
+                continue
+            }
+            fetching[hash] = peer
+            byPeer[peer, default: []].append(AssetRequest(hash: hash, offset: assembler.offset(for: hash)))
+        }
+        for (peer, requests) in byPeer { withSession(peer) { $0.want(requests) } }
+    }
+
+    /// Answers a WANT at once unless the bytes are on their way from a *different* peer: two
+    /// hosts that each wait for the other to answer the same WANT would never finish a sync.
+    func serve(_ request: AssetRequest, to id: SessionID) {
+        if let data = store.replica.assets.data(for: request.hash) {
+            withSession(id) { $0.queueAsset(request.hash, data, from: request.offset) }
+        } else if let source = fetching[request.hash], source != id {
+            waiting[request.hash, default: []].insert(id)
+        } else if fetchingFromLog.contains(request.hash) {
+            waiting[request.hash, default: []].insert(id)
+        } else {
+            withSession(id) { $0.sendNoAsset(request.hash) }
+        }
+    }
+}

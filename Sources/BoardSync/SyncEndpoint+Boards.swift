@@ -1,0 +1,109 @@
+import BoardCRDT
+import BoardModel
+import Foundation
+
+/// Opening, saving and closing boards: a server opens a board when a HELLO (or a view) first names it
+/// and closes it when nobody has been connected for a while.
+extension SyncEndpoint {
+    @discardableResult
+    func install(_ store: any HostedStore, as name: String) -> Board {
+        let board = Board(name: name, store: store,
+                          scheduler: SaveScheduler(quietPeriod: options.saveQuietPeriod, maxDelay: options.saveMaxDelay), now: now)
+        let log = options.log
+        board.hub.log = { line in log("board '\(name)': \(line)") }
+        board.hub.onChange = { [weak self, weak board] in
+            guard let self, let board else { return }
+            board.scheduler.noteChange(now: self.now)
+            self.onBoardChange?(name)
+        }
+        board.hub.onPresence = { [weak self] presence in self?.onPresence?(name, presence) }
+        board.hub.dropsRelayedPresence = options.dropsRelayedPresence
+        board.hub.maxOperationsPerSecond = options.maxOperationsPerSecond
+        board.hub.groupCommit = options.groupCommit
+        board.hub.maxAssets = options.maxAssetsPerBoard
+        board.hub.queuedInTransport = { [weak self] in
+            guard let self else { return 0 }
+            return self.route.reduce(0) { $0 + ($1.value == name ? self.transportQueued($1.key) : 0) }
+        }
+        boards[name] = board
+        onBoardOpened?(board)
+        return board
+    }
+
+    /// Server: opens a board now instead of on the first HELLO naming it.
+    @discardableResult
+    public func preload(board name: String) -> Bool {
+        openBoard(name) != nil
+    }
+
+    /// Opens `name` for a view and keeps it open until `removeViewer`; false when it cannot be
+    /// opened.
+    public func addViewer(board name: String, now: Double) -> Bool {
+        self.now = now
+        guard let board = openBoard(name) else { return false }
+        viewers[name, default: 0] += 1
+        board.lastActive = now
+        return true
+    }
+
+    public func removeViewer(board name: String, now: Double) {
+        self.now = now
+        guard Hello.isValidBoardName(name), let count = viewers[name] else { return }
+        viewers[name] = count > 1 ? count - 1 : nil
+        boards[name]?.lastActive = now
+    }
+
+    func openBoard(_ name: String) -> Board? {
+        // The name is checked before it is looked up: `boards` is keyed by `String`, whose
+        // equality is canonical equivalence (KELVIN SIGN + "x" would find board "Kx"); plain
+        // names are ASCII, where it is byte equality.
+        guard Hello.isValidBoardName(name) else { return nil }
+        if let board = boards[name] { return board }
+        guard let opener else { return nil }
+        if boards.count >= options.maxOpenBoards {
+            closeIdleBoards(olderThan: 0)
+            guard boards.count < options.maxOpenBoards else {
+                openFailures[name] = ("the server has \(boards.count) boards open with peers connected (limit \(options.maxOpenBoards)); retry later", .badBoardName)
+                options.log("board '\(name)': not opened: \(boards.count) boards open, the limit")
+                return nil
+            }
+        }
+        do {
+            let store = try opener(name)
+            openFailures[name] = nil
+            return install(store, as: name)
+        } catch {
+            // The client hears what kind of trouble, never the server's paths (its log has them).
+            // A package another process holds or that cannot be written is the storage's
+            // trouble, worth a retry (`storageUnavailable`). Logged once per reason, not per client.
+            let why = (error as? PeerSafeError)?.descriptionWithoutPaths ?? (error is LimitError ? "\(error)" : "the server could not open it (see its log)")
+            if openFailures[name]?.why != why { options.log("board '\(name)': cannot open: \(error)") }
+            openFailures[name] = (why, error is LimitError ? .limitReached : (error as? PeerSafeError)?.isStorageTrouble == true ? .storageUnavailable : .badBoardName)
+            return nil
+        }
+    }
+
+    /// Server: saves and closes boards nobody has been connected to for `age` seconds,
+    /// releasing their memory and file descriptors.
+    func closeIdleBoards(olderThan age: Double) {
+        guard isServer else { return }
+        for (name, board) in boards.sorted(by: { $0.key < $1.key })
+        where board.hub.sessionCount == 0 && now >= board.lastActive + age && !route.values.contains(name) && viewers[name, default: 0] == 0 {
+            board.hub.commitMerges()
+            save(board)
+            board.store.closeStore()
+            boards[name] = nil
+            onBoardClosed?(name)
+            options.log("board '\(name)': closed (no peers for \(Int(now - board.lastActive)) s)")
+        }
+    }
+
+    func save(_ board: Board) {
+        board.scheduler.didSave()
+        do {
+            try board.store.saveView()
+        } catch {
+            options.log("board '\(board.name)': save failed: \(error)")
+        }
+    }
+}

@@ -1,0 +1,60 @@
+import BoardCRDT
+import BoardModel
+import Foundation
+
+/// Local edits, presence and shutdown.
+extension SyncEndpoint {
+    /// A local edit on a hosted board: made durable by its store, then streamed to peers.
+    @discardableResult
+    public func edit(_ name: String? = nil, now: Double, _ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
+        self.now = now
+        guard let name = name ?? boards.keys.sorted().first, let board = boards[name] else { return LocalEdit() }
+        let edit = try board.store.commitEdit(body)
+        board.hub.broadcast(edit.operations)
+        board.scheduler.noteChange(now: now)
+        if !edit.operations.isEmpty { onBoardChange?(name) }
+        return edit
+    }
+
+    /// Announces what this host's replica (or one it edits for) is doing on a board: the
+    /// endpoint stamps the presence with its next clock and the hub sends it to every peer that
+    /// understands presence. `presence.ttl` 0 says the replica left.
+    public func setPresence(_ presence: Presence, on name: String? = nil, now: Double) {
+        self.now = now
+        guard let name = name ?? boards.keys.sorted().first, let board = boards[name] else { return }
+        presenceClock = max(presenceClock + 1, options.presenceClockStart)
+        var stamped = presence
+        stamped.clock = presenceClock
+        board.hub.setLocalPresence(stamped, now: now)
+    }
+
+    /// Who is on a board (other replicas' live presences), by replica id order.
+    public func presences(on name: String? = nil) -> [Presence] {
+        guard let name = name ?? boards.keys.sorted().first, let board = boards[name] else { return [] }
+        return board.hub.presences.values.filter { $0.from != nil }.map(\.presence).sorted { $0.replica < $1.replica }
+    }
+
+    /// Says goodbye on every session and saves every board (unless `save` is false).
+    public func shutdown(save saving: Bool, now: Double) {
+        self.now = now
+        setReconnecting(false, now: now)
+        for board in boards.values {
+            board.hub.commitMerges()  // acknowledge what is saved before saying goodbye
+            board.hub.closeAll(nil)
+            if saving { save(board) }
+        }
+        for id in pending.keys { pending[id]?.close(SessionError(.shuttingDown, "the server is stopping")) }
+    }
+
+    /// Bytes sent and received by every session this endpoint has had.
+    public var sessionBytes: (sent: Int, received: Int) {
+        var sent = retiredBytes.sent
+        var received = retiredBytes.received
+        for board in boards.values {
+            let bytes = board.hub.bytesTransferred
+            sent += bytes.sent
+            received += bytes.received
+        }
+        return (sent, received)
+    }
+}
