@@ -36,12 +36,48 @@ public struct Rendering: Sendable {
     public var warnings: [String]
 }
 
+/// Which part of the board an SVG export shows (its `viewBox`, in board points).
+public enum SVGFrame: Sendable, Equatable {
+    /// The canvas, from (0, 0) to its size: what `board-sync export` writes.
+    case canvas
+    /// The drawing itself: the bounds of every visible item (and of the canvas when the board
+    /// has a background, which covers it), with `margin` points around them. A board with
+    /// nothing to frame falls back to the canvas. For pictures of small content on a large
+    /// canvas (the simulator's scenarios: 4-point stickers on a 1600 x 1200 page).
+    case content(margin: Double)
+}
+
+/// An SVG's view box: the rectangle of board points the picture shows.
+public struct ViewBox: Sendable, Equatable {
+    public var x: Double
+    public var y: Double
+    public var width: Double
+    public var height: Double
+
+    public init(x: Double, y: Double, width: Double, height: Double) {
+        self.x = x
+        self.y = y
+        self.width = width
+        self.height = height
+    }
+
+    /// Whether `other` lies inside this box.
+    public func contains(_ other: ViewBox) -> Bool {
+        other.x >= x && other.y >= y && other.x + other.width <= x + width && other.y + other.height <= y + height
+    }
+}
+
 /// Renders a board snapshot as SVG: the background scaled to the canvas, then every item in
 /// paint order, strokes as vector polylines with round caps and joins, stickers as embedded PNG
 /// images centred on their position with their scale and rotation. One element per visible
 /// item, with the id `item-<UUID>`. Deterministic: the same snapshot gives the same bytes.
+/// The view box is the canvas unless `frame` asks for the content (`SVGFrame.content`).
 public enum SVGRenderer {
     public static func render(_ board: BoardSnapshot, policy: ExportPolicy = ExportPolicy()) throws -> Rendering {
+        try render(board, policy: policy, frame: .canvas)
+    }
+
+    public static func render(_ board: BoardSnapshot, policy: ExportPolicy = ExportPolicy(), frame: SVGFrame) throws -> Rendering {
         let size = board.canvasSize
         guard size.width.isFinite, size.height.isFinite, size.width > 0, size.height > 0 else {
             throw ExportError(message: "the canvas \(size.width)x\(size.height) cannot be exported")
@@ -49,15 +85,19 @@ public enum SVGRenderer {
         guard policy.scale.isFinite, policy.scale > 0 else {
             throw ExportError(message: "the scale \(policy.scale) must be a positive number")
         }
-        let pixels = (size.width * policy.scale, size.height * policy.scale)
+        let view = viewBox(of: board, frame: frame)
+        let pixels = (view.width * policy.scale, view.height * policy.scale)
         guard pixels.0 <= ExportPolicy.maxPixelsPerSide, pixels.1 <= ExportPolicy.maxPixelsPerSide else {
-            throw ExportError(message: "a \(Int(pixels.0))x\(Int(pixels.1)) pixel export is larger than \(Int(ExportPolicy.maxPixelsPerSide)) pixels on a side; lower --scale")
+            throw ExportError(message: "a \(Int(min(pixels.0, 1e18)))x\(Int(min(pixels.1, 1e18))) pixel export is larger than \(Int(ExportPolicy.maxPixelsPerSide)) pixels on a side; lower --scale")
         }
+        let box = "\(number(view.x)) \(number(view.y)) \(number(view.width)) \(number(view.height))"
         var out = #"<?xml version="1.0" encoding="UTF-8"?>"# + "\n"
-        out += #"<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="\#(number(pixels.0))" height="\#(number(pixels.1))" viewBox="0 0 \#(number(size.width)) \#(number(size.height))">"# + "\n"
+        out += #"<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="\#(number(pixels.0))" height="\#(number(pixels.1))" viewBox="\#(box)">"# + "\n"
         var warnings: [String] = []
         if !policy.transparent {
-            out += #"<rect id="paper" width="\#(number(size.width))" height="\#(number(size.height))" fill="white"/>"# + "\n"
+            // The paper covers the whole view (the canvas, or the framed content around it).
+            let origin = view.x == 0 && view.y == 0 ? "" : #"x="\#(number(view.x))" y="\#(number(view.y))" "#
+            out += #"<rect id="paper" \#(origin)width="\#(number(view.width))" height="\#(number(view.height))" fill="white"/>"# + "\n"
         }
         if let png = board.backgroundPNG, !png.isEmpty {
             if (try? PNGHeader(validating: png)) != nil {
@@ -84,6 +124,51 @@ public enum SVGRenderer {
         }
         out += "</svg>\n"
         return Rendering(bytes: Array(out.utf8), warnings: warnings)
+    }
+
+    /// The view box an export of `board` with `frame` shows (the canvas is assumed valid).
+    public static func viewBox(of board: BoardSnapshot, frame: SVGFrame) -> ViewBox {
+        let canvas = ViewBox(x: 0, y: 0, width: board.canvasSize.width, height: board.canvasSize.height)
+        guard case .content(let margin) = frame, let bounds = contentBounds(of: board) else { return canvas }
+        let pad = margin.isFinite ? max(0, margin) : 0
+        // At least a point on a side, so a lone dot of width 0 still has a picture.
+        return ViewBox(x: bounds.x - pad, y: bounds.y - pad, width: max(1, bounds.width + 2 * pad), height: max(1, bounds.height + 2 * pad))
+    }
+
+    /// The smallest box holding every visible item as drawn (a stroke's points out to half its
+    /// width, a sticker's image or placeholder turned and scaled), and the canvas when a
+    /// background covers it; nil when there is nothing (items with non-finite values are left
+    /// out: they draw nothing).
+    public static func contentBounds(of board: BoardSnapshot) -> ViewBox? {
+        var minX = Double.infinity, minY = Double.infinity, maxX = -Double.infinity, maxY = -Double.infinity
+        func include(_ x0: Double, _ y0: Double, _ x1: Double, _ y1: Double) {
+            guard x0.isFinite, y0.isFinite, x1.isFinite, y1.isFinite else { return }
+            minX = min(minX, x0); minY = min(minY, y0); maxX = max(maxX, x1); maxY = max(maxY, y1)
+        }
+        if board.backgroundPNG?.isEmpty == false || board.backgroundSHA256 != nil {
+            include(0, 0, board.canvasSize.width, board.canvasSize.height)
+        }
+        let visible = board.paintOrder.map(Set.init)
+        for stroke in board.strokes where visible?.contains(stroke.id) ?? true {
+            let half = stroke.width.isFinite ? max(0, stroke.width) / 2 : 0
+            for point in stroke.points {
+                include(point.x - half, point.y - half, point.x + half, point.y + half)
+            }
+        }
+        for sticker in board.stickers where visible?.contains(sticker.id) ?? true {
+            var width = 64.0, height = 64.0  // a placeholder's box
+            if !sticker.isPending, !sticker.imagePNG.isEmpty, let header = try? PNGHeader(validating: sticker.imagePNG) {
+                width = Double(header.width)
+                height = Double(header.height)
+            }
+            let scale = abs(sticker.scale), angle = sticker.rotationRadians
+            let halfX = width * scale / 2, halfY = height * scale / 2
+            let extentX = abs(cos(angle)) * halfX + abs(sin(angle)) * halfY
+            let extentY = abs(sin(angle)) * halfX + abs(cos(angle)) * halfY
+            include(sticker.position.x - extentX, sticker.position.y - extentY, sticker.position.x + extentX, sticker.position.y + extentY)
+        }
+        guard minX <= maxX, minY <= maxY else { return nil }
+        return ViewBox(x: minX, y: minY, width: maxX - minX, height: maxY - minY)
     }
 
     static func element(for stroke: InkStroke) -> String {

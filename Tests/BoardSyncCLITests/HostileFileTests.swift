@@ -248,6 +248,21 @@ import Testing
         #expect(try sim(["--seed", "1", "--plant", "nonsense"], in: workspace.path).status == 64)
     }
 
+    /// `run --svg` frames each picture to the drawing: scenario 02 leaves one 4-point sticker at
+    /// 0,200 on a 1600 x 1200 canvas, drawn in a 36-point view (16 points of margin) 480 pixels
+    /// wide, not as a speck on a blank page.
+    @Test func boardSimScenarioPicturesFrameTheirContent() throws {
+        let workspace = try Workspace()
+        let scenario = DocumentedCommandTests.root.appendingPathComponent("Simulations/Scenarios/02-moves-win-whole.board").path
+        let run = try sim(["run", scenario, "--svg", "pictures"], in: workspace.path)
+        #expect(run.status == 0, "\(run.stdout.suffix(500))")
+        for host in ["server", "alice", "bob"] {
+            let picture = try String(contentsOfFile: workspace.path + "/pictures/02-moves-win-whole-\(host).svg", encoding: .utf8)
+            #expect(picture.contains(#"width="480" height="480" viewBox="-18 182 36 36""#), "\(host): \(picture.prefix(300))")
+            #expect(picture.contains(#"transform="translate(0 200)"#), "\(host): the sticker, inside the view")
+        }
+    }
+
     /// A seed's plan prints as a world scenario that runs like the seed; a planted bug fails,
     /// shrinks to a file, and that file fails when run.
     @Test func boardSimPrintsPlansAndShrinksFailures() throws {

@@ -19,7 +19,8 @@ SUBCOMMANDS:
                            plan, as --plan or --shrink print it). Print each timeline and every
                            replica's final board, check the expectations and oracles; exit 1 when
                            one fails, 64 when a file is malformed. --svg DIR draws every
-                           replica's final board as DIR/<scenario>-<host>.svg.
+                           replica's final board as DIR/<scenario>-<host>.svg, framed
+                           to what it holds (the canvas when it holds nothing).
 
   cluster                  Scale-out (docs/SCALE-OUT.md): two or three servers sharing a simulated
                            Redis, clients editing through any of them under server crashes, Redis
@@ -150,7 +151,12 @@ if arguments.first == "run" {
                 var written: [String] = []
                 for (host, board) in outcome.snapshots {
                     let path = svgDirectory + "/\(stem)-\(host).svg"
-                    let rendering = try SVGRenderer.render(board)
+                    // Frame the drawing, not the page (scenario stickers are 4 points wide on a
+                    // 1600 x 1200 canvas), drawn with its longer side about 480 pixels (1x-16x).
+                    let frame = SVGFrame.content(margin: 16)
+                    let view = SVGRenderer.viewBox(of: board, frame: frame)
+                    let scale = min(16, max(1, 480 / max(view.width, view.height)))
+                    let rendering = try SVGRenderer.render(board, policy: ExportPolicy(scale: scale), frame: frame)
                     try Data(rendering.bytes).write(to: URL(fileURLWithPath: path))
                     written.append(path)
                 }
