@@ -27,6 +27,9 @@ import Testing
 ///   left out; inside a line `…` stands for any text and `~` before a number (`~0.48 s`) for any
 ///   number, because timings are never the same twice: deterministic figures are written as
 ///   printed and checked exactly.
+///
+/// Figures quoted in prose are not typed but written by `bin/doc-figures` (marked spans; see that
+/// script), which `DocumentFigureTests` runs with `--check`.
 @Suite struct DocumentedCommandTests {
     struct Block {
         var file: String
