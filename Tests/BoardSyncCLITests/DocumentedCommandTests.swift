@@ -28,8 +28,10 @@ import Testing
 ///   number, because timings are never the same twice: deterministic figures are written as
 ///   printed and checked exactly.
 ///
-/// Figures quoted in prose are not typed but written by `bin/doc-figures` (marked spans; see that
-/// script), which `DocumentFigureTests` runs with `--check`.
+/// Failures DEPLOYMENT.md quotes in prose (TLS) are checked against its own throwaway
+/// certificate (`checkTLSFailures`). Figures quoted in prose are not typed but written by
+/// `bin/doc-figures` (marked spans; see that script), which `DocumentFigureTests` runs with
+/// `--check`.
 @Suite struct DocumentedCommandTests {
     struct Block {
         var file: String
@@ -260,6 +262,7 @@ import Testing
             ran += 1
         }
         print("DocumentedCommandTests: \(file): \(ran) blocks ran in \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
+        if file == "docs/DEPLOYMENT.md" { try Self.checkTLSFailures(in: workspace) }
         if file == "README.md" {
             #expect(ran >= 3, "ran \(ran) blocks")
             // What the blocks made is there: the package and the pictures.
@@ -267,6 +270,48 @@ import Testing
                 #expect(FileManager.default.fileExists(atPath: workspace.path + "/" + made), "\(made) was made")
             }
         }
+    }
+
+    /// DEPLOYMENT.md quotes what a client prints when TLS fails ("Clear failures"); each quote
+    /// must be what the guide's own throwaway certificate (made by its `openssl` block, in this
+    /// workspace) gives: an untrusted certificate ("an untrusted certificate gives `…`"), a wrong
+    /// name ("a wrong name `…`"), a plain client meeting a TLS server ("is told to `…`") and a
+    /// TLS client meeting a plain one ("asks `…`").
+    static func checkTLSFailures(in workspace: Workspace) throws {
+        guard FileManager.default.fileExists(atPath: workspace.path + "/cert.pem") else {
+            print("DocumentedCommandTests: SKIPPED DEPLOYMENT.md's TLS failures: its openssl block did not run (no openssl)")
+            return
+        }
+        let text = try String(contentsOf: root.appendingPathComponent("docs/DEPLOYMENT.md"), encoding: .utf8)
+        let bullet = try #require(text.components(separatedBy: "\n- ").first { $0.hasPrefix("**Clear failures**") },
+                                  "DEPLOYMENT.md has its **Clear failures** bullet")
+        let prose = bullet.replacingOccurrences(of: "\n  ", with: " ")
+        func quote(after phrase: String) throws -> String {
+            let start = try #require(prose.range(of: phrase + " `"), "DEPLOYMENT.md's Clear failures bullet quotes what \(phrase) `…`")
+            return String(prose[start.upperBound...].prefix { $0 != "`" })
+        }
+        let quotes = try ["an untrusted certificate gives", "a wrong name", "is told to", "asks"].map(quote(after:))
+        let cli = workspace.cli
+        try cli.run("new", "Team.boardpkg")
+        let tls = try Daemon(["serve", "--data", "tls-boards", "--listen", "127.0.0.1:0", "--tls-cert", "cert.pem", "--tls-key", "key.pem"], in: workspace.path)
+        let tlsAddress = try #require(tls.listeningAddress(), "\(tls.log)")
+        let plain = try Daemon(["serve", "--data", "plain-boards", "--listen", "127.0.0.1:0"], in: workspace.path)
+        let plainAddress = try #require(plain.listeningAddress(), "\(plain.log)")
+        let sync = ["sync", "Team.boardpkg", "--board", "team", "--timeout", "10", "--server"]
+        let cases: [(String, [String])] = [
+            ("an untrusted certificate", sync + [tlsAddress, "--tls"]),
+            ("a wrong name", sync + [tlsAddress, "--tls-ca", "cert.pem", "--tls-name", "boards.example.com"]),
+            ("a plain client meeting a TLS server", sync + [tlsAddress]),
+            ("a TLS client meeting a plain server", sync + [plainAddress, "--tls-ca", "cert.pem"]),
+        ]
+        for ((what, arguments), quote) in zip(cases, quotes) {
+            let result = try cli.run(arguments)
+            #expect(result.status == 1 && result.stderr.contains(quote),
+                    "DEPLOYMENT.md says \(what) gives `\(quote)`; `board-sync \(arguments.joined(separator: " "))` printed: \(result.stderr)")
+        }
+        #expect(try cli.run(sync + [tlsAddress, "--tls-ca", "cert.pem"]).status == 0, "the certificate works for clients that trust it")
+        _ = tls.terminate()
+        _ = plain.terminate()
     }
 
     /// Every block is accounted for: marks are ones the runner knows, a skip says why, an output
