@@ -16,6 +16,7 @@ extension BoardHub {
         do {
             if let bytes = try assembler.add(chunk) {
                 fetching[chunk.hash] = nil
+                fetchingFromLog.remove(chunk.hash)  // what the log finds later is not needed
                 try store.addReceivedAsset(Data(bytes), claimedHash: chunk.hash)
                 onChange?()
                 let data = Data(bytes)
@@ -39,7 +40,7 @@ extension BoardHub {
         peers[id]?.unavailable.insert(hash)
         if fetching[hash] == id { fetching[hash] = nil }
         requestMissing(preferring: nil)
-        if fetching[hash] == nil { answerNoAsset(hash) }
+        if fetching[hash] == nil && !fetchingFromLog.contains(hash) { answerNoAsset(hash) }
     }
 
     /// Whoever waits for `hash` hears that nobody has it.
@@ -50,8 +51,11 @@ extension BoardHub {
     /// Asks for every referenced asset that is missing and not already on its way (with
     /// `named`, only the images those operations named that the board still shows and lacks).
     func requestMissing(preferring preferred: SessionID?, named: [(hash: AssetHash, item: ItemID?)]? = nil) {
+        // An image already asked of the shared log is still asked of a session that may have
+        // it (its uploader, reconnecting after going away mid-transfer, say): whichever answers
+        // first stores it. The log is not asked twice.
         let missing = (named.map { store.replica.missingAssets(named: $0) } ?? store.replica.missingAssets)
-            .filter { fetching[$0] == nil && !fetchingFromLog.contains($0) }
+            .filter { fetching[$0] == nil }
         guard !missing.isEmpty else { return }
         var byPeer: [SessionID: [AssetRequest]] = [:]
         var open: [SessionID] = []
@@ -62,6 +66,7 @@ extension BoardHub {
                 withPeer(id) { $0.session.isOpen && !$0.readOnly && !$0.unavailable.contains(hash) } ?? false
             }
             guard let peer = candidates.first else {
+                if fetchingFromLog.contains(hash) { continue }
                 if let fetchAsset {
                     // The shared log's image store may have it (uploaded through another server).
                     fetchingFromLog.insert(hash)

@@ -41,7 +41,8 @@ extension BoardHub {
     public func assetFetched(_ hash: AssetHash, _ data: Data?) {
         guard fetchingFromLog.remove(hash) != nil else { return }
         guard let data else {
-            answerNoAsset(hash)
+            // A session asked meanwhile may still send it; its waiters wait for that.
+            if fetching[hash] == nil { answerNoAsset(hash) }
             return
         }
         do {

@@ -18,9 +18,11 @@ struct Demo {
     /// Scale-out: this many servers sharing one Redis (1: the single embedded server).
     let serverCount: Int
     let redis: SocketAddress?
+    /// Every log line of the servers, their Redis links and the peers, on standard error.
+    let verbose: Bool
 
     init(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: ["out", "steps", "servers", "redis"], flags: ["json"])
+        let args = try Arguments(raw, options: ["out", "steps", "servers", "redis"], flags: ["json", "verbose"])
         _ = try args.positionals([])
         serverCount = try args.value("servers").map { text -> Int in
             guard let value = Int(text), (1...8).contains(value) else {
@@ -37,6 +39,7 @@ struct Demo {
             return value
         } ?? 40
         json = args.has("json")
+        verbose = args.has("verbose")
         if let out = args.value("out") {
             if FileManager.default.fileExists(atPath: out),
                !((try? FileManager.default.contentsOfDirectory(atPath: out))?.isEmpty ?? false) {
@@ -52,6 +55,13 @@ struct Demo {
     /// A peer's name from its replica id (presence "gone" messages carry only the id).
     static func name(of replica: ReplicaID, _ packages: [BoardPackage], _ names: [String]) -> String {
         packages.firstIndex { $0.replica.id == replica }.map { names[$0] } ?? "\(replica)"
+    }
+
+    /// A log line of `source` (a server, its Redis link, a peer) with `--verbose`.
+    func trace(_ source: String, _ line: String, since start: Double) {
+        guard verbose else { return }
+        let seconds = EventLoop.now() - start
+        FileHandle.standardError.write(Data("[\(String(format: "%7.3f", seconds))] \(source): \(line)\n".utf8))
     }
 
     func say(_ line: String) {
@@ -83,7 +93,8 @@ struct Demo {
         let loop = try EventLoop()
         var serverOptions = SyncHost.Options()
         var serverLog: [String] = []
-        serverOptions.log = { serverLog.append($0) }
+        let began = EventLoop.now()
+        serverOptions.log = { serverLog.append($0); trace("server", $0, since: began) }
         // One embedded server, or (--servers N) several sharing one Redis: its own redis-server
         // on a free port unless --redis names one.
         var servers: [SyncHost] = []
@@ -107,11 +118,13 @@ struct Demo {
                 (redisProcess, redisAddress) = try Self.startRedis(in: out)
             }
             for index in 1...serverCount {
+                var options = serverOptions
+                options.log = { [index] in serverLog.append($0); trace("server \(index)", $0, since: began) }
                 let host = try SyncHost(serverDataDirectory: "\(out)/server-\(index)", listen: SocketAddress(host: "127.0.0.1", port: 0),
-                                        loop: loop, options: serverOptions)
-                var options = RedisBoardLog.Options(node: "demo-server-\(index)")
-                options.log = { serverLog.append($0) }
-                let cluster = RedisCluster(address: redisAddress!, options: options, loop: loop)
+                                        loop: loop, options: options)
+                var redisOptions = RedisBoardLog.Options(node: "demo-server-\(index)")
+                redisOptions.log = { [index] in serverLog.append($0); trace("server \(index) redis", $0, since: began) }
+                let cluster = RedisCluster(address: redisAddress!, options: redisOptions, loop: loop)
                 cluster.attach(to: host)
                 servers.append(host)
                 clusters.append(cluster)
@@ -139,8 +152,8 @@ struct Demo {
                                                   replicaID: ReplicaID(rng.next()))
             var options = SyncHost.Options()
             options.reconnectDelay = (0.05, 0.5)
+            options.log = { [name] in trace(name, $0, since: began) }
             let host = try SyncHost(board: "demo", store: package, listen: nil, loop: loop, options: options)
-            host.connect(to: addresses[peers.count % addresses.count])
             peers.append(host)
             packages.append(package)
         }
@@ -177,6 +190,7 @@ struct Demo {
         var failure: Error?
         var converged: Double?
         var troubleSince: Double?
+        var dialed = false
         let start = EventLoop.now()
 
         func edit(_ index: Int) throws {
@@ -251,6 +265,11 @@ struct Demo {
                     }
                     loop.schedule(after: 0.02) { tick() }
                     return
+                }
+                if step == 0, !dialed {
+                    // The servers can serve: the peers dial (before, they would be told to retry later).
+                    for (index, host) in peers.enumerated() { host.connect(to: addresses[index % addresses.count]) }
+                    dialed = true
                 }
                 if step < steps {
                     if step == offlineFrom { peers[2].setOffline(true); say("  step \(step): carol goes offline (keeps editing)") }

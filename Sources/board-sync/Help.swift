@@ -94,11 +94,12 @@ let commandHelps: [String: CommandHelp] = [
 
 let netHelps: [String: CommandHelp] = [
     "demo": CommandHelp(name: "demo", overview: "Show three peers editing one board through an embedded sync server on loopback.",
-                        usage: "demo [--out DIR] [--steps N] [--servers N [--redis HOST:PORT]] [--json]",
+                        usage: "demo [--out DIR] [--steps N] [--servers N [--redis HOST:PORT]] [--verbose] [--json]",
                         options: [("--out DIR", "Where to write the packages (default: a new folder under the temp directory)."),
                                   ("--steps N", "Editing rounds per peer (default 40)."),
                                   ("--servers N", "Scale-out (docs/SCALE-OUT.md): N sync servers (1 to 8; 1 is the default single embedded server, 2 or more share one Redis), the peers spread over them. The demo starts its own redis-server (Debian's) on a free port unless --redis is given."),
                                   ("--redis HOST:PORT", "The Redis 7 server --servers uses (its boards are kept under bs:...)."),
+                                  ("--verbose", "Also print, on standard error, every line the servers, their Redis links and the peers log, each with its source and the seconds since the demo began."),
                                   ("--json", "Print the summary as JSON.")]),
     "serve": CommandHelp(name: "serve", overview: "Run a sync server hosting every board in a data directory.",
                          usage: "serve --data DIR [--listen HOST:PORT] [--web HOST:PORT [--web-host NAME] [--web-origin ORIGIN] [--web-token-file FILE]] [--redis HOST:PORT [--node-id ID] [--checkpoint-every N]] [--secret-file FILE] [--tls-cert CERT --tls-key KEY] [--max-... N]",
