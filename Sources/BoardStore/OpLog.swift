@@ -213,9 +213,7 @@ public struct OpLog: Sendable {
     static func frame(_ payload: [UInt8]) -> [UInt8] {
         var record: [UInt8] = []
         record.reserveCapacity(payload.count + headerSize)
-        func put(_ value: UInt32) {
-            for shift in stride(from: 0, to: 32, by: 8) { record.append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
-        }
+        func put(_ value: UInt32) { ByteWriter.append(fixed32: value, to: &record) }
         put(UInt32(payload.count))
         put(CRC32.checksum(payload))
         put(CRC32.checksum(record))
@@ -302,7 +300,5 @@ public struct OpLog: Sendable {
         return (batches, offset, .clean)
     }
 
-    private static func readU32(_ bytes: [UInt8], _ offset: Int) -> UInt32 {
-        UInt32(bytes[offset]) | UInt32(bytes[offset + 1]) << 8 | UInt32(bytes[offset + 2]) << 16 | UInt32(bytes[offset + 3]) << 24
-    }
+    private static func readU32(_ bytes: [UInt8], _ offset: Int) -> UInt32 { ByteReader.fixed32(in: bytes, at: offset) }
 }

@@ -20,18 +20,14 @@ public struct Frame: Equatable, Sendable {
         var out: [UInt8] = []
         out.reserveCapacity(payload.count + 9)
         let length = UInt32(payload.count + 1)
-        append32(length, &out)
+        ByteWriter.append(fixed32: length, to: &out)
         out.append(type)
         out += payload
         var crc = CRC32.checksum([type])
         crc = CRC32.checksum(payload, continuing: crc)
-        append32(crc, &out)
+        ByteWriter.append(fixed32: crc, to: &out)
         return out
     }
-}
-
-func append32(_ value: UInt32, _ out: inout [UInt8]) {
-    for shift in stride(from: 0, to: 32, by: 8) { out.append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
 }
 
 /// Splits a byte stream into frames. Accepts any split of the stream; returns nil for "need more
@@ -58,7 +54,7 @@ public struct FrameDecoder: Sendable {
     public mutating func next() throws(SessionError) -> Frame? {
         let available = buffer.count - start
         guard available >= 4 else { compactIfNeeded(); return nil }
-        let length = Int(UInt32(buffer[start]) | UInt32(buffer[start + 1]) << 8 | UInt32(buffer[start + 2]) << 16 | UInt32(buffer[start + 3]) << 24)
+        let length = Int(ByteReader.fixed32(in: buffer, at: start))
         guard length >= 1 else { throw SessionError(.malformedFrame, "frame of length 0") }
         guard length <= maxFrame else {
             throw SessionError(.frameTooLarge, "frame of \(length) bytes exceeds the limit of \(maxFrame)")
@@ -67,7 +63,7 @@ public struct FrameDecoder: Sendable {
         let bodyStart = start + 4
         let body = buffer[bodyStart..<(bodyStart + length)]
         let crcStart = bodyStart + length
-        let crc = UInt32(buffer[crcStart]) | UInt32(buffer[crcStart + 1]) << 8 | UInt32(buffer[crcStart + 2]) << 16 | UInt32(buffer[crcStart + 3]) << 24
+        let crc = ByteReader.fixed32(in: buffer, at: crcStart)
         guard CRC32.checksum(body) == crc else { throw SessionError(.badChecksum, "frame checksum mismatch") }
         let frame = Frame(type: body.first!, payload: Array(body.dropFirst()))
         start = crcStart + 4

@@ -76,10 +76,10 @@ struct BatchDecoder {
         for _ in 0..<count {
             let headOffset = reader.offset
             let head = try reader.readByte()
-            guard let kind = OpKind(rawValue: head & 0x0F) else {
+            guard let kind = OpHead.kind(head) else {
                 throw CodecError.malformed("unknown operation head \(head)", offset: headOffset)
             }
-            let sameShape = head & 0x80 != 0
+            let sameShape = head & OpHead.samePointShape != 0
             if sameShape {
                 guard format >= 2, kind == .beginStroke || kind == .appendPoints else {
                     throw CodecError.malformed("unknown operation head \(head)", offset: headOffset)
@@ -88,11 +88,11 @@ struct BatchDecoder {
                     throw CodecError.malformed("same-shape flag on the batch's first point run", offset: headOffset)
                 }
             }
-            let seq = head & 0x10 != 0 ? previousSeq &+ 1 : previousSeq &+ UInt64(bitPattern: try reader.readZigzag())
-            let lamport = head & 0x40 != 0 ? previousLamport &+ 1 : previousLamport &+ UInt64(bitPattern: try reader.readZigzag())
+            let seq = head & OpHead.seqNext != 0 ? previousSeq &+ 1 : previousSeq &+ UInt64(bitPattern: try reader.readZigzag())
+            let lamport = head & OpHead.lamportNext != 0 ? previousLamport &+ 1 : previousLamport &+ UInt64(bitPattern: try reader.readZigzag())
             var item: ItemID?
             if kind != .noBackground && kind != .background && kind != .canvas {
-                if head & 0x20 != 0 {
+                if head & OpHead.sameItem != 0 {
                     guard let previousItem else {
                         throw CodecError.malformed("same-item flag on the first item operation of a run", offset: headOffset)
                     }
@@ -105,7 +105,7 @@ struct BatchDecoder {
                         item = ItemID(high: try replica(at: value >> 1).rawValue, low: try reader.readVarint())
                     }
                 }
-            } else if head & 0x20 != 0 {
+            } else if head & OpHead.sameItem != 0 {
                 throw CodecError.malformed("same-item flag on a board operation", offset: headOffset)
             }
             let payload = try readPayload(kind, item: item, sameShape: sameShape)

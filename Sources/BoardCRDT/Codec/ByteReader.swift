@@ -69,6 +69,19 @@ public struct ByteReader: Sendable {
         return value
     }
 
+    /// The little-endian u32 at `index` of `bytes`, which the caller has checked holds four
+    /// bytes there (frame and op-log headers, read in place).
+    @inlinable
+    public static func fixed32<Bytes: RandomAccessCollection>(in bytes: Bytes, at index: Bytes.Index) -> UInt32 where Bytes.Element == UInt8 {
+        var value: UInt32 = 0
+        var position = index
+        for shift in stride(from: 0, to: 32, by: 8) {
+            value |= UInt32(bytes[position]) << UInt32(shift)
+            position = bytes.index(after: position)
+        }
+        return value
+    }
+
     public mutating func readFixed32() throws -> UInt32 {
         let slice = try readBytes(4)
         var value: UInt32 = 0

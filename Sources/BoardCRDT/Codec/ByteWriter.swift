@@ -43,6 +43,12 @@ public struct ByteWriter: Sendable {
     }
 
     public mutating func write(fixed32 value: UInt32) {
+        Self.append(fixed32: value, to: &bytes)
+    }
+
+    /// Appends `value` as a little-endian u32 (frame and op-log headers, built in place).
+    @inlinable
+    public static func append(fixed32 value: UInt32, to bytes: inout [UInt8]) {
         for shift in stride(from: 0, to: 32, by: 8) {
             bytes.append(UInt8(truncatingIfNeeded: value >> UInt32(shift)))
         }

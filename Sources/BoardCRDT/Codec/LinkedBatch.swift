@@ -154,15 +154,6 @@ extension OperationBatch {
     }
 }
 
-private enum LinkFlag {
-    static let seqNext: UInt8 = 0x10
-    static let sameItem: UInt8 = 0x20
-    static let lamportNext: UInt8 = 0x40
-    static let extended: UInt8 = 0x80
-    static let newAuthor: UInt8 = 0x01
-    static let newShape: UInt8 = 0x02
-}
-
 /// The encoder and decoder of linked batches, one operation at a time.
 private enum LinkedCodec {
     // MARK: Encoding
@@ -173,26 +164,26 @@ private enum LinkedCodec {
         var ext: UInt8 = 0
         let author = op.id.replica
         let knownAuthor = link.indexOf(author)
-        if knownAuthor == nil || knownAuthor != link.author { ext |= LinkFlag.newAuthor }
+        if knownAuthor == nil || knownAuthor != link.author { ext |= OpHeadExtension.newAuthor }
         let previousSeq = knownAuthor.map { link.lastSeq[$0] } ?? 0
-        if op.id.seq == previousSeq &+ 1 { head |= LinkFlag.seqNext }
-        if op.lamport == link.lamport &+ 1 { head |= LinkFlag.lamportNext }
+        if op.id.seq == previousSeq &+ 1 { head |= OpHead.seqNext }
+        if op.lamport == link.lamport &+ 1 { head |= OpHead.lamportNext }
         let item = payload.item
-        if let item, item == link.item { head |= LinkFlag.sameItem }
+        if let item, item == link.item { head |= OpHead.sameItem }
         var shape: PointShape?
         var origin: GridPoint?
         if let item, let points = payload.points {
             origin = link.coordinate(of: item)
             shape = PointShape.measure(points, from: origin ?? GridPoint(x: 0, y: 0), packingFirst: origin != nil)
-            if shape == nil || shape != link.shape { ext |= LinkFlag.newShape }
+            if shape == nil || shape != link.shape { ext |= OpHeadExtension.newShape }
         }
-        if ext != 0 { head |= LinkFlag.extended }
+        if ext != 0 { head |= OpHead.extended }
         writer.write(byte: head)
         if ext != 0 { writer.write(byte: ext) }
-        let authorIndex = ext & LinkFlag.newAuthor != 0 ? writeReference(author, tagged: false, to: &writer, link: &link) : knownAuthor!
-        if head & LinkFlag.seqNext == 0 { writer.write(zigzag: Int64(bitPattern: op.id.seq &- previousSeq)) }
-        if head & LinkFlag.lamportNext == 0 { writer.write(zigzag: Int64(bitPattern: op.lamport &- link.lamport)) }
-        if let item, head & LinkFlag.sameItem == 0 {
+        let authorIndex = ext & OpHeadExtension.newAuthor != 0 ? writeReference(author, tagged: false, to: &writer, link: &link) : knownAuthor!
+        if head & OpHead.seqNext == 0 { writer.write(zigzag: Int64(bitPattern: op.id.seq &- previousSeq)) }
+        if head & OpHead.lamportNext == 0 { writer.write(zigzag: Int64(bitPattern: op.lamport &- link.lamport)) }
+        if let item, head & OpHead.sameItem == 0 {
             let creator = ReplicaID(item.high)
             if creator == author, item.low < 1 << 63 {
                 writer.write(varint: item.low << 1)
@@ -254,7 +245,7 @@ private enum LinkedCodec {
             return
         }
         let packed = origin == nil ? shape.count - 1 : shape.count
-        if ext & LinkFlag.newShape != 0 {
+        if ext & OpHeadExtension.newShape != 0 {
             writer.write(varint: UInt64(shape.count))
             writer.write(byte: shape.shift)
             if packed > 0 { writer.write(byte: shape.width) }
@@ -286,23 +277,23 @@ private enum LinkedCodec {
     static func read(from reader: inout ByteReader, link: inout BatchLink) throws -> Op {
         let headOffset = reader.offset
         let head = try reader.readByte()
-        guard let kind = OpKind(rawValue: head & 0x0F) else {
+        guard let kind = OpHead.kind(head) else {
             throw CodecError.malformed("unknown operation head \(head)", offset: headOffset)
         }
         var ext: UInt8 = 0
-        if head & LinkFlag.extended != 0 {
+        if head & OpHead.extended != 0 {
             let extOffset = reader.offset
             ext = try reader.readByte()
-            guard ext != 0, ext & ~(LinkFlag.newAuthor | LinkFlag.newShape) == 0 else {
+            guard ext != 0, ext & ~(OpHeadExtension.newAuthor | OpHeadExtension.newShape) == 0 else {
                 throw CodecError.malformed("unknown extension byte \(ext)", offset: extOffset)
             }
         }
         let isPoints = kind == .beginStroke || kind == .appendPoints
-        if ext & LinkFlag.newShape != 0, !isPoints {
+        if ext & OpHeadExtension.newShape != 0, !isPoints {
             throw CodecError.malformed("a point shape on an operation without points", offset: headOffset)
         }
         let authorIndex: Int
-        if ext & LinkFlag.newAuthor != 0 {
+        if ext & OpHeadExtension.newAuthor != 0 {
             authorIndex = try readReference(try reader.readVarint(), from: &reader, link: &link)
         } else {
             guard let previous = link.author else {
@@ -312,11 +303,11 @@ private enum LinkedCodec {
         }
         let author = link.replicas[authorIndex]
         let previousSeq = link.lastSeq[authorIndex]
-        let seq = head & LinkFlag.seqNext != 0 ? previousSeq &+ 1 : previousSeq &+ UInt64(bitPattern: try reader.readZigzag())
-        let lamport = head & LinkFlag.lamportNext != 0 ? link.lamport &+ 1 : link.lamport &+ UInt64(bitPattern: try reader.readZigzag())
+        let seq = head & OpHead.seqNext != 0 ? previousSeq &+ 1 : previousSeq &+ UInt64(bitPattern: try reader.readZigzag())
+        let lamport = head & OpHead.lamportNext != 0 ? link.lamport &+ 1 : link.lamport &+ UInt64(bitPattern: try reader.readZigzag())
         var item: ItemID?
         if kind != .noBackground && kind != .background && kind != .canvas {
-            if head & LinkFlag.sameItem != 0 {
+            if head & OpHead.sameItem != 0 {
                 guard let previous = link.item else {
                     throw CodecError.malformed("same-item flag before the link carried an item", offset: headOffset)
                 }
@@ -330,7 +321,7 @@ private enum LinkedCodec {
                     item = ItemID(high: link.replicas[creator].rawValue, low: try reader.readVarint())
                 }
             }
-        } else if head & LinkFlag.sameItem != 0 {
+        } else if head & OpHead.sameItem != 0 {
             throw CodecError.malformed("same-item flag on a board operation", offset: headOffset)
         }
         func itemID() -> ItemID { item! }  // present for every item kind
@@ -340,10 +331,10 @@ private enum LinkedCodec {
             let color = try reader.readColor()
             let width = Int64(bitPattern: try reader.readVarint(max: UInt64(FixedPoint.limit), "stroke width"))
             let z = try reader.readZKey()
-            let points = try readPoints(of: itemID(), newShape: ext & LinkFlag.newShape != 0, from: &reader, link: &link)
+            let points = try readPoints(of: itemID(), newShape: ext & OpHeadExtension.newShape != 0, from: &reader, link: &link)
             payload = .beginStroke(itemID(), StrokeStart(color: color, width: width, z: z, points: points))
         case .appendPoints:
-            payload = .appendPoints(itemID(), try readPoints(of: itemID(), newShape: ext & LinkFlag.newShape != 0, from: &reader, link: &link))
+            payload = .appendPoints(itemID(), try readPoints(of: itemID(), newShape: ext & OpHeadExtension.newShape != 0, from: &reader, link: &link))
         case .addSticker:
             let asset = try reader.readAsset()
             let position = try readPosition(of: itemID(), from: &reader, link: &link)

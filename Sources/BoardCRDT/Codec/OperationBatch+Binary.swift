@@ -29,14 +29,6 @@ enum OpKind: UInt8 {
     case position, scale, rotation, z, noBackground, background, canvas
 }
 
-private enum Flag {
-    static let seqNext: UInt8 = 0x10
-    static let sameItem: UInt8 = 0x20
-    static let lamportNext: UInt8 = 0x40
-    static let samePointShape: UInt8 = 0x80
-    static let kindMask: UInt8 = 0x0F
-}
-
 /// How a point run is written in format 2: its count, shift and bit width. A run with the same
 /// shape as the batch's previous one sets a head flag instead of repeating it.
 struct PointShape: Equatable {
@@ -197,17 +189,17 @@ private struct BatchEncoder {
             let seq = run[index].id.seq
             let lamport = run[index].lamport
             var head = run[index].payload.kind.rawValue
-            if seq == previousSeq &+ 1 { head |= Flag.seqNext }
-            if lamport == previousLamport &+ 1 { head |= Flag.lamportNext }
+            if seq == previousSeq &+ 1 { head |= OpHead.seqNext }
+            if lamport == previousLamport &+ 1 { head |= OpHead.lamportNext }
             let item = run[index].payload.item
-            if let item, item == previousItem { head |= Flag.sameItem }
+            if let item, item == previousItem { head |= OpHead.sameItem }
             // Format 2's same-shape flag is set in the head once the points are reached
             // (reading the payload's points here as well cost a retain per operation).
             let headAt = writer.count
             writer.write(byte: head)
-            if head & Flag.seqNext == 0 { writer.write(zigzag: Int64(bitPattern: seq &- previousSeq)) }
-            if head & Flag.lamportNext == 0 { writer.write(zigzag: Int64(bitPattern: lamport &- previousLamport)) }
-            if let item, head & Flag.sameItem == 0 {
+            if head & OpHead.seqNext == 0 { writer.write(zigzag: Int64(bitPattern: seq &- previousSeq)) }
+            if head & OpHead.lamportNext == 0 { writer.write(zigzag: Int64(bitPattern: lamport &- previousLamport)) }
+            if let item, head & OpHead.sameItem == 0 {
                 let creator = ReplicaID(item.high)
                 // The short form shifts the low word left: only for words below 2^63 (found by
                 // the operations fuzz target: an item id with the top bit set came back as
@@ -289,7 +281,7 @@ private struct BatchEncoder {
     private mutating func writePoints(_ points: [GridPoint], of item: ItemID, headAt: Int) {
         guard format >= 2, let shape = pointShape(points, of: item) else { return write(points, of: item) }
         let same = shape == lastShape
-        if same { writer.setBits(Flag.samePointShape, at: headAt) }
+        if same { writer.setBits(OpHead.samePointShape, at: headAt) }
         write(points, of: item, shape: shape, sameShape: same)
         lastShape = shape
     }

@@ -1,0 +1,29 @@
+/// The head byte that starts every encoded operation, in batches (`OperationBatch+Binary.swift`)
+/// and in linked batches (`LinkedBatch.swift`): the kind in the low four bits, then flags that
+/// say which fields are left out because they follow from the operation before. One
+/// definition, so an encoder and a decoder cannot disagree on a bit (docs/PROTOCOL.md).
+enum OpHead {
+    static let kindMask: UInt8 = 0x0F
+    /// The sequence number is the previous operation's + 1 (no delta follows).
+    static let seqNext: UInt8 = 0x10
+    /// The item is the previous operation's (no item reference follows).
+    static let sameItem: UInt8 = 0x20
+    /// The Lamport timestamp is the previous operation's + 1 (no delta follows).
+    static let lamportNext: UInt8 = 0x40
+    /// Batches, format 2, point operations only: the point run has the shape (count, shift,
+    /// width) of the batch's previous point run.
+    static let samePointShape: UInt8 = 0x80
+    /// Linked batches: an extension byte (`OpHeadExtension`) follows the head.
+    static let extended: UInt8 = 0x80
+
+    /// The kind a head names (nil: no such kind; the caller says where).
+    static func kind(_ head: UInt8) -> OpKind? { OpKind(rawValue: head & kindMask) }
+}
+
+/// A linked batch's extension byte, after a head with `OpHead.extended`.
+enum OpHeadExtension {
+    /// The author changes: a replica reference follows.
+    static let newAuthor: UInt8 = 0x01
+    /// A point run with a new shape follows.
+    static let newShape: UInt8 = 0x02
+}
