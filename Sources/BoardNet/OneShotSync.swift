@@ -45,7 +45,7 @@ public enum OneShotSync {
 
         /// The server turned the sync away for now (its storage, its load): worth a retry.
         public var isRetryable: Bool {
-            if case .refused(let error) = self { return error.code == .storageUnavailable || error.code == .busy }
+            if case .refused(let error) = self { return error.recovery == .retry }
             return false
         }
     }

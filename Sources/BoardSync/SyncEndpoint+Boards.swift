@@ -63,7 +63,7 @@ extension SyncEndpoint {
         if boards.count >= options.maxOpenBoards {
             closeIdleBoards(olderThan: 0)
             guard boards.count < options.maxOpenBoards else {
-                openFailures[name] = ("the server has \(boards.count) boards open with peers connected (limit \(options.maxOpenBoards)); retry later", .badBoardName)
+                openFailures[name] = ("the server has \(boards.count) boards open with peers connected (limit \(options.maxOpenBoards)); retry later", .busy)
                 options.log("board '\(name)': not opened: \(boards.count) boards open, the limit")
                 return nil
             }
