@@ -1040,17 +1040,6 @@ public final class RedisBoardLog {
     }
 }
 
-extension VersionVector {
-    /// This vector raised to everything `batch` reaches: its operations' sequence numbers and,
-    /// for a complete delta, its `covers`.
-    public func raised(by batch: OperationBatch) -> VersionVector {
-        var vector = self
-        for op in batch.operations where op.id.seq > vector[op.id.replica] { vector[op.id.replica] = op.id.seq }
-        if let covers = batch.covers { vector = vector.merged(with: covers) }
-        return vector
-    }
-}
-
 // MARK: - Storage trouble
 
 /// Whether Redis can serve this server's boards, and why not. A link the driver cannot
