@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "BoardSimulation", targets: ["BoardSimulation"]),
         .library(name: "BoardRender", targets: ["BoardRender"]),
         .library(name: "BoardRedis", targets: ["BoardRedis"]),
+        .library(name: "BoardRedisNet", targets: ["BoardRedisNet"]),
     ],
     targets: [
         // Values, canonical encoding, content hashes. Pure: no OS access.
@@ -41,11 +42,14 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
                        providers: [.apt(["libssl-dev"])]),
         .target(name: "BoardNet", dependencies: ["CBoardNet", "COpenSSL", "BoardModel", "BoardCRDT", "BoardStore", "BoardSync"]),
-        // The scale-out layer (docs/SCALE-OUT.md): RESP and a pipelined Redis client, and the
-        // board log over Redis streams, all sans-IO; `RedisCluster` drives them over BoardNet's TCP.
-        .target(name: "BoardRedis", dependencies: ["BoardModel", "BoardCRDT", "BoardSync", "BoardNet"]),
+        // The scale-out layer (docs/SCALE-OUT.md): RESP and a pipelined Redis client, the board
+        // log over Redis streams and the shared revocations, all sans-IO (no sockets, no clock).
+        .target(name: "BoardRedis", dependencies: ["BoardModel", "BoardCRDT", "BoardSync"]),
+        // Their driver over BoardNet's TCP: `RedisCluster` (and the revocations' link) on a
+        // `SyncHost`'s event loop.
+        .target(name: "BoardRedisNet", dependencies: ["BoardSync", "BoardNet", "BoardRedis"]),
         // The command-line tool, wrapped by bin/board-sync.
-        .executableTarget(name: "board-sync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardRedis", "BoardSimulation"]),
+        .executableTarget(name: "board-sync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardRedis", "BoardRedisNet", "BoardSimulation"]),
         // Seeded randomness and history generation that drives the real replica code.
         .target(
             name: "BoardSimulation",
@@ -61,7 +65,7 @@ let package = Package(
         // Benchmarks: run through bin/bench in release builds; never timed assertions in tests.
         .executableTarget(
             name: "board-bench",
-            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardSimulation", "BoardRender", "BoardRedis"],
+            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardSimulation", "BoardRender", "BoardRedis", "BoardRedisNet"],
             path: "Benchmarks/BoardBench"
         ),
         // A load generator against a real server process: run through bin/load (release).

@@ -1,6 +1,7 @@
 import BoardCRDT
 import BoardNet
 import BoardRedis
+import BoardRedisNet
 import BoardSimulation
 import Foundation
 #if canImport(Glibc)

@@ -43,3 +43,14 @@ public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
         "[" + sortedEntries.map { "\($0.replica):\($0.seq)" }.joined(separator: ", ") + "]"
     }
 }
+
+extension VersionVector {
+    /// This vector raised to everything `batch` reaches: its operations' sequence numbers and,
+    /// for a complete delta, its `covers`.
+    public func raised(by batch: OperationBatch) -> VersionVector {
+        var vector = self
+        for op in batch.operations where op.id.seq > vector[op.id.replica] { vector[op.id.replica] = op.id.seq }
+        if let covers = batch.covers { vector = vector.merged(with: covers) }
+        return vector
+    }
+}

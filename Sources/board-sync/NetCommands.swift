@@ -2,6 +2,7 @@ import BoardCRDT
 import BoardModel
 import BoardNet
 import BoardRedis
+import BoardRedisNet
 import BoardStore
 import BoardSync
 import Dispatch

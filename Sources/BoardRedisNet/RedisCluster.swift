@@ -1,4 +1,5 @@
 import BoardNet
+import BoardRedis
 import BoardSync
 import Foundation
 
