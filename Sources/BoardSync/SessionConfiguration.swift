@@ -44,7 +44,7 @@ public struct SessionTiming: Sendable {
 
 /// What a session reports to its host.
 public enum SessionEvent: Equatable, Sendable {
-    /// The peer's handshake. An acceptor answers with `accept(board:version:)` or `close(_:)`.
+    /// The peer's handshake. An acceptor answers with `accept(version:)` or `close(_:)`.
     case hello(Hello)
     /// Operations to merge (the host validates them by applying; invalid ones → `close`).
     case operations(OperationBatch)

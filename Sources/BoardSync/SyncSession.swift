@@ -5,9 +5,9 @@ import Foundation
 /// The sync protocol between two replicas of one board, as a sans-IO state machine.
 ///
 /// Driving it (see docs/PROTOCOL.md):
-/// 1. The dialing side calls `start(now:)`, which queues its HELLO; the accepting side waits.
+/// 1. The dialing side calls `start(board:version:now:)`, which queues its HELLO; the accepting side calls `listen(now:)` and waits.
 /// 2. Feed every received byte to `receive(_:now:)` (any split of the stream) and act on the
-///    returned events. An acceptor answers `.hello` with `accept(...)` (sending its HELLO).
+///    returned events. An acceptor answers `.hello` with `accept(version:)` (sending its HELLO).
 /// 3. After the handshake the host sends what the peer lacks (`send(_:)` with
 ///    `replica.operations(since: peer.version)`), then `sendSynced(_:)`; afterwards it streams new
 ///    operations with `send(_:)`, acknowledges merges with `acknowledge(_:)`, asks for missing
