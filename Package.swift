@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "BoardSimulation", targets: ["BoardSimulation"]),
         .library(name: "BoardRender", targets: ["BoardRender"]),
         .library(name: "BoardRedis", targets: ["BoardRedis"]),
+        .library(name: "BoardClient", targets: ["BoardClient"]),
     ],
     targets: [
         // Values, canonical encoding, content hashes. Pure: no OS access.
@@ -44,6 +45,10 @@ let package = Package(
         // The scale-out layer (docs/SCALE-OUT.md): RESP and a pipelined Redis client, and the
         // board log over Redis streams, all sans-IO; `RedisCluster` drives them over BoardNet's TCP.
         .target(name: "BoardRedis", dependencies: ["BoardModel", "BoardCRDT", "BoardSync", "BoardNet"]),
+        // The live client an app embeds (docs/CLIENT.md): LiveBoard, its transports, streams.
+        .target(name: "BoardClient", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet"]),
+        // The live client's example (README, Using the library).
+        .executableTarget(name: "LiveBoardExample", dependencies: ["BoardClient", "BoardCRDT", "BoardModel"], path: "Examples/LiveBoardExample"),
         // The command-line tool, wrapped by bin/board-sync.
         .executableTarget(name: "board-sync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardRedis", "BoardSimulation"]),
         // Seeded randomness and history generation that drives the real replica code.
@@ -85,6 +90,7 @@ let package = Package(
         .testTarget(name: "BoardSyncTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardSimulation"]),
         .testTarget(name: "BoardNetTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet"]),
         .testTarget(name: "BoardSyncCLITests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardRedis"]),
+        .testTarget(name: "BoardClientTests", dependencies: ["BoardClient", "BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet"]),
         .testTarget(name: "BoardStoreTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardSimulation", "BoardRender"]),
     ],
     swiftLanguageModes: [.v6]
