@@ -143,7 +143,7 @@ public struct BoardChanges: Sendable, Equatable {
 }
 
 /// Where a change came from.
-public enum UpdateOrigin: Sendable, Hashable {
+public enum UpdateOrigin: Sendable, Hashable, CustomStringConvertible {
     /// The board as it was when the stream was subscribed to (its changes add every item).
     case loaded
     /// An `edit` through this `LiveBoard`.
@@ -154,6 +154,17 @@ public enum UpdateOrigin: Sendable, Hashable {
     case remote(ReplicaID)
     /// Image bytes arrived from the server (pending stickers or background now drawable).
     case images
+
+    public var description: String {
+        switch self {
+        case .loaded: return "loaded"
+        case .local: return "local"
+        case .undo: return "undo"
+        case .redo: return "redo"
+        case .remote(let replica): return "remote \(replica)"
+        case .images: return "images"
+        }
+    }
 }
 
 /// One element of `LiveBoard.updates`: the board now, and what changed since the subscriber's
