@@ -133,7 +133,7 @@ public struct LiveStream<Element: Sendable>: AsyncSequence, Sendable {
         self.first = first
     }
 
-    public struct AsyncIterator: AsyncIteratorProtocol {
+    public struct AsyncIterator: AsyncIteratorProtocol, Sendable {
         let subscription: Subscription<Element>
 
         public mutating func next() async -> Element? {

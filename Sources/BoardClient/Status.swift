@@ -83,4 +83,9 @@ public struct CloseReport: Sendable, Equatable {
     /// Operations still unacknowledged when the bound passed (kept on disk for a package: they
     /// go at the next `run()`).
     public var unacknowledgedOperations: Int
+
+    public init(allAcknowledged: Bool, unacknowledgedOperations: Int) {
+        self.allAcknowledged = allAcknowledged
+        self.unacknowledgedOperations = unacknowledgedOperations
+    }
 }
