@@ -239,3 +239,27 @@ final class Counter: Sendable {
     func next() -> Int { state.withLock { $0 += 1; return $0 } }
     var value: Int { state.withLock { $0 } }
 }
+
+@Suite struct MemoryTransportTests {
+    @Test func twoBoardsConvergeThroughAnInProcessServer() async throws {
+        let server = MemoryServer()
+        let sync = LiveBoard.Sync(server: "memory", board: "mem")
+        let alice = try LiveBoard.open(storage: .memory, sync: sync, transport: MemoryTransport(server: server))
+        let bob = try LiveBoard.open(storage: .memory, sync: sync, transport: MemoryTransport(server: server))
+        let runs = [Running(alice), Running(bob)]
+        try await live(alice, "alice")
+        try await live(bob, "bob")
+        try await alice.edit { try $0.beginStroke(color: .black, width: 2, points: line(50)) }
+        let sticker = try await alice.edit { try $0.addSticker(imagePNG: redPNG, at: CodablePoint(x: 100, y: 100)) }.item!
+        _ = try await first("bob to hold the stroke and the sticker's image", of: bob.updates) {
+            $0.snapshot.strokes.count == 1 && $0.snapshot.stickers.count == 1 && !$0.snapshot.stickers[0].isPending
+        }
+        try await bob.edit { try $0.move(sticker, to: CodablePoint(x: 400, y: 300)) }
+        _ = try await first("alice to see bob's move", of: alice.updates) {
+            $0.snapshot.stickers.first?.position == CodablePoint(x: 400, y: 300)
+        }
+        #expect(await bob.close().allAcknowledged)
+        #expect(await alice.close().allAcknowledged)
+        for run in runs { _ = try await run.ended() }
+    }
+}
