@@ -165,14 +165,6 @@ public actor LiveBoard {
         return true
     }
 
-    /// Groups the edits of `body` into one undo step.
-    public func undoGroup<T>(_ body: () throws -> T) throws -> T {
-        guard store != nil else { throw LiveBoardError.closed }
-        _ = try commitRaw { replica in replica.beginUndoGroup(); return LocalEdit() }
-        defer { _ = try? commitRaw { replica in replica.endUndoGroup(); return LocalEdit() } }
-        return try body()
-    }
-
     private func commitRaw(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
         guard let store else { throw LiveBoardError.closed }
         if let endpoint, let sync {
