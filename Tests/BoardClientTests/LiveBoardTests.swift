@@ -212,6 +212,19 @@ import Testing
         await server.stop()
     }
 
+    @Test func aBoardTheServerCannotOpenFailsTheRun() async throws {
+        let dir = TempDirectory()
+        var options = SyncHost.Options()
+        options.maxBoards = 0  // no board can be created: every new name is refused
+        let server = try LocalSyncServer(dataDirectory: dir.path + "/server", options: options)
+        let board = try LiveBoard.open(storage: .memory, sync: .init(server: server.address, board: "unknown"))
+        guard case .threw(let error) = try await Running(board).ended() else { Issue.record("run() returned"); return }
+        #expect((error as? Refusal)?.code == .limitReached)
+        #expect((error as? Refusal)?.isRetryable == false)
+        if case .failed = board.currentStatus.state {} else { Issue.record("status is \(board.currentStatus.state), not failed") }
+        await server.stop()
+    }
+
     @Test func anExpiredTokenIsAskedForAgain() async throws {
         let dir = TempDirectory()
         let authority = try TokenAuthority(secret: Array(repeating: 9, count: 32))
