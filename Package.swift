@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "BoardRender", targets: ["BoardRender"]),
         .library(name: "BoardRedis", targets: ["BoardRedis"]),
         .library(name: "BoardRedisNet", targets: ["BoardRedisNet"]),
+        .library(name: "BoardClient", targets: ["BoardClient"]),
     ],
     targets: [
         // Values, canonical encoding, content hashes. Pure: no OS access.
@@ -48,6 +49,10 @@ let package = Package(
         // Their driver over BoardNet's TCP: `RedisCluster` (and the revocations' link) on a
         // `SyncHost`'s event loop.
         .target(name: "BoardRedisNet", dependencies: ["BoardSync", "BoardNet", "BoardRedis"]),
+        // The live client an app embeds (docs/CLIENT.md): LiveBoard, its transports, streams.
+        .target(name: "BoardClient", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet"]),
+        // The live client's example (README, Using the library).
+        .executableTarget(name: "LiveBoardExample", dependencies: ["BoardClient", "BoardCRDT", "BoardModel"], path: "Examples/LiveBoardExample"),
         // The command-line tool, wrapped by bin/board-sync.
         .executableTarget(name: "board-sync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardRedis", "BoardRedisNet", "BoardSimulation"]),
         // Seeded randomness and history generation that drives the real replica code.
@@ -89,6 +94,7 @@ let package = Package(
         .testTarget(name: "BoardSyncTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardSimulation"]),
         .testTarget(name: "BoardNetTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet"]),
         .testTarget(name: "BoardSyncCLITests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardRedis"]),
+        .testTarget(name: "BoardClientTests", dependencies: ["BoardClient", "BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet"]),
         .testTarget(name: "BoardStoreTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardSimulation", "BoardRender"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,197 @@
+import BoardCRDT
+import BoardModel
+import BoardSync
+import Foundation
+
+extension LiveBoard {
+    /// How one connection ended.
+    enum LinkOutcome: Sendable {
+        /// This side said goodbye (close or cancellation).
+        case finished
+        /// The link dropped or the server ended it (`refusal`: its ERROR).
+        case dropped(reason: String, refusal: SessionError?, wasLive: Bool)
+    }
+
+    /// Keeps the board live until the task is cancelled or `close()` is called: dials the
+    /// server, handshakes, catches up, streams edits both ways, and reconnects with backoff and
+    /// jitter when the link drops or the server turns it away for a reason worth retrying. Then
+    /// it flushes, says goodbye, saves and releases the storage (the package's lock) and returns.
+    ///
+    /// Throws `Refusal` when the server refuses in a way retrying cannot fix (read-only access,
+    /// not the author, unauthorized, a board it cannot open); the status is `.failed` and the
+    /// storage is released as well. Throws `LiveBoardError` when the board has no `sync`, is
+    /// closed, or is already running.
+    public func run() async throws {
+        guard store != nil else { throw LiveBoardError.closed }
+        guard let sync else { throw LiveBoardError.noServer }
+        guard !running else { throw LiveBoardError.alreadyRunning }
+        running = true
+        var attempt = 0
+        var delay = sync.firstDelay
+        var refreshedToken = false
+        var failure: Refusal?
+        connecting: while !Task.isCancelled && !closeIsDue {
+            attempt += 1
+            setState(.connecting(attempt: attempt))
+            let outcome: LinkOutcome
+            do {
+                let token = try await credentials.fetch()
+                let thisAttempt = attempt
+                outcome = try await transport.withConnection(to: sync.server) { connection in
+                    await self.drive(connection, credentials: token, attempt: thisAttempt)
+                }
+            } catch {
+                if Task.isCancelled { break connecting }
+                outcome = .dropped(reason: "\(error)", refusal: nil, wasLive: false)
+            }
+            let lastError: String
+            switch outcome {
+            case .finished:
+                break connecting
+            case .dropped(let reason, let refusal, let wasLive):
+                if wasLive {
+                    attempt = 0
+                    delay = sync.firstDelay
+                    refreshedToken = false
+                }
+                if let refusal {
+                    let classified = Refusal(refusal)
+                    if !classified.isRetryable {
+                        failure = classified
+                        break connecting
+                    }
+                    if refusal.code == .tokenExpired {
+                        // Once: the next connect asks the credentials again. A fresh token that
+                        // is expired too will not get better by waiting.
+                        if refreshedToken {
+                            failure = classified
+                            break connecting
+                        }
+                        refreshedToken = true
+                        continue connecting
+                    }
+                }
+                lastError = reason
+            }
+            if Task.isCancelled || closeIsDue { break }
+            var generator = SystemRandomNumberGenerator()
+            let wait = delay * Double.random(in: 0.5...1.5, using: &generator)
+            delay = min(delay * 2, sync.maximumDelay)
+            setState(.offline(retryAt: Date().addingTimeInterval(wait), attempt: attempt, lastError: lastError))
+            let until = Self.now() + wait
+            await sleep(until: min(until, closeDeadline ?? until))
+        }
+        running = false
+        release(final: failure.map { .failed($0) } ?? .closed)
+        if let failure { throw failure }
+    }
+
+    /// A close was asked for and nothing holds it up any more: every edit is acknowledged, or
+    /// its bound passed.
+    var closeIsDue: Bool {
+        guard let closeDeadline else { return false }
+        return unacknowledgedOperations == 0 || Self.now() >= closeDeadline
+    }
+
+    /// One connection: a sans-IO endpoint for this board, the bytes of `connection` fed to it
+    /// and its output written back, its timers run at its deadlines.
+    func drive(_ connection: any BoardConnection, credentials: [UInt8], attempt: Int) async -> LinkOutcome {
+        guard let store, let sync else { return .finished }
+        var options = SyncEndpoint.Options()
+        options.credentials = credentials
+        options.timing.idleTimeout = sync.idleTimeout
+        options.timing.handshakeTimeout = sync.handshakeTimeout
+        options.presenceClockStart = UInt64(Date().timeIntervalSince1970 * 1000)
+        let endpoint = SyncEndpoint(board: sync.board, store: store, options: options, now: Self.now())
+        let flag = changes
+        endpoint.onBoardChange = { _ in flag.changed = true }
+        sessionID += 1
+        let id = sessionID
+        self.endpoint = endpoint
+        linkEnded = nil
+        endpoint.dialed(id, now: Self.now())
+        defer { self.endpoint = nil }
+        return await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                do {
+                    while let bytes = try await connection.receive() {
+                        await self.received(bytes, on: id)
+                    }
+                    await self.linkClosed(nil, on: id)
+                } catch is CancellationError {
+                } catch {
+                    await self.linkClosed("\(error)", on: id)
+                }
+            }
+            let outcome = await pump(connection, endpoint, id, sync.board)
+            group.cancelAll()
+            return outcome
+        }
+    }
+
+    func received(_ bytes: [UInt8], on id: SessionID) {
+        guard let endpoint, id == sessionID else { return }
+        endpoint.receive(id, bytes, now: Self.now())
+        publishRemoteChange()
+        signal()
+    }
+
+    func linkClosed(_ error: String?, on id: SessionID) {
+        guard id == sessionID else { return }
+        linkEnded = .some(error)
+        signal()
+    }
+
+    /// Writes output, watches the session, sleeps until the next deadline or signal.
+    private func pump(_ connection: any BoardConnection, _ endpoint: SyncEndpoint, _ id: SessionID, _ board: String) async -> LinkOutcome {
+        var saidGoodbye = false
+        var wasLive = false
+        while true {
+            let now = Self.now()
+            endpoint.handleTimers(now: now)
+            publishRemoteChange()
+            let output = endpoint.output(for: id, now: now)
+            if !output.isEmpty {
+                do {
+                    try await connection.send(output)
+                } catch {
+                    let reason = endpoint.session(id)?.closeReason
+                    endpoint.closed(id, now: Self.now())
+                    return saidGoodbye ? .finished : .dropped(reason: "\(error)", refusal: reason?.remote == true ? reason : nil, wasLive: wasLive)
+                }
+                continue  // more may have queued meanwhile
+            }
+            let session = endpoint.session(id)
+            let hub = endpoint.boards[board]?.hub
+            if let session, session.isOpen, let peer = session.peer {
+                let acknowledged = hub?.acknowledged(by: id)?[replicaID] ?? 0
+                serverHolds = max(peer.version[replicaID], acknowledged)
+                let synced = hub?.hasSynced(id) ?? false
+                if synced { wasLive = true }
+                if !saidGoodbye, !session.isClosed { setState(synced ? .live : .catchingUp) } else { refreshStatus() }
+            }
+            if endpoint.isFinished(id) {
+                let reason = session?.closeReason
+                endpoint.closed(id, now: Self.now())
+                if saidGoodbye { return .finished }
+                let refusal = reason?.remote == true ? reason : nil
+                return .dropped(reason: reason.map { "\($0)" } ?? "the session ended", refusal: refusal, wasLive: wasLive)
+            }
+            if let ended = linkEnded {
+                let reason = session?.closeReason
+                endpoint.closed(id, now: Self.now())
+                if saidGoodbye { return .finished }
+                let refusal = reason?.remote == true ? reason : nil
+                return .dropped(reason: reason.map { "\($0)" } ?? ended ?? "the server closed the connection", refusal: refusal, wasLive: wasLive)
+            }
+            if !saidGoodbye && (Task.isCancelled || closeIsDue) {
+                endpoint.shutdown(save: true, now: now)
+                saidGoodbye = true
+                continue
+            }
+            var deadline = endpoint.nextDeadline
+            if let closeDeadline, !saidGoodbye { deadline = min(deadline ?? closeDeadline, closeDeadline) }
+            await sleep(until: deadline)
+        }
+    }
+}

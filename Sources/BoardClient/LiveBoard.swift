@@ -1,0 +1,308 @@
+import BoardCRDT
+import BoardModel
+import BoardNet
+import BoardStore
+import BoardSync
+import Foundation
+
+/// A board an app edits and keeps live: local storage first (editable at once, offline), a
+/// server kept in sync by `run()`, changes and connection status as streams.
+///
+/// ```swift
+/// let board = try LiveBoard.open(storage: .package(path: "notes.boardpkg"),
+///                                sync: .init(server: "127.0.0.1:7420", board: "notes"))
+/// let live = Task { try await board.run() }
+/// try await board.edit { try $0.beginStroke(color: .black, width: 2, points: points) }
+/// let report = await board.close()   // every edit acknowledged, or the bound passed
+/// ```
+///
+/// Everything is isolated to the actor; the streams (`updates`, `status`) and the current
+/// `snapshot`/`status` can be read from anywhere without waiting.
+public actor LiveBoard {
+    public nonisolated let replicaID: ReplicaID
+    public nonisolated let storage: Storage
+    public nonisolated let sync: Sync?
+    let credentials: Credentials
+    let transport: any BoardTransport
+
+    /// Nil once closed.
+    var store: (any HostedStore)?
+    /// What the replica was when the store closed (reads after `close`).
+    var closedReplica: Replica?
+    /// The sans-IO endpoint of the current connection (nil while offline).
+    var endpoint: SyncEndpoint?
+    var sessionID: SessionID = 0
+    let changes = ChangeFlag()
+
+    let updateChannel: Multicast<BoardUpdate>
+    let statusChannel: Multicast<LiveStatus>
+    var version: UInt64 = 0
+    var vector: VersionVector
+    var state: LiveStatus.State = .idle
+    /// How many of this replica's operations the server is known to hold.
+    var serverHolds: UInt64
+
+    var running = false
+    var closeDeadline: Double?
+    var closeWaiters: [CheckedContinuation<Void, Never>] = []
+    var closeReport: CloseReport?
+
+    // The run loop's wake-up: edits, inbound bytes, close and cancellation signal it.
+    var wakeWaiter: CheckedContinuation<Void, Never>?
+    var wakePending = false
+    var wakeGeneration = 0
+    /// The transport ended the current link (nil inside: an orderly end).
+    var linkEnded: String??
+
+    // MARK: Opening
+
+    /// Opens the board from `storage` (creating a package that does not exist) and returns it,
+    /// editable at once. Nothing touches the network until `run()`.
+    ///
+    /// - Parameters:
+    ///   - sync: the server and board name `run()` keeps this board in sync with (nil: local only).
+    ///   - credentials: the token for each connection's HELLO, asked before every connect.
+    ///   - identity: the replica id for a new package or memory board.
+    ///   - transport: how the server is reached (`TCPTransport()`, `MemoryTransport`, your own).
+    public static func open(storage: Storage, sync: Sync? = nil, credentials: Credentials = .none,
+                            identity: Identity = Identity(), transport: any BoardTransport = TCPTransport()) throws -> LiveBoard {
+        if let sync, !Hello.isValidBoardName(sync.board) { throw LiveBoardError.invalidBoardName(sync.board) }
+        let replicaID = identity.replicaID ?? LiveBoard.randomReplicaID()
+        let store: any HostedStore
+        switch storage {
+        case .memory:
+            store = MemoryReplicaStore(replica: Replica(id: replicaID))
+        case .package(let path):
+            let fileSystem = PosixFileSystem()
+            if fileSystem.exists(path) {
+                store = try BoardPackage.open(at: path, fileSystem: fileSystem, newReplicaID: LiveBoard.randomReplicaID)
+            } else {
+                try fileSystem.createDirectories(Path.parent(of: path))
+                store = try BoardPackage.create(at: path, fileSystem: fileSystem, replicaID: replicaID)
+            }
+        }
+        return LiveBoard(store: store, storage: storage, sync: sync, credentials: credentials, transport: transport)
+    }
+
+    private init(store: any HostedStore, storage: Storage, sync: Sync?, credentials: Credentials, transport: any BoardTransport) {
+        self.store = store
+        self.storage = storage
+        self.sync = sync
+        self.credentials = credentials
+        self.transport = transport
+        let replica = store.replica
+        replicaID = replica.id
+        vector = replica.versionVector
+        serverHolds = vector[replica.id]
+        let snapshot = replica.snapshot()
+        updateChannel = Multicast(BoardUpdate(snapshot: snapshot, changes: BoardChanges(), origins: [.loaded], version: 0),
+                                  combine: BoardUpdate.folding)
+        statusChannel = Multicast(LiveStatus(state: .idle, unacknowledgedOperations: 0), combine: { $1 })
+    }
+
+    static func randomReplicaID() -> ReplicaID {
+        var generator = SystemRandomNumberGenerator()
+        return ReplicaID(UInt64.random(in: 1...UInt64.max, using: &generator))
+    }
+
+    // MARK: Reading
+
+    /// The board now (readable from any thread, without waiting).
+    public nonisolated var snapshot: BoardSnapshot { updateChannel.current.snapshot }
+
+    /// The connection status now.
+    public nonisolated var currentStatus: LiveStatus { statusChannel.current }
+
+    /// Every change to the board: the first element is the board as it is at subscription
+    /// (origin `.loaded`, its changes adding every item), then one per local edit, undo, redo and
+    /// merge of remote operations. Multicast (iterate it as often as you like); a slow iterator
+    /// gets the latest snapshot with the changes it missed folded together. Ends when the board
+    /// closes.
+    public nonisolated var updates: LiveStream<BoardUpdate> {
+        LiveStream(updateChannel) { current in
+            BoardUpdate(snapshot: current.snapshot, changes: .everything(in: current.snapshot), origins: [.loaded], version: current.version)
+        }
+    }
+
+    /// Connection status changes: the current status first, then each change (a slow iterator
+    /// gets the latest). Ends when the board closes.
+    public nonisolated var status: LiveStream<LiveStatus> { LiveStream(statusChannel) }
+
+    /// The replica (a copy: the full CRDT state, for reads beyond the snapshot).
+    public var replica: Replica { store?.replica ?? closedReplica! }
+
+    public var canUndo: Bool { replica.canUndo }
+    public var canRedo: Bool { replica.canRedo }
+
+    /// This replica's operations the server has not acknowledged.
+    public var unacknowledgedOperations: Int {
+        Int(replica.versionVector[replicaID] &- min(serverHolds, replica.versionVector[replicaID]))
+    }
+
+    // MARK: Editing
+
+    /// Runs `body` on the replica and makes its operations durable (the package's op log,
+    /// fsynced) before returning; they go to the server at once when live, at the next connect
+    /// otherwise. When `body` throws, nothing changes.
+    @discardableResult
+    public func edit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
+        try commit(origin: .local, body)
+    }
+
+    /// Undoes this replica's latest edit (never others'); false when there is nothing to undo.
+    @discardableResult
+    public func undo() throws -> Bool {
+        guard replica.canUndo else { return false }
+        _ = try commit(origin: .undo) { try $0.undo() }
+        return true
+    }
+
+    /// Redoes the latest undone edit; false when there is nothing to redo.
+    @discardableResult
+    public func redo() throws -> Bool {
+        guard replica.canRedo else { return false }
+        _ = try commit(origin: .redo) { try $0.redo() }
+        return true
+    }
+
+    private func commitRaw(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
+        guard let store else { throw LiveBoardError.closed }
+        if let endpoint, let sync {
+            return try endpoint.edit(sync.board, now: Self.now(), body)
+        }
+        return try store.commitEdit(body)
+    }
+
+    private func commit(origin: UpdateOrigin, _ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
+        let edit = try commitRaw(body)
+        changes.changed = false
+        publishChange(origins: [origin])
+        signal()
+        return edit
+    }
+
+    /// Publishes an update when the board changed (a snapshot diffed against the previous one).
+    func publishChange(origins: Set<UpdateOrigin>) {
+        guard let store else { return }
+        let replica = store.replica
+        let previous = updateChannel.current.snapshot
+        let snapshot = replica.snapshot()
+        let changes = BoardChanges(from: previous, to: snapshot)
+        vector = replica.versionVector
+        refreshStatus()
+        guard !changes.isEmpty else { return }
+        version += 1
+        updateChannel.publish(BoardUpdate(snapshot: snapshot, changes: changes, origins: origins, version: version))
+    }
+
+    /// Remote operations or images merged: an update naming the replicas whose operations came.
+    func publishRemoteChange() {
+        guard changes.changed, let store else { return }
+        changes.changed = false
+        let before = vector
+        let after = store.replica.versionVector
+        var origins = Set(after.entries.filter { $0.value > before[$0.key] }.map { UpdateOrigin.remote($0.key) })
+        if origins.isEmpty { origins = [.images] }
+        publishChange(origins: origins)
+    }
+
+    func setState(_ new: LiveStatus.State) {
+        state = new
+        refreshStatus()
+    }
+
+    func refreshStatus() {
+        let status = LiveStatus(state: state, unacknowledgedOperations: store == nil ? (closeReport?.unacknowledgedOperations ?? 0) : unacknowledgedOperations)
+        if status != statusChannel.current { statusChannel.publish(status) }
+    }
+
+    // MARK: Closing
+
+    /// Closes the board: with `run()` running, waits until the server has acknowledged every
+    /// edit or `bound` seconds pass, says goodbye and lets `run()` return; then saves and
+    /// releases the storage (a package's lock). Says which happened. Later calls return the
+    /// first one's report.
+    @discardableResult
+    public func close(within bound: Double = 10) async -> CloseReport {
+        if let closeReport { return closeReport }
+        if running {
+            closeDeadline = min(closeDeadline ?? .infinity, Self.now() + bound)
+            signal()
+            await withCheckedContinuation { closeWaiters.append($0) }
+            return closeReport!
+        }
+        release(final: .closed)
+        return closeReport!
+    }
+
+    /// Saves and releases the storage, ends the streams (after a last status).
+    func release(final: LiveStatus.State) {
+        guard let store else { return }
+        let unacknowledged = unacknowledgedOperations
+        closeReport = CloseReport(allAcknowledged: unacknowledged == 0, unacknowledgedOperations: unacknowledged)
+        closedReplica = store.replica
+        try? store.saveView()
+        store.closeStore()
+        self.store = nil
+        setState(final)
+        updateChannel.finish()
+        statusChannel.finish()
+        let waiters = closeWaiters
+        closeWaiters = []
+        for waiter in waiters { waiter.resume() }
+    }
+
+    // MARK: Waking
+
+    func signal() {
+        if let waiter = wakeWaiter {
+            wakeWaiter = nil
+            waiter.resume()
+        } else {
+            wakePending = true
+        }
+    }
+
+    /// Sleeps until signalled, cancelled, or `deadline` (monotonic seconds) passes.
+    func sleep(until deadline: Double?) async {
+        if wakePending || Task.isCancelled {
+            wakePending = false
+            return
+        }
+        wakeGeneration += 1
+        let generation = wakeGeneration
+        var timer: Task<Void, Never>?
+        if let deadline {
+            let delay = max(0, deadline - Self.now())
+            timer = Task { [weak self] in
+                try? await Task.sleep(nanoseconds: UInt64(min(delay, 86_400) * 1e9) + 1)
+                await self?.timerFired(generation)
+            }
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                if wakePending || Task.isCancelled {
+                    wakePending = false
+                    continuation.resume()
+                } else {
+                    wakeWaiter = continuation
+                }
+            }
+        } onCancel: {
+            Task { await self.signal() }
+        }
+        wakePending = false
+        timer?.cancel()
+    }
+
+    private func timerFired(_ generation: Int) {
+        if generation == wakeGeneration { signal() }
+    }
+
+    static func now() -> Double { EventLoop.now() }
+}
+
+/// Set when the endpoint reports a change to the board (merges, images).
+final class ChangeFlag {
+    var changed = false
+}

@@ -1,0 +1,91 @@
+import BoardSync
+import Foundation
+
+/// Where a `LiveBoard`'s connection stands, and what the server has not acknowledged yet.
+public struct LiveStatus: Sendable, Equatable {
+    public enum State: Sendable, Equatable {
+        /// Open, editable, `run()` not running (not called yet, or returned).
+        case idle
+        /// Dialing the server and saying HELLO (attempt counts from 1 since the last live link).
+        case connecting(attempt: Int)
+        /// Handshake done; the server is sending what this replica lacks.
+        case catchingUp
+        /// In sync: edits go to the server as they are made, and others' arrive.
+        case live
+        /// No connection; the next attempt is at `retryAt` (wall clock).
+        case offline(retryAt: Date, attempt: Int, lastError: String)
+        /// The server refused in a way retrying cannot fix: `run()` has stopped (thrown).
+        case failed(Refusal)
+        /// `close()` was called (or `run()` ended): the storage is released.
+        case closed
+    }
+
+    public var state: State
+    /// Operations this replica made that the server has not acknowledged (as far as this
+    /// process knows: edits made before `open` count once a handshake says the server lacks them).
+    public var unacknowledgedOperations: Int
+
+    public var isLive: Bool { state == .live }
+}
+
+/// Why the server turned a connection away, classified.
+public struct Refusal: Error, Sendable, Equatable, CustomStringConvertible {
+    public var code: SessionError.Code
+    public var message: String
+
+    public init(_ error: SessionError) {
+        code = error.code
+        message = error.message
+    }
+
+    /// Retrying can fix it: I/O trouble, a busy or stopping server, too fast, its storage away,
+    /// an expired token (the next connect asks the credentials again). Everything else (read-only
+    /// access, not the author, unauthorized, a board that cannot be opened, a fixed limit, a
+    /// protocol version mismatch) is terminal.
+    public var isRetryable: Bool {
+        switch code {
+        case .busy, .shuttingDown, .tooFast, .storageUnavailable, .tokenExpired, .idleTimeout, .slowReader,
+             .internalError, .malformedFrame, .badChecksum, .frameTooLarge, .unknownMessage, .unexpectedMessage:
+            return true
+        case .readOnly, .notAuthor, .unauthorized, .badBoardName, .limitReached, .boardMismatch, .unsupportedVersion,
+             .invalidOperations, .assetMismatch, .assetTooLarge:
+            return false
+        }
+    }
+
+    public var description: String { "\(code.name) (code \(code.rawValue)): \(message)" }
+}
+
+public enum LiveBoardError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The board was closed (`close()`, or `run()` ended): open it again.
+    case closed
+    /// `run()` is already running for this board.
+    case alreadyRunning
+    /// `run()` needs a `Sync` (the board was opened without one).
+    case noServer
+    /// The board name is not a plain name.
+    case invalidBoardName(String)
+
+    public var description: String {
+        switch self {
+        case .closed: return "the board is closed"
+        case .alreadyRunning: return "run() is already running for this board"
+        case .noServer: return "the board was opened without a server to sync with"
+        case .invalidBoardName(let name): return "'\(name)' is not a plain board name (letters, digits, '-', '_', '.')"
+        }
+    }
+}
+
+/// What `close()` achieved.
+public struct CloseReport: Sendable, Equatable {
+    /// The server acknowledged every operation this replica made (nothing is waiting).
+    public var allAcknowledged: Bool
+    /// Operations still unacknowledged when the bound passed (kept on disk for a package: they
+    /// go at the next `run()`).
+    public var unacknowledgedOperations: Int
+
+    public init(allAcknowledged: Bool, unacknowledgedOperations: Int) {
+        self.allAcknowledged = allAcknowledged
+        self.unacknowledgedOperations = unacknowledgedOperations
+    }
+}
