@@ -60,7 +60,7 @@ extension LiveBoard {
                         failure = classified
                         break connecting
                     }
-                    if refusal.code == .tokenExpired {
+                    if classified.recovery == .refreshCredentials {
                         // Once: the next connect asks the credentials again. A fresh token that
                         // is expired too will not get better by waiting.
                         if refreshedToken {

@@ -33,25 +33,22 @@ public struct Refusal: Error, Sendable, Equatable, CustomStringConvertible {
     public var code: SessionError.Code
     public var message: String
 
+    /// What to do about it (`SessionError.recovery`, one classification for every client):
+    /// retry after a backoff, ask the credentials again once (an expired token), or stop.
+    public var recovery: SessionError.Recovery
+
     public init(_ error: SessionError) {
         code = error.code
         message = error.message
+        recovery = error.recovery
     }
 
     /// Retrying can fix it: I/O trouble, a busy or stopping server, too fast, its storage away,
     /// an expired token (the next connect asks the credentials again). Everything else (read-only
     /// access, not the author, unauthorized, a board that cannot be opened, a fixed limit, a
-    /// protocol version mismatch) is terminal.
-    public var isRetryable: Bool {
-        switch code {
-        case .busy, .shuttingDown, .tooFast, .storageUnavailable, .tokenExpired, .idleTimeout, .slowReader,
-             .internalError, .malformedFrame, .badChecksum, .frameTooLarge, .unknownMessage, .unexpectedMessage:
-            return true
-        case .readOnly, .notAuthor, .unauthorized, .badBoardName, .limitReached, .boardMismatch, .unsupportedVersion,
-             .invalidOperations, .assetMismatch, .assetTooLarge:
-            return false
-        }
-    }
+    /// protocol version or message neither side can change) is terminal. docs/PROTOCOL.md lists
+    /// the codes by class.
+    public var isRetryable: Bool { recovery != .stop }
 
     public var description: String { "\(code.name) (code \(code.rawValue)): \(message)" }
 }
