@@ -62,7 +62,12 @@ final class LoopConnection: BoardConnection, @unchecked Sendable {
         loop = try EventLoop()
         self.highWater = highWater
         let loop = self.loop
-        let thread = Thread { loop.run() }
+        // After the last run the loop's timers go (a connect timeout or a close deadline holds
+        // this connection, which holds the loop: each connection leaked three descriptors).
+        let thread = Thread {
+            loop.run()
+            loop.discardTimers()
+        }
         thread.name = "BoardClient TCP"
         thread.start()
     }

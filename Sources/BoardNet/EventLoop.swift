@@ -84,6 +84,13 @@ public final class EventLoop: @unchecked Sendable {
         stopping.store(false, ordering: .releasing)
     }
 
+    /// Drops every timer not yet run, with what its task holds. For a loop that is done (call on
+    /// its thread after its last `run()`): a timer's task that holds a connection which holds
+    /// the loop would otherwise keep the loop, its epoll descriptor and wake-up pipe alive.
+    public func discardTimers() {
+        timers = []
+    }
+
     /// Runs `task` on the loop thread (thread-safe).
     public func execute(_ task: @escaping @Sendable () -> Void) {
         posted.withLock { $0.append(task) }
