@@ -12,7 +12,7 @@ import Synchronization
 import Glibc
 #endif
 
-let usage = "board-load [--clients N] [--boards M] [--rate OPS-PER-SECOND] [--seconds S] [--processes P] [--servers K [--redis HOST:PORT]] [--tls] [--json]"
+let usage = "board-load [--clients N] [--boards M] [--rate OPS-PER-SECOND] [--seconds S] [--processes P] [--idle-boards I [--idle-seconds T]] [--servers K [--redis HOST:PORT]] [--tls] [--json]"
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.contains("--help") || arguments.contains("-h") {
     print("""
@@ -29,6 +29,13 @@ if arguments.contains("--help") || arguments.contains("-h") {
       --processes P   Client processes (default 1): the clients, the rate and the work of
                       applying what arrives are split over P processes, so the generator is not
                       the bottleneck (the server is one more process).
+      --idle-boards I Before the editing, open I more boards (idle-0, idle-1, ...) on the
+                      server, each through one connection that says goodbye once its handshake
+                      is done: open boards nobody is connected to and nothing edits (the server
+                      is told to keep them open for an hour). Then the server's CPU is measured
+                      for --idle-seconds with no traffic at all (default 5), and the editing's
+                      CPU is reported per 1,000 operations: with a fixed active load, the
+                      difference between runs is what open boards cost per operation.
       --servers K     Scale-out (docs/SCALE-OUT.md): K server processes sharing one Redis,
                       client i on server i mod K, so most deliveries cross servers (default 1:
                       one server without Redis).
@@ -74,6 +81,8 @@ if arguments.contains("--redis"), redisGiven == nil {
 }
 let useRedis = serverCount > 1 || redisGiven != nil || arguments.contains("--redis-own")
 let killOneServer = arguments.contains("--kill-one-server")
+let idleBoards = arguments.contains("--idle-boards") ? Int(value("--idle-boards", 1)) : 0
+let idleSeconds = value("--idle-seconds", 5)
 if killOneServer, serverCount < 2 || processes > 1 {
     FileHandle.standardError.write(Data("Error: --kill-one-server needs --servers 2 or more and one process\nUsage: \(usage)\n".utf8))
     exit(64)
@@ -340,10 +349,11 @@ for index in 0..<serverCount {
     let server = Process()
     server.executableURL = URL(fileURLWithPath: binary)
     server.arguments = ["serve", "--data", serverCount == 1 ? data : data + "/server-\(index + 1)", "--listen", "127.0.0.1:0",
-                        "--max-connections", "\(clients + 100)",
-                        "--max-connections-per-address", "\(clients + 100)", "--max-ops-per-second", "1000000"]
+                        "--max-connections", "\(clients + 300)",
+                        "--max-connections-per-address", "\(clients + 300)", "--max-ops-per-second", "1000000"]
         + (certificates.map { ["--tls-cert", $0 + "/cert.pem", "--tls-key", $0 + "/key.pem"] } ?? [])
         + (redisAddress.map { ["--redis", $0.description, "--node-id", "load-\(index + 1)"] } ?? [])
+        + (idleBoards > 0 ? ["--max-open-boards", "\(boards + idleBoards + 100)", "--idle-board-seconds", "3600"] : [])
     let serverLog = Pipe()
     server.standardError = serverLog
     server.standardOutput = FileHandle.nullDevice
@@ -384,7 +394,70 @@ let peak = Mutex(0)
 @Sendable func samplePeak() { let now = serverPIDs.reduce(0) { $0 + residentKB($1) }; peak.withLock { $0 = max($0, now) } }
 let cpuBefore = (servers: serverPIDs.reduce(0) { $0 + cpuSeconds($1) }, redis: redisProcess.map { cpuSeconds($0.processIdentifier) } ?? 0)
 
+func serversCPU() -> Double { serverPIDs.reduce(0) { $0 + cpuSeconds($1) } }
+
+/// Opens `idleBoards` boards on the servers (board i on server i mod K), each through a
+/// connection of its own that says goodbye once its handshake is done, 100 at a time. The
+/// server keeps them open (`--idle-board-seconds`) with nobody connected.
+func openIdleBoards() -> Bool {
+    guard idleBoards > 0, let loop = try? EventLoop() else { return true }
+    var options = SyncHost.Options()
+    options.reconnect = false
+    if let certificates { options.clientTLS = try? TLSContext.client(ca: certificates + "/cert.pem") }
+    let sent = SentTimes()
+    var started = 0, opened = 0
+    var live: [SyncHost] = []
+    var leaving: [SyncHost] = []
+    let deadline = EventLoop.now() + 600
+    func step() {
+        var still: [SyncHost] = []
+        for host in live {
+            if host.boards.values.first?.hub.hasOpenSession == true {
+                host.shutdown(save: false)
+                leaving.append(host)
+                opened += 1
+            } else {
+                still.append(host)
+            }
+        }
+        live = still
+        leaving.removeAll { $0.connectionCount == 0 }
+        while live.count < 100, started < idleBoards {
+            let store = TimedStore(ReplicaID(UInt64(1_000_000 + started)), sent: sent)
+            if let host = try? SyncHost(board: "idle-\(started)", store: store, listen: nil, loop: loop, options: options) {
+                host.connect(to: addresses[started % addresses.count])
+                live.append(host)
+            }
+            started += 1
+        }
+        if (opened == idleBoards && leaving.isEmpty) || EventLoop.now() > deadline { loop.stop(); return }
+        loop.schedule(after: 0.005) { step() }
+    }
+    loop.schedule(after: 0) { step() }
+    loop.run()
+    return opened == idleBoards
+}
+
+/// With --idle-boards: the server's share of one core while those boards are open and nothing
+/// at all happens (measured before any client connects).
+var idleCPUPercent: Double?
+if idleBoards > 0 {
+    let openStart = EventLoop.now()
+    guard openIdleBoards() else {
+        progress("not every idle board opened within 600 s")
+        for server in servers { server.terminate() }
+        exit(1)
+    }
+    progress("opened \(idleBoards) idle boards in \(String(format: "%.1f", EventLoop.now() - openStart)) s")
+    usleep(3_000_000)  // the last goodbyes, closes and saves
+    let before = serversCPU()
+    usleep(UInt32(idleSeconds * 1_000_000))
+    idleCPUPercent = 100 * (serversCPU() - before) / idleSeconds
+}
+
 struct Outcome {
+    /// The servers' CPU seconds from the start of the editing until every client converged.
+    var editCPU = 0.0
     var made = 0
     var seconds = 0.0
     var connected = true
@@ -414,12 +487,14 @@ func runHere() throws -> Outcome {
         }
         killer.start()
     }
+    let cpuAtEdit = serversCPU()
     outcome.seconds = load.edit()
     outcome.made = load.made
     let expected = load.madeSeqs
     let settleStart = EventLoop.now()
     outcome.converged = load.runLoop(until: { load.converged(expected) }, timeout: 60)
     outcome.settle = EventLoop.now() - settleStart
+    outcome.editCPU = serversCPU() - cpuAtEdit
     outcome.delivered = load.delivered
     outcome.latencies = load.latencies.map { $0 * 1000 }
     load.shutdown()
@@ -456,6 +531,7 @@ func runWorkers() throws -> Outcome {
     let sampling = Atomic<Bool>(true)
     let sampler = Thread { while sampling.load(ordering: .relaxed) { samplePeak(); usleep(200_000) } }
     sampler.start()
+    let cpuAtEdit = serversCPU()
     for worker in workers { worker.input.write(Data("go\n".utf8)) }
     var expected: [String: UInt64] = [:]
     for worker in workers {
@@ -473,8 +549,9 @@ func runWorkers() throws -> Outcome {
         outcome.settle = max(outcome.settle, end["settle"] as? Double ?? 0)
         outcome.delivered += end["delivered"] as? Int ?? 0
         outcome.latencies += (end["latencies"] as? [Any] ?? []).compactMap { ($0 as? NSNumber)?.doubleValue }
-        worker.process.waitUntilExit()
     }
+    outcome.editCPU = serversCPU() - cpuAtEdit
+    for worker in workers { worker.process.waitUntilExit() }
     return outcome
 }
 
@@ -504,6 +581,9 @@ do {
         "converged": outcome.converged, "settleSeconds": outcome.settle,
         "servers": serverCount, "redis": redisAddress?.description ?? NSNull(), "killedOneServer": killOneServer,
         "serverCPUSeconds": serverCPU, "redisCPUSeconds": redisCPU ?? NSNull(),
+        "serverCPUSecondsEditing": outcome.editCPU,
+        "serverCPUSecondsPerThousandOps": outcome.made > 0 ? 1000 * outcome.editCPU / Double(outcome.made) : NSNull(),
+        "idleBoards": idleBoards, "idleServerCPUPercent": idleCPUPercent ?? NSNull(),
     ]
     if json {
         let bytes = try JSONSerialization.data(withJSONObject: figures, options: [.sortedKeys, .prettyPrinted])
@@ -514,6 +594,10 @@ do {
         print("  edit to arrival: median \(String(format: "%.2f", percentile(0.5))) ms, p99 \(String(format: "%.2f", percentile(0.99))) ms (\(samples.count) samples)")
         if let redisAddress {
             print("  \(serverCount) server(s) sharing Redis at \(redisAddress): servers used \(String(format: "%.2f", serverCPU)) s of CPU" + (redisCPU.map { ", Redis \(String(format: "%.2f", $0)) s (\(Int(100 * $0 / max(0.001, $0 + serverCPU)))% of the two)" } ?? ""))
+        }
+        print("  server CPU while editing (until every client converged): \(String(format: "%.2f", outcome.editCPU)) s, \(String(format: "%.3f", outcome.made > 0 ? 1000 * outcome.editCPU / Double(outcome.made) : 0)) s per 1,000 operations")
+        if let idleCPUPercent {
+            print("  \(idleBoards) idle boards open, nothing happening: the server used \(String(format: "%.2f", idleCPUPercent))% of a core")
         }
         print("  server memory: idle \(idleKB) KB, peak \(peakKB) KB, end \(endKB) KB (\(String(format: "%.1f", Double(max(0, endKB - idleKB)) / Double(clients))) KB per connection)")
         print("  \(outcome.converged ? "every client converged" : "NOT CONVERGED") (\(String(format: "%.2f", outcome.settle)) s after the edits stopped)")

@@ -185,7 +185,7 @@ public final class SyncHost {
         timer = nil
         guard !stopped else { return }
         endpoint.handleTimers(now: EventLoop.now())
-        flushAll()
+        flushNoted()
         dialDue()
         armTimer()
         onProgress?()
@@ -255,6 +255,7 @@ public final class SyncHost {
             self.options.log("connected to \(address)")
             self.endpoint.dialed(id, now: EventLoop.now())
             self.flush(id)
+            self.flushNoted()
             self.armTimer()
         }
     }
@@ -273,6 +274,7 @@ public final class SyncHost {
             guard let self, !mine.isClosed, self.connections[id] != nil else { return }
             self.endpoint.dialed(id, now: EventLoop.now())
             self.flush(id)
+            self.flushNoted()
             self.armTimer()
         }
     }
@@ -300,6 +302,7 @@ public final class SyncHost {
         let id = newLink(link)
         endpoint.accept(id, now: EventLoop.now())
         flush(id)
+        flushNoted()
         armTimer()
     }
 
@@ -325,12 +328,10 @@ public final class SyncHost {
 
     private func received(_ id: SessionID, _ bytes: [UInt8]) {
         guard connections[id] != nil else { return }
-        let before = endpoint.board(of: id)
         endpoint.receive(id, bytes, now: EventLoop.now())
-        // What one session receives may queue output for every session of its board (relays).
-        if let board = endpoint.board(of: id) ?? before {
-            for other in endpoint.sessions(of: board) { flush(other) }
-        }
+        // What one session receives may queue output for others (relays): the endpoint lists
+        // the sessions that gained output.
+        flushNoted()
         flush(id)
         armTimer()
         onProgress?()
@@ -342,14 +343,13 @@ public final class SyncHost {
             perAddress[address, default: 1] -= 1
             if perAddress[address] == 0 { perAddress[address] = nil }
         }
-        let board = endpoint.board(of: id)
         let reason = endpoint.session(id)?.closeReason
         // A reset once the session has ended (a BYE or an ERROR either way) is how a peer that
         // closes with bytes unread ends: an ordinary close, not a transport error.
         let error = connection.wasResetByPeer && endpoint.session(id)?.isClosed == true ? nil : error
         if let error { lastTransportError = error }
         endpoint.closed(id, now: EventLoop.now())
-        if let board { for other in endpoint.sessions(of: board) { flush(other) } }
+        flushNoted()
         options.log("connection \(connection.remote) closed\(error.map { ": \($0)" } ?? reason.map { ": \($0)" } ?? "")")
         if let reason, reason.remote, reason.code == .tokenExpired {
             options.log("the token presented to \(connection.remote) expired: connect again with a fresh token (`board-sync token`)")
@@ -381,13 +381,19 @@ public final class SyncHost {
     /// Something outside the host changed a board's hub (a replication layer merged operations
     /// or acknowledged some): writes its sessions' output and re-arms the timer.
     public func refresh(_ board: String) {
-        flush(board)
+        flushNoted()
         armTimer()
         onProgress?()
     }
 
     private func flushAll() {
         for id in connections.keys.sorted() { flush(id) }
+    }
+
+    /// Writes the sessions the endpoint says gained output since the last time (and closes
+    /// those that are finished): work in proportion to what the event touched.
+    private func flushNoted() {
+        for id in endpoint.takeSessionsWithOutput() { flush(id) }
     }
 
     /// Flushes at the end of this loop iteration, once however many edits queue output before
@@ -398,7 +404,7 @@ public final class SyncHost {
         loop.schedule(after: 0) { [weak self] in
             guard let self else { return }
             self.flushScheduled = false
-            self.flushAll()
+            self.flushNoted()
             self.armTimer()
         }
     }

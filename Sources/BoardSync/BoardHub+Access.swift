@@ -9,7 +9,7 @@ extension BoardHub {
     /// relayed, and no image is ever requested from it.
     func refuseWrite(_ id: SessionID, _ what: String) {
         log?("session \(id): refused \(what) from a read-only session")
-        peers[id]?.session.close(SessionError(.readOnly, "this connection's token may only read board '\(board)'; its \(what) were not applied"))
+        closeSession(id, SessionError(.readOnly, "this connection's token may only read board '\(board)'; its \(what) were not applied"))
     }
 
     /// Takes a live batch from the session's rate bucket (`maxOperationsPerSecond`, bursts of
@@ -22,7 +22,7 @@ extension BoardHub {
         bucket.at = now
         guard Double(batch.operations.count) <= bucket.tokens else {
             log?("session \(id): more than \(Int(rate)) operations per second; closed")
-            peers[id]?.session.close(SessionError(.tooFast, "more than \(Int(rate)) operations per second (bursts of \(Int(burst)) allowed); slow down"))
+            closeSession(id, SessionError(.tooFast, "more than \(Int(rate)) operations per second (bursts of \(Int(burst)) allowed); slow down"))
             return false
         }
         bucket.tokens -= Double(batch.operations.count)

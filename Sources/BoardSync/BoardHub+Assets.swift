@@ -10,7 +10,7 @@ extension BoardHub {
         if withPeer(id, { $0.readOnly }) ?? false { return refuseWrite(id, "image bytes") }
         if let maxAssets, !store.replica.assets.contains(chunk.hash), store.replica.assets.count >= maxAssets {
             log?("session \(id): refused an image: the board holds its limit of \(maxAssets)")
-            peers[id]?.session.close(SessionError(.limitReached, "this board holds its limit of \(maxAssets) images"))
+            closeSession(id, SessionError(.limitReached, "this board holds its limit of \(maxAssets) images"))
             return
         }
         do {
@@ -27,11 +27,11 @@ extension BoardHub {
             }
         } catch let error as SessionError {
             fetching[chunk.hash] = nil
-            peers[id]?.session.close(error)
+            closeSession(id, error)
         } catch {
             fetching[chunk.hash] = nil
             log?("session \(id): could not store image \(chunk.hash): \(error)")
-            peers[id]?.session.close(SessionError(.internalError, "the server could not store an image (its log says why)"))
+            closeSession(id, SessionError(.internalError, "the server could not store an image (its log says why)"))
         }
     }
 

@@ -127,7 +127,7 @@ extension BoardHub {
             } catch {
                 authors = nil  // read again (a torn line is cut off) before the next binding
                 log?("session \(id): could not record that replica \(author) belongs to '\(subject)': \(error)")
-                peers[id]?.session.close(SessionError(.internalError, "the server could not record this replica's author (its log says why)"))
+                closeSession(id, SessionError(.internalError, "the server could not record this replica's author (its log says why)"))
                 return .refused
             }
             authors?[author] = subject
@@ -154,7 +154,7 @@ extension BoardHub {
         guard (withPeer(id, { $0.heldBatches?.count ?? 0 }) ?? 0) < maxHeldBatches else {
             peers[id]?.heldBatches = nil
             log?("session \(id): more than \(maxHeldBatches) batches waiting for the shared log to decide authorship; closed")
-            peers[id]?.session.close(SessionError(.busy, "the server is waiting for its shared log to record this replica's author; retry in a few seconds"))
+            closeSession(id, SessionError(.busy, "the server is waiting for its shared log to record this replica's author; retry in a few seconds"))
             return
         }
         withPeer(id) { peer in
@@ -222,7 +222,7 @@ extension BoardHub {
             return true
         } catch {
             log?("board '\(board)': the record of authors cannot be read (writers are refused until it is repaired): \(error)")
-            peers[id]?.session.close(SessionError(.internalError, "the server cannot read this board's record of authors, so it accepts no writer for now (its log says why)"))
+            closeSession(id, SessionError(.internalError, "the server cannot read this board's record of authors, so it accepts no writer for now (its log says why)"))
             return false
         }
     }
@@ -236,16 +236,16 @@ extension BoardHub {
         switch why {
         case .owned(let owner):
             log?("session \(id): subject '\(subject)' tried to author as replica \(replica), which belongs to '\(owner)'")
-            peers[id]?.session.close(SessionError(.notAuthor, "replica \(replica) belongs to another subject; this token may author only its own replicas"))
+            closeSession(id, SessionError(.notAuthor, "replica \(replica) belongs to another subject; this token may author only its own replicas"))
         case .hasOperations:
             log?("session \(id): subject '\(subject)' tried to take replica \(replica), whose operations the board already holds unbound")
-            peers[id]?.session.close(SessionError(.notAuthor, "replica \(replica) already has operations on this board that no token subject owns (relayed through a peer token, or from before access control): a write token cannot take it over; give this replica a new id"))
+            closeSession(id, SessionError(.notAuthor, "replica \(replica) already has operations on this board that no token subject owns (relayed through a peer token, or from before access control): a write token cannot take it over; give this replica a new id"))
         case .subjectLimit:
             log?("session \(id): subject '\(subject)' owns its limit of \(maxReplicasPerSubject) replica ids on board '\(board)'; replica \(replica) refused")
-            peers[id]?.session.close(SessionError(.limitReached, "this token's subject owns its limit of \(maxReplicasPerSubject) replica ids on this board; edit from one of its replicas"))
+            closeSession(id, SessionError(.limitReached, "this token's subject owns its limit of \(maxReplicasPerSubject) replica ids on this board; edit from one of its replicas"))
         case .boardLimit:
             log?("session \(id): board '\(board)' holds its limit of \(maxAuthorsPerBoard) replica bindings; replica \(replica) refused")
-            peers[id]?.session.close(SessionError(.limitReached, "this board holds its limit of \(maxAuthorsPerBoard) replicas with authors"))
+            closeSession(id, SessionError(.limitReached, "this board holds its limit of \(maxAuthorsPerBoard) replicas with authors"))
         }
         return false
     }

@@ -11,7 +11,7 @@ extension BoardHub {
             return
         }
         guard acceptsAnyBoard || hello.board == board else {
-            peers[id]?.session.close(SessionError(.boardMismatch, "this host serves '\(board)', not '\(hello.board)'"))
+            closeSession(id, SessionError(.boardMismatch, "this host serves '\(board)', not '\(hello.board)'"))
             return
         }
         acceptAndGreet(id, hello)
@@ -52,7 +52,7 @@ extension BoardHub {
             try replica.checkPeerVersion(hello.version)
         } catch {
             log?("session \(id): refused replica \(hello.replica) on board '\(hello.board)': \(error)")
-            peers[id]?.session.close(SessionError(.invalidOperations, "\(error)"))
+            closeSession(id, SessionError(.invalidOperations, "\(error)"))
             return
         }
         let current = replica.versionVector
@@ -85,7 +85,7 @@ extension BoardHub {
         forEachSession { _, session in queued += session.pendingOutputCount }
         if (inFlight > 0 || queued > 0), inFlight + queued + bytes.count > maxQueuedOutput {
             log?("session \(id): turned away replica \(hello.replica): \(inFlight + queued) bytes already on their way to other peers")
-            peers[id]?.session.close(SessionError(.busy, "the server has \(inFlight + queued) bytes on their way to other peers (limit \(maxQueuedOutput)); retry in a few seconds"))
+            closeSession(id, SessionError(.busy, "the server has \(inFlight + queued) bytes on their way to other peers (limit \(maxQueuedOutput)); retry in a few seconds"))
             return
         }
         peers[id]?.known = hello.version

@@ -40,12 +40,12 @@ extension BoardHub {
             fresh = try store.merging(batch, deferringSync: groupCommit)
         } catch let error as OperationError {
             log?("session \(id): refused operations: \(error)")
-            peers[id]?.session.close(SessionError(.invalidOperations, error.description))
+            closeSession(id, SessionError(.invalidOperations, error.description))
             return
         } catch {
             // The error (a path on this server, say) goes to the operator's log, not the peer.
             log?("session \(id): could not save operations: \(error)")
-            peers[id]?.session.close(SessionError(.internalError, "the server could not save operations (its log says why)"))
+            closeSession(id, SessionError(.internalError, "the server could not save operations (its log says why)"))
             return
         }
         operationsMerged += fresh.count
@@ -105,7 +105,7 @@ extension BoardHub {
             try store.syncMerges()
         } catch {
             log?("could not save merged operations: \(error)")
-            for id in waiting { peers[id]?.session.close(SessionError(.internalError, "the server could not save operations (its log says why)")) }
+            for id in waiting { closeSession(id, SessionError(.internalError, "the server could not save operations (its log says why)")) }
             return
         }
         let version = store.replica.versionVector

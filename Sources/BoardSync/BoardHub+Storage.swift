@@ -23,7 +23,7 @@ extension BoardHub {
     func refuseForStorage(_ id: SessionID) {
         guard let hasToken = withPeer(id, { $0.session.isClosed ? nil : $0.subject != nil }) ?? nil else { return }
         let detail = hasToken ? storageTrouble : nil
-        peers[id]?.session.close(SessionError.storageUnavailable(detail: detail))
+        closeSession(id, SessionError.storageUnavailable(detail: detail))
         storage.refused += 1
     }
 

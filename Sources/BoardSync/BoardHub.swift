@@ -53,7 +53,18 @@ public final class BoardHub {
     /// later as it sends and receives (its clocks rise), so the bound stays valid; it is
     /// lowered when a session is added or touched through `withSession` and when a presence
     /// arrives, and made exact again by `handleTimers` when it falls due.
-    private(set) var deadlineBound: Double?
+    private(set) var deadlineBound: Double? {
+        didSet { if deadlineBound != oldValue { onTimersChanged?() } }
+    }
+    /// Called whenever `nextDeadline` may have changed: the bound or the group commit's
+    /// deadline moved, or a session joined or left. The endpoint re-arms this board in its
+    /// `DeadlineQueue` then, so that it never visits boards to find the earliest deadline.
+    public var onTimersChanged: (() -> Void)?
+    /// Sessions that gained output (or closed) since the host last took them
+    /// (`takeSessionsWithOutput`): a host writes those instead of every session of the board.
+    private(set) var sessionsWithOutput: Set<SessionID> = []
+    /// Called when the first session gains output after the set was taken.
+    public var onOutput: (() -> Void)?
 
     // Assets (BoardHub+Assets.swift): board-wide, by hash.
     var assembler = AssetAssembler()
@@ -71,7 +82,9 @@ public final class BoardHub {
     /// they first did (each peer's `awaitingSync` says whether it still does).
     var commitWaiters: [SessionID] = []
     /// When the oldest merge waiting for a sync was made (the hub's deadline).
-    public internal(set) var syncPendingSince: Double?
+    public internal(set) var syncPendingSince: Double? {
+        didSet { if syncPendingSince != oldValue { onTimersChanged?() } }
+    }
 
     // Replication through a shared log (BoardHub+Replication.swift, docs/SCALE-OUT.md).
     public var replicate: (([OperationBatch]) -> UInt64)?
@@ -181,12 +194,16 @@ public final class BoardHub {
     private func insert(_ id: SessionID, _ peer: HubPeer) {
         lowerDeadlineBound(to: peer.session.nextDeadline)
         peers[id] = peer
+        if peer.session.hasOutput || peer.session.isClosed { noteOutput(id) }
+        onTimersChanged?()
     }
 
     /// Forgets a session: its record, and what board-wide tables say of it (whoever it brought
     /// has left, images it was fetching are asked of someone else).
     public func remove(_ id: SessionID) {
         peers[id] = nil
+        sessionsWithOutput.remove(id)
+        onTimersChanged?()
         for (replica, entry) in presences.sorted(by: { $0.key < $1.key }) where entry.from == id {
             presences[replica] = nil
             let gone = Presence.gone(replica, clock: entry.presence.clock)
@@ -205,13 +222,18 @@ public final class BoardHub {
 
     /// Closes every session (for shutdown); their output then holds the goodbye.
     public func closeAll(_ error: SessionError?) {
-        for id in peers.keys { peers[id]?.session.close(error) }
+        for id in Array(peers.keys) { closeSession(id, error) }
     }
 
     /// Closes one session with `error` (its token expired or was revoked, or it broke a rule);
     /// its output then holds the ERROR.
     public func close(_ id: SessionID, _ error: SessionError) {
-        peers[id]?.session.close(error)
+        closeSession(id, error)
+    }
+
+    /// Every close goes through here: in place, and noted as output (the ERROR or BYE).
+    func closeSession(_ id: SessionID, _ error: SessionError?) {
+        withSession(id) { $0.close(error) }
     }
 
     // MARK: What a host or tool may read
@@ -325,11 +347,25 @@ public final class BoardHub {
 
     /// Output waiting for one session's socket.
     public func output(for id: SessionID, maxBytes: Int = Int.max, now: Double) -> [UInt8] {
-        withSession(id) { $0.takeOutput(maxBytes: maxBytes, now: now) } ?? []
+        withSession(id, notingOutput: false) { $0.takeOutput(maxBytes: maxBytes, now: now) } ?? []
     }
 
     public func pendingOutput(for id: SessionID) -> Int {
-        withSession(id) { $0.pendingOutputCount } ?? 0
+        withSession(id, notingOutput: false) { $0.pendingOutputCount } ?? 0
+    }
+
+    /// The sessions that gained output or closed since the last call, in id order; the set
+    /// starts over empty. A host writes these after each event (what a full socket held back
+    /// is written when the socket drains).
+    public func takeSessionsWithOutput() -> [SessionID] {
+        let taken = sessionsWithOutput
+        sessionsWithOutput = []
+        return taken.sorted()
+    }
+
+    func noteOutput(_ id: SessionID) {
+        guard sessionsWithOutput.insert(id).inserted else { return }
+        if sessionsWithOutput.count == 1 { onOutput?() }
     }
 
     /// Reads or mutates a session where it is stored (the dictionary's in-place accessor): its
@@ -337,12 +373,18 @@ public final class BoardHub {
     /// one field does not copy the whole session first, as `peers[id]?.session.field` does (two
     /// batch links, buffers, tables: some twenty reference counts each way). `body` must not
     /// touch `peers`.
+    ///
+    /// A session left with output to write (or closed) is noted for the host
+    /// (`takeSessionsWithOutput`), unless `notingOutput` is false (the host taking output).
     @discardableResult
-    func withSession<T>(_ id: SessionID, _ body: (inout SyncSession) -> T) -> T? {
+    func withSession<T>(_ id: SessionID, notingOutput: Bool = true, _ body: (inout SyncSession) -> T) -> T? {
         guard let index = peers.index(forKey: id) else { return nil }
-        // The session's next deadline after `body`, read in the same access.
-        let (result, deadline) = { (peer: inout HubPeer) in (body(&peer.session), peer.session.nextDeadline) }(&peers.values[index])
+        // The session's next deadline, and whether it has output, after `body`, read in the same access.
+        let (result, deadline, output) = { (peer: inout HubPeer) in
+            (body(&peer.session), peer.session.nextDeadline, notingOutput && (peer.session.hasOutput || peer.session.isClosed))
+        }(&peers.values[index])
         lowerDeadlineBound(to: deadline)
+        if output { noteOutput(id) }
         return result
     }
 

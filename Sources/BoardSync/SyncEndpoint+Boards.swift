@@ -14,18 +14,29 @@ extension SyncEndpoint {
         board.hub.onChange = { [weak self, weak board] in
             guard let self, let board else { return }
             board.scheduler.noteChange(now: self.now)
+            self.timersMayHaveChanged(board)
             self.onBoardChange?(name)
+        }
+        board.hub.onTimersChanged = { [weak self, weak board] in
+            guard let self, let board else { return }
+            self.timersMayHaveChanged(board)
+        }
+        board.hub.onOutput = { [weak self, weak board] in
+            guard let self, let board, !board.outputNoted else { return }
+            board.outputNoted = true
+            self.boardsWithOutput.append(board)
         }
         board.hub.onPresence = { [weak self] presence in self?.onPresence?(name, presence) }
         board.hub.dropsRelayedPresence = options.dropsRelayedPresence
         board.hub.maxOperationsPerSecond = options.maxOperationsPerSecond
         board.hub.groupCommit = options.groupCommit
         board.hub.maxAssets = options.maxAssetsPerBoard
-        board.hub.queuedInTransport = { [weak self] in
-            guard let self else { return 0 }
-            return self.route.reduce(0) { $0 + ($1.value == name ? self.transportQueued($1.key) : 0) }
+        board.hub.queuedInTransport = { [weak self, weak board] in
+            guard let self, let board else { return 0 }
+            return board.hub.sessionIDs.reduce(0) { $0 + self.transportQueued($1) }
         }
         boards[name] = board
+        timersMayHaveChanged(board)
         onBoardOpened?(board)
         return board
     }
@@ -43,6 +54,7 @@ extension SyncEndpoint {
         guard let board = openBoard(name) else { return false }
         viewers[name, default: 0] += 1
         board.lastActive = now
+        timersMayHaveChanged(board)
         return true
     }
 
@@ -50,7 +62,10 @@ extension SyncEndpoint {
         self.now = now
         guard Hello.isValidBoardName(name), let count = viewers[name] else { return }
         viewers[name] = count > 1 ? count - 1 : nil
-        boards[name]?.lastActive = now
+        if let board = boards[name] {
+            board.lastActive = now
+            timersMayHaveChanged(board)
+        }
     }
 
     func openBoard(_ name: String) -> Board? {
@@ -83,23 +98,36 @@ extension SyncEndpoint {
         }
     }
 
-    /// Server: saves and closes boards nobody has been connected to for `age` seconds,
-    /// releasing their memory and file descriptors.
+    /// Server: saves and closes every board nobody has been connected to for `age` seconds
+    /// (opening one more board at the limit closes every idle one: `age` 0). The timed closes
+    /// come from `handleTimers`, one board at its deadline (`closeIfIdle`).
     func closeIdleBoards(olderThan age: Double) {
         guard isServer else { return }
-        for (name, board) in boards.sorted(by: { $0.key < $1.key })
-        where board.hub.sessionCount == 0 && now >= board.lastActive + age && !route.values.contains(name) && viewers[name, default: 0] == 0 {
-            board.hub.commitMerges()
-            save(board)
-            board.store.closeStore()
-            boards[name] = nil
-            onBoardClosed?(name)
-            options.log("board '\(name)': closed (no peers for \(Int(now - board.lastActive)) s)")
+        for name in boards.keys.sorted() {
+            if let board = boards[name] { closeIfIdle(board, olderThan: age) }
         }
+    }
+
+    /// Saves and closes `board` if nobody has been connected to it or looked at it for `age`
+    /// seconds; returns whether it closed.
+    @discardableResult
+    func closeIfIdle(_ board: Board, olderThan age: Double) -> Bool {
+        guard isServer, board.hub.sessionCount == 0, board.routed == 0, now >= board.lastActive + age,
+              viewers[board.name, default: 0] == 0 else { return false }
+        let name = board.name
+        board.hub.commitMerges()
+        save(board)
+        board.store.closeStore()
+        boards[name] = nil
+        timers.cancel(.board(name))
+        onBoardClosed?(name)
+        options.log("board '\(name)': closed (no peers for \(Int(now - board.lastActive)) s)")
+        return true
     }
 
     func save(_ board: Board) {
         board.scheduler.didSave()
+        timersMayHaveChanged(board)
         do {
             try board.store.saveView()
         } catch {

@@ -12,6 +12,7 @@ extension SyncEndpoint {
         let edit = try board.store.commitEdit(body)
         board.hub.broadcast(edit.operations)
         board.scheduler.noteChange(now: now)
+        timersMayHaveChanged(board)
         if !edit.operations.isEmpty { onBoardChange?(name) }
         return edit
     }
@@ -43,7 +44,10 @@ extension SyncEndpoint {
             board.hub.closeAll(nil)
             if saving { save(board) }
         }
-        for id in pending.keys { pending[id]?.close(SessionError(.shuttingDown, "the server is stopping")) }
+        for id in Array(pending.keys) {
+            pending[id]?.close(SessionError(.shuttingDown, "the server is stopping"))
+            pendingChanged(id)
+        }
     }
 
     /// Bytes sent and received by every session this endpoint has had.

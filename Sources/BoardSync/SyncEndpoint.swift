@@ -90,6 +90,12 @@ public final class SyncEndpoint {
         var scheduler: SaveScheduler
         /// When the board last had a session (for closing idle boards).
         var lastActive: Double
+        /// Connections routed to this board (attached to its hub).
+        var routed = 0
+        /// Waiting in the endpoint's `timersChanged` list to be re-armed.
+        var timersChanged = false
+        /// Waiting in the endpoint's `boardsWithOutput` list.
+        var outputNoted = false
 
         init(name: String, store: any HostedStore, scheduler: SaveScheduler, now: Double) {
             self.name = name
@@ -123,6 +129,27 @@ public final class SyncEndpoint {
     public internal(set) var reconnects = true
     /// The token grant of every attached session that presented one (access control).
     var grants: [SessionID: AccessGrant] = [:]
+    /// Every board's and every pending session's next deadline (`DeadlineQueue`): the earliest
+    /// is found without visiting the others. A board is re-armed after whatever may have moved
+    /// its deadline (its hub says so through `onTimersChanged`; the endpoint notes its own
+    /// changes: saves, idleness); a pending session after every call that touched it.
+    var timers = DeadlineQueue<TimerKey>()
+    /// Boards whose deadline may have changed since the queue last heard of it.
+    var timersChanged: [Board] = []
+    /// Boards with sessions that gained output since the host last asked, and pending sessions
+    /// that did (`takeSessionsWithOutput`).
+    var boardsWithOutput: [Board] = []
+    var pendingWithOutput: Set<SessionID> = []
+    /// The `now` of the latest `handleTimers`: a board whose last session leaves was last
+    /// active then at the latest (hosts call `handleTimers` whenever anything is due).
+    var lastTimersRun: Double?
+
+    /// What a timer in `timers` belongs to.
+    enum TimerKey: Hashable, Comparable {
+        case board(String)
+        case pending(SessionID)
+    }
+
     /// The earliest expiry (wall clock) among `grants`, or nil: `handleTimers` re-checks the
     /// grants against the wall clock once it passes (the sessions' own deadlines were set on
     /// the host's clock, which a wall clock stepped forward can outrun).
@@ -175,11 +202,13 @@ public final class SyncEndpoint {
         // HELLO's token is checked first, as a server does.
         if !isServer, options.access == nil, let board = boards.values.first {
             route[id] = board.name
+            board.routed += 1
             board.hub.addAcceptor(id, makeSession(.acceptor, board.store.replica.id), now: now)
         } else {
             var session = makeSession(.acceptor, ReplicaID(0))
             session.listen(now: now)
             pending[id] = session
+            pendingChanged(id)
         }
     }
 
@@ -188,6 +217,7 @@ public final class SyncEndpoint {
     public func refuse(_ id: SessionID, _ error: SessionError, now: Double) {
         self.now = now
         pending[id]?.close(error)
+        pendingChanged(id)
         options.log("connection \(id): refused: \(error.message)")
     }
 
@@ -196,6 +226,7 @@ public final class SyncEndpoint {
         self.now = now
         guard let board = boards.values.first else { return }
         route[id] = board.name
+        board.routed += 1
         board.hub.addDialer(id, makeSession(.dialer, board.store.replica.id), now: now)
     }
 
@@ -217,6 +248,7 @@ public final class SyncEndpoint {
                 break
             }
         }
+        pendingChanged(id)
         return events
     }
 
@@ -269,6 +301,7 @@ public final class SyncEndpoint {
             }
         }
         route[id] = board.name
+        board.routed += 1
         board.lastActive = now
         board.hub.attach(id, session, hello: hello, readOnly: readOnly, subject: subject, relay: relay)
     }
@@ -294,17 +327,23 @@ public final class SyncEndpoint {
             scheduleRedial(target)
         }
         if let session = pending.removeValue(forKey: id) {
+            pendingChanged(id)
             if let reason = session.closeReason { lastCloseReason = reason }
             return
         }
         grants[id] = nil
         guard let name = route.removeValue(forKey: id), let board = boards[name] else { return }
+        board.routed -= 1
         if let session = board.hub.session(id) {
             if let reason = session.closeReason { lastCloseReason = reason }
             retiredBytes.sent += session.bytesSent
             retiredBytes.received += session.bytesReceived
         }
         board.hub.remove(id)
+        // Its last session gone, the board's idle time counts from the latest timer run that
+        // found it with sessions (or its latest attach, if later).
+        if board.hub.sessionCount == 0, let last = lastTimersRun { board.lastActive = max(board.lastActive, last) }
+        timersMayHaveChanged(board)
     }
 
     /// The board a session is attached to, if any.
@@ -327,6 +366,7 @@ public final class SyncEndpoint {
         guard var session = pending.removeValue(forKey: id) else { return [] }
         let bytes = session.takeOutput(maxBytes: maxBytes, now: now)
         pending[id] = session
+        timers.schedule(.pending(id), at: session.nextDeadline)
         return bytes
     }
 
@@ -341,9 +381,24 @@ public final class SyncEndpoint {
         return session.isClosed && pendingOutput(for: id) == 0
     }
 
-    /// Sessions attached to `board` (for flushing their output).
+    /// Sessions attached to `board`, in id order.
     public func sessions(of board: String) -> [SessionID] {
         boards[board]?.hub.sessionIDs ?? []
+    }
+
+    /// The connections whose sessions gained output (or closed) since the last call, in id
+    /// order: a host writes these after each event instead of every session of a board, and
+    /// closes those that are finished. Output a full socket held back is the host's to write
+    /// when the socket drains (the session is listed again only when it gains more).
+    public func takeSessionsWithOutput() -> [SessionID] {
+        var ids = Array(pendingWithOutput)
+        pendingWithOutput.removeAll(keepingCapacity: true)
+        for board in boardsWithOutput {
+            board.outputNoted = false
+            ids += board.hub.takeSessionsWithOutput()
+        }
+        boardsWithOutput.removeAll(keepingCapacity: true)
+        return ids.sorted()
     }
 
     /// Every connection the endpoint knows, attached or not, in id order.
@@ -354,44 +409,97 @@ public final class SyncEndpoint {
     // MARK: Time
 
     /// Keep-alives, idle timeouts, view saves and idle boards. Returns session events that
-    /// fired (timeouts), by connection.
+    /// fired (timeouts), by connection. Visits only the boards and pending sessions whose
+    /// deadline has come (`timers`): boards by name, then pending sessions by id.
     @discardableResult
     public func handleTimers(now: Double) -> [(SessionID, SessionEvent)] {
         self.now = now
+        lastTimersRun = now
+        rearmChangedTimers()
+        var dueBoards: [Board] = []
+        var duePending: [SessionID] = []
+        for key in timers.popDue(now: now) {
+            switch key {
+            case .board(let name): if let board = boards[name] { dueBoards.append(board) }
+            case .pending(let id): duePending.append(id)
+            }
+        }
+        dueBoards.sort { $0.name < $1.name }
+        // Idle boards close first, then the others' timers run (the order of old, when every
+        // board was visited).
+        dueBoards.removeAll { closeIfIdle($0, olderThan: options.idleBoardTimeout) }
         var fired: [(SessionID, SessionEvent)] = []
-        for board in boards.values where board.hub.sessionCount > 0 { board.lastActive = now }
-        closeIdleBoards(olderThan: options.idleBoardTimeout)
-        for (name, board) in boards.sorted(by: { $0.key < $1.key }) {
+        for board in dueBoards {
             for (id, event) in board.hub.handleTimers(now: now) {
-                if case .closed(let error?) = event { options.log("board '\(name)': session \(id) closed: \(error)") }
+                if case .closed(let error?) = event { options.log("board '\(board.name)': session \(id) closed: \(error)") }
                 fired.append((id, event))
             }
             if board.scheduler.isDue(now: now) { save(board) }
+            timersMayHaveChanged(board)
         }
-        for id in pending.keys.sorted() {
+        for id in duePending.sorted() {
             guard var session = pending.removeValue(forKey: id) else { continue }
             fired += session.handleTimer(now: now).map { (id, $0) }
             pending[id] = session
+            pendingChanged(id)
         }
         if let earliest = earliestGrantExpiry, let access = options.access, access.wallClock() >= earliest {
             fired += enforceAccess(now: now)
         }
+        rearmChangedTimers()
         return fired
     }
 
     /// When to call `handleTimers` next: never later than the earliest time it has work to do,
     /// sometimes earlier (each hub answers from a bound, see `BoardHub.nextDeadline`); a call
-    /// that finds nothing due makes the next answer exact. Cheap enough to ask after every event.
+    /// that finds nothing due makes the next answer exact. Cheap enough to ask after every
+    /// event: the boards whose deadline changed since the last answer are re-armed in
+    /// `timers`, whose earliest entry is the answer (with the dial targets').
     public var nextDeadline: Double? {
-        var deadlines: [Double] = []
-        for board in boards.values {
-            if let deadline = board.hub.nextDeadline { deadlines.append(deadline) }
-            if let deadline = board.scheduler.deadline { deadlines.append(deadline) }
-            if isServer, board.hub.sessionCount == 0 { deadlines.append(board.lastActive + options.idleBoardTimeout) }
+        rearmChangedTimers()
+        var earliest = timers.earliest()?.deadline
+        for target in dialTargets { if let due = target.due { earliest = min(earliest ?? due, due) } }
+        return earliest
+    }
+
+    /// A board's next deadline: its hub's, its next view save, and (a server's board nobody is
+    /// connected to or looking at) when it closes as idle.
+    func deadline(of board: Board) -> Double? {
+        var earliest = board.hub.nextDeadline
+        if let save = board.scheduler.deadline { earliest = min(earliest ?? save, save) }
+        if isServer, board.hub.sessionCount == 0, viewers[board.name, default: 0] == 0 {
+            let idle = board.lastActive + options.idleBoardTimeout
+            earliest = min(earliest ?? idle, idle)
         }
-        deadlines += pending.values.compactMap(\.nextDeadline)
-        deadlines += dialTargets.compactMap(\.due)
-        return deadlines.min()
+        return earliest
+    }
+
+    /// Something may have moved `board`'s deadline: it is re-armed before the next answer.
+    func timersMayHaveChanged(_ board: Board) {
+        guard !board.timersChanged else { return }
+        board.timersChanged = true
+        timersChanged.append(board)
+    }
+
+    func rearmChangedTimers() {
+        guard !timersChanged.isEmpty else { return }
+        for board in timersChanged {
+            board.timersChanged = false
+            guard boards[board.name] === board else { continue }  // closed meanwhile
+            timers.schedule(.board(board.name), at: deadline(of: board))
+        }
+        timersChanged.removeAll(keepingCapacity: true)
+    }
+
+    /// A pending session was touched: its deadline re-armed, its output noted.
+    func pendingChanged(_ id: SessionID) {
+        guard let session = pending[id] else {
+            timers.cancel(.pending(id))
+            pendingWithOutput.remove(id)
+            return
+        }
+        timers.schedule(.pending(id), at: session.nextDeadline)
+        if session.hasOutput || session.isClosed { pendingWithOutput.insert(id) }
     }
 
     lazy var presenceClock: UInt64 = options.presenceClockStart

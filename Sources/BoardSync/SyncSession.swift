@@ -138,6 +138,13 @@ public struct SyncSession: Sendable {
 
     /// Bytes waiting in the session (frames not yet taken, plus what the open link still
     /// means to send: live operations, presence, a PONG, asset bytes).
+    /// Whether anything waits to be written (cheaper than `pendingOutputCount`).
+    public var hasOutput: Bool {
+        if !outbox.isEmpty { return true }
+        if case .open(let link) = state { return link.hasPending }
+        return false
+    }
+
     public var pendingOutputCount: Int {
         if case .open(let link) = state { return outbox.count + link.pendingCount }
         return outbox.count

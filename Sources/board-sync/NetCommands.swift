@@ -378,6 +378,7 @@ enum ServeLimits {
         ("max-ops-per-second", 5000, "Live operations per second per connection, sustained (bursts of 5 s pass); beyond, `too many operations per second`."),
         ("max-boards", 100_000, "Boards the data directory may hold; creating more, `limit reached`."),
         ("max-open-boards", 1024, "Boards open at once (idle ones close first); beyond, retry later."),
+        ("idle-board-seconds", 60, "Seconds a board nobody is connected to stays open before it is saved and closed."),
         ("max-assets-per-board", 100_000, "Images one board may hold; beyond, `limit reached`."),
         ("max-frame-mib", 16, "Largest frame, MiB; beyond, `frame too large`."),
         ("max-asset-mib", 64, "Largest image, MiB; beyond, `asset too large`."),
@@ -406,6 +407,7 @@ enum ServeLimits {
         options.maxOperationsPerSecond = try value("max-ops-per-second")
         options.maxBoards = try count("max-boards")
         options.maxOpenBoards = try count("max-open-boards")
+        options.idleBoardTimeout = try value("idle-board-seconds")
         options.maxAssetsPerBoard = try count("max-assets-per-board")
         options.limits.maxFrame = Int(try value("max-frame-mib") * 1_048_576)
         options.limits.maxAsset = Int(try value("max-asset-mib") * 1_048_576)

@@ -48,6 +48,12 @@ struct OpenLink: Sendable {
     var sendsLinkedBatches: Bool { sharedCapabilities & Capabilities.linkedBatches != 0 }
     var supportsPresence: Bool { sharedCapabilities & Capabilities.presence != 0 }
 
+    /// Whether this link still means to send anything beyond the session's byte queue.
+    var hasPending: Bool {
+        !pendingLive.isEmpty || !pendingPresence.isEmpty || pendingPong != nil
+            || assetQueue.contains { $0.data.count > $0.offset }
+    }
+
     /// Bytes this link still means to send beyond the session's byte queue.
     var pendingCount: Int {
         pendingLive.count + pendingPresence.count * 64 + (pendingPong == nil ? 0 : 16)
