@@ -52,7 +52,10 @@ extension LiveBoard {
                 if wasLive {
                     attempt = 0
                     delay = sync.firstDelay
-                    refreshedToken = false
+                    // A live link that ended for its token keeps the mark: a server that lets
+                    // the session go live and then says "expired" again gets the backoff, not a
+                    // redial (and a credentials call) per round trip.
+                    if refusal?.code != .tokenExpired { refreshedToken = false }
                 }
                 if let refusal {
                     let classified = Refusal(refusal)
@@ -61,14 +64,18 @@ extension LiveBoard {
                         break connecting
                     }
                     if classified.recovery == .refreshCredentials {
-                        // Once: the next connect asks the credentials again. A fresh token that
-                        // is expired too will not get better by waiting.
-                        if refreshedToken {
+                        // Once at once: the next connect asks the credentials again. A fresh
+                        // token refused as expired before going live will not get better by
+                        // waiting; one that expired after a live session (short-lived tokens
+                        // rotated under a running client) is asked for again after the backoff.
+                        if !refreshedToken {
+                            refreshedToken = true
+                            continue connecting
+                        }
+                        if !wasLive {
                             failure = classified
                             break connecting
                         }
-                        refreshedToken = true
-                        continue connecting
                     }
                 }
                 lastError = reason

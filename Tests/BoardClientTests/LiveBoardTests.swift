@@ -247,6 +247,32 @@ import Testing
     }
 }
 
+extension LiveBoardTests {
+    /// Short-lived tokens rotated under a running board: each session goes live, the server
+    /// closes it at its token's expiry, and the board asks for a fresh one and goes live again,
+    /// expiry after expiry, without failing.
+    @Test func tokensThatExpireWhileLiveAreRotated() async throws {
+        let dir = TempDirectory()
+        let authority = try TokenAuthority(secret: Array(repeating: 7, count: 32))
+        var options = SyncHost.Options()
+        options.access = SyncEndpoint.AccessControl(authority: authority, wallClock: { Date().timeIntervalSince1970 })
+        let server = try LocalSyncServer(dataDirectory: dir.path + "/server", options: options)
+        let asked = Counter()
+        let credentials = LiveBoard.Credentials.provider {
+            _ = asked.next()
+            return try authority.mint(board: "rotating", role: .write, expires: Date().timeIntervalSince1970 + 2, subject: "ann")
+        }
+        let board = try LiveBoard.open(storage: .memory, sync: .init(server: server.address, board: "rotating"), credentials: credentials)
+        let run = Running(board)
+        try await eventually("three tokens to expire under the running board", within: 40) { asked.value >= 4 }
+        if case .failed(let refusal) = board.currentStatus.state { Issue.record("the board gave up: \(refusal)") }
+        try await live(board, "the board, on its latest token")
+        _ = await board.close()
+        _ = try await run.ended()
+        await server.stop()
+    }
+}
+
 final class Counter: Sendable {
     private let state = Mutex(0)
     func next() -> Int { state.withLock { $0 += 1; return $0 } }
