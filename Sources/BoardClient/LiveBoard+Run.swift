@@ -4,6 +4,14 @@ import BoardSync
 import Foundation
 
 extension LiveBoard {
+    /// What of a session's close reason decides the next step: the server's ERROR, or an
+    /// error this side found that retrying cannot fix (a protocol version neither side can
+    /// change). Other errors found here are the link's trouble: nil, retried.
+    static func refusal(_ reason: SessionError?) -> SessionError? {
+        guard let reason, reason.remote || reason.recovery == .stop else { return nil }
+        return reason
+    }
+
     /// How one connection ended.
     enum LinkOutcome: Sendable {
         /// This side said goodbye (close or cancellation).
@@ -164,7 +172,7 @@ extension LiveBoard {
                 } catch {
                     let reason = endpoint.session(id)?.closeReason
                     endpoint.closed(id, now: Self.now())
-                    return saidGoodbye ? .finished : .dropped(reason: "\(error)", refusal: reason?.remote == true ? reason : nil, wasLive: wasLive)
+                    return saidGoodbye ? .finished : .dropped(reason: "\(error)", refusal: Self.refusal(reason), wasLive: wasLive)
                 }
                 continue  // more may have queued meanwhile
             }
@@ -181,14 +189,14 @@ extension LiveBoard {
                 let reason = session?.closeReason
                 endpoint.closed(id, now: Self.now())
                 if saidGoodbye { return .finished }
-                let refusal = reason?.remote == true ? reason : nil
+                let refusal = Self.refusal(reason)
                 return .dropped(reason: reason.map { "\($0)" } ?? "the session ended", refusal: refusal, wasLive: wasLive)
             }
             if let ended = linkEnded {
                 let reason = session?.closeReason
                 endpoint.closed(id, now: Self.now())
                 if saidGoodbye { return .finished }
-                let refusal = reason?.remote == true ? reason : nil
+                let refusal = Self.refusal(reason)
                 return .dropped(reason: reason.map { "\($0)" } ?? ended ?? "the server closed the connection", refusal: refusal, wasLive: wasLive)
             }
             if !saidGoodbye && (Task.isCancelled || closeIsDue) {
