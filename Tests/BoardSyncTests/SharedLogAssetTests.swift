@@ -21,13 +21,19 @@ import Testing
         }
     }
 
-    @Test func aReconnectingUploaderIsAskedForAnImageTheLogIsStillLookingFor() throws {
-        let image = Data(PNGEncoder.solid(width: 8, height: 8, red: 40, green: 170, blue: 80))
-        let hash = AssetHash.of(image)
+    /// An uploader's hub (replica 0xC) holding a sticker of an 8×8 image of `red`, and an
+    /// empty server hub (replica 1), both on board "team".
+    static func uploaderAndServer(red: UInt8) throws -> (image: Data, hash: AssetHash, uploader: BoardHub, server: BoardHub) {
+        let image = Data(PNGEncoder.solid(width: 8, height: 8, red: red, green: 170, blue: 80))
         let uploaderStore = MemoryReplicaStore(replica: Replica(id: ReplicaID(0xC)))
         _ = try uploaderStore.edit { try $0.addSticker(imagePNG: image, at: CodablePoint(x: 5, y: 5), scale: 1) }
         let uploader = BoardHub(board: "team", store: uploaderStore)
         let server = BoardHub(board: "team", store: MemoryReplicaStore(replica: Replica(id: ReplicaID(1))))
+        return (image, AssetHash.of(image), uploader, server)
+    }
+
+    @Test func aReconnectingUploaderIsAskedForAnImageTheLogIsStillLookingFor() throws {
+        let (image, hash, uploader, server) = try Self.uploaderAndServer(red: 40)
         var askedOfLog: [AssetHash] = []
         server.fetchAsset = { askedOfLog.append($0) }
 
@@ -62,12 +68,7 @@ import Testing
     /// A reader waiting for an image the log is looking for while a session is sending it
     /// hears no NOASSET when the log gives up: it gets the image from the session.
     @Test func aWaiterGetsTheImageFromASessionWhenTheLogGivesUp() throws {
-        let image = Data(PNGEncoder.solid(width: 8, height: 8, red: 200, green: 10, blue: 10))
-        let hash = AssetHash.of(image)
-        let uploaderStore = MemoryReplicaStore(replica: Replica(id: ReplicaID(0xC)))
-        _ = try uploaderStore.edit { try $0.addSticker(imagePNG: image, at: CodablePoint(x: 5, y: 5), scale: 1) }
-        let uploader = BoardHub(board: "team", store: uploaderStore)
-        let server = BoardHub(board: "team", store: MemoryReplicaStore(replica: Replica(id: ReplicaID(1))))
+        let (image, hash, uploader, server) = try Self.uploaderAndServer(red: 200)
         server.fetchAsset = { _ in }
         // The sticker's operations reach the server through the log, so it asks the log.
         try server.mergeReplicated(uploader.store.replica.operations(since: .empty), now: 0)
