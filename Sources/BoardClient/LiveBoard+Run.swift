@@ -118,8 +118,6 @@ extension LiveBoard {
         options.timing.handshakeTimeout = sync.handshakeTimeout
         options.presenceClockStart = UInt64(Date().timeIntervalSince1970 * 1000)
         let endpoint = SyncEndpoint(board: sync.board, store: store, options: options, now: Self.now())
-        let flag = changes
-        endpoint.onBoardChange = { _ in flag.changed = true }
         sessionID += 1
         let id = sessionID
         self.endpoint = endpoint
@@ -147,8 +145,18 @@ extension LiveBoard {
     func received(_ bytes: [UInt8], on id: SessionID) {
         guard let endpoint, id == sessionID else { return }
         endpoint.receive(id, bytes, now: Self.now())
+        drainEvents()
         publishRemoteChange()
         signal()
+    }
+
+    /// The endpoint's events: a changed board marks `changes` (a remote change is published
+    /// from it); nothing else it reports concerns a client.
+    func drainEvents() {
+        guard let endpoint else { return }
+        while let event = endpoint.pollEvent() {
+            if case .boardChanged = event { changes.changed = true }
+        }
     }
 
     func linkClosed(_ error: String?, on id: SessionID) {
@@ -164,6 +172,7 @@ extension LiveBoard {
         while true {
             let now = Self.now()
             endpoint.handleTimers(now: now)
+            drainEvents()
             publishRemoteChange()
             let output = endpoint.output(for: id, now: now)
             if !output.isEmpty {

@@ -175,6 +175,7 @@ public actor LiveBoard {
 
     private func commit(origin: UpdateOrigin, _ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
         let edit = try commitRaw(body)
+        drainEvents()
         changes.changed = false
         publishChange(origins: [origin])
         signal()

@@ -55,14 +55,14 @@ public final class SyncHost {
     public let loop: EventLoop
     public private(set) var options: Options
     public let endpoint: SyncEndpoint
-    private var connections: [SessionID: any HostLink] = [:]
+    var connections: [SessionID: any HostLink] = [:]
     /// Accepted connections' IP addresses, and how many each has open.
     private var acceptedFrom: [SessionID: String] = [:]
     private var perAddress: [String: Int] = [:]
     /// The endpoint's dial targets, by index.
-    private var dialAddresses: [DialAddress] = []
+    var dialAddresses: [DialAddress] = []
 
-    private enum DialAddress {
+    enum DialAddress {
         case tcp(SocketAddress)
         /// A host on the same loop, reached through an in-process link.
         case local(SyncHost)
@@ -70,7 +70,7 @@ public final class SyncHost {
     private var nextID: SessionID = 0
     private var listener: TCPListener?
     private var timer: (id: Int, at: Double)?
-    private var stopped = false
+    var stopped = false
     private var flushScheduled = false
     /// Called after every event, so one-shot clients can check whether they are done.
     public var onProgress: (() -> Void)?
@@ -81,7 +81,7 @@ public final class SyncHost {
     public var lastCloseReason: SessionError? { endpoint.lastCloseReason }
     /// Why the most recent connection failed below the session (refused, reset, a TLS
     /// handshake that failed), if it did.
-    public private(set) var lastTransportError: String?
+    public internal(set) var lastTransportError: String?
     /// The address the host listens on, if it listens.
     public var listenAddress: SocketAddress? { listener?.address }
 
@@ -145,8 +145,6 @@ public final class SyncHost {
     }
 
     private func wire() {
-        endpoint.onPresence = { [weak self] board, presence in self?.onPresence?(board, presence) }
-        endpoint.transportQueued = { [weak self] id in self?.connections[id]?.queuedBytes ?? 0 }
         if !options.reconnect { endpoint.setReconnecting(false, now: EventLoop.now()) }
         // The endpoint closes the sessions a change of revocations revokes (its own observer,
         // registered first); their ERROR is written and their connections closed here.
@@ -166,7 +164,7 @@ public final class SyncHost {
 
     /// Arms the loop timer at the endpoint's next deadline (or re-arms it when that moved
     /// earlier). The host never polls: a simulator jumps its clock to the same deadlines.
-    private func armTimer() {
+    func armTimer() {
         guard !stopped else { return }
         guard let deadline = endpoint.nextDeadline else {
             if let timer { loop.cancelTimer(timer.id); self.timer = nil }
@@ -191,97 +189,9 @@ public final class SyncHost {
         onProgress?()
     }
 
-    // MARK: Dialing
-
-    /// Dials `address` for this host's board; the endpoint schedules reconnects with backoff
-    /// when the link drops.
-    public func connect(to address: SocketAddress) {
-        addDialTarget(.tcp(address))
-    }
-
-    /// Connects to `server`, a host on this host's loop, through an in-process link rather than
-    /// a socket (a web page's replica and the server it edits through): the same sessions,
-    /// handshake, tokens and limits as over TCP, with nothing between them that can fail
-    /// silently (no port, no TLS to mismatch, no per-address quota). Redialed like any link.
-    public func connectLocally(to server: SyncHost) {
-        precondition(server.loop === loop, "an in-process link joins hosts on one loop")
-        addDialTarget(.local(server))
-    }
-
-    private func addDialTarget(_ address: DialAddress) {
-        guard !endpoint.isServer else { return }
-        let index = endpoint.addDialTarget(now: EventLoop.now())
-        precondition(index == dialAddresses.count)
-        dialAddresses.append(address)
-        dialDue()
-        armTimer()
-    }
-
-    /// Starts connecting every dial target the endpoint says is due.
-    private func dialDue() {
-        guard !stopped else { return }
-        for index in endpoint.dueDials(now: EventLoop.now()) { dial(index) }
-    }
-
-    private func dial(_ index: Int) {
-        let address: SocketAddress
-        switch dialAddresses[index] {
-        case .tcp(let tcp): address = tcp
-        case .local(let server): return dialLocally(index, server)
-        }
-        let connection: TCPConnection
-        do {
-            connection = try TCPConnection.connect(to: address, on: loop)
-        } catch {
-            options.log("cannot connect to \(address): \(error)")
-            endpoint.dialFailed(index, now: EventLoop.now())
-            return
-        }
-        if let tls = options.clientTLS {
-            do {
-                connection.useTLS(try tls.stream(host: address.host))
-            } catch {
-                connection.close(immediately: true)
-                options.log("cannot connect to \(address): \(error)")
-                lastTransportError = "\(error)"
-                endpoint.dialFailed(index, now: EventLoop.now())
-                return
-            }
-        }
-        let id = newLink(connection)
-        endpoint.dialing(index, as: id)
-        connection.onConnect = { [weak self] in
-            guard let self else { return }
-            self.options.log("connected to \(address)")
-            self.endpoint.dialed(id, now: EventLoop.now())
-            self.flush(id)
-            self.flushNoted()
-            self.armTimer()
-        }
-    }
-
-    private func dialLocally(_ index: Int, _ server: SyncHost) {
-        guard !server.stopped else {
-            endpoint.dialFailed(index, now: EventLoop.now())
-            return
-        }
-        let (mine, theirs) = LocalLink.pair(on: loop, names: ("in-process server", "in-process client"))
-        let id = newLink(mine)
-        endpoint.dialing(index, as: id)
-        server.acceptLocally(theirs)
-        // Connected at once; the handshake starts on the next turn, as after a TCP connect.
-        loop.schedule(after: 0) { [weak self] in
-            guard let self, !mine.isClosed, self.connections[id] != nil else { return }
-            self.endpoint.dialed(id, now: EventLoop.now())
-            self.flush(id)
-            self.flushNoted()
-            self.armTimer()
-        }
-    }
-
     // MARK: Connections
 
-    private func newLink(_ connection: any HostLink) -> SessionID {
+    func newLink(_ connection: any HostLink) -> SessionID {
         nextID += 1
         let id = nextID
         connection.maxQueuedBytes = options.limits.maxQueuedBytes
@@ -297,7 +207,7 @@ public final class SyncHost {
 
     /// The server's end of an in-process link (`connectLocally`): not counted against the
     /// connection limits, which protect sockets.
-    private func acceptLocally(_ link: LocalLink) {
+    func acceptLocally(_ link: LocalLink) {
         guard !stopped else { link.close(immediately: true); return }
         let id = newLink(link)
         endpoint.accept(id, now: EventLoop.now())
@@ -361,7 +271,7 @@ public final class SyncHost {
     /// Writes a connection's pending output while its socket takes it, stopping at a
     /// high-water mark (four asset chunks) until the connection's onWritable (asset chunks are
     /// cut lazily, so nothing piles up); closes it once its session has ended.
-    private func flush(_ id: SessionID) {
+    func flush(_ id: SessionID) {
         guard let connection = connections[id] else { return }
         let now = EventLoop.now()
         let highWater = options.limits.assetChunk * 4
@@ -370,6 +280,7 @@ public final class SyncHost {
             if bytes.isEmpty { break }
             connection.send(bytes)
         }
+        endpoint.noteTransportQueued(id, connection.queuedBytes)
         if endpoint.isFinished(id) { connection.close() }
     }
 
@@ -378,9 +289,10 @@ public final class SyncHost {
         for id in endpoint.sessions(of: board) { flush(id) }
     }
 
-    /// Something outside the host changed a board's hub (a replication layer merged operations
-    /// or acknowledged some): writes its sessions' output and re-arms the timer.
-    public func refresh(_ board: String) {
+    /// Something outside the host changed boards' hubs (a replication layer merged operations
+    /// or acknowledged some, a view left): hands on the endpoint's events, writes the sessions
+    /// that gained output and re-arms the timer.
+    public func refresh() {
         flushNoted()
         armTimer()
         onProgress?()
@@ -390,10 +302,25 @@ public final class SyncHost {
         for id in connections.keys.sorted() { flush(id) }
     }
 
-    /// Writes the sessions the endpoint says gained output since the last time (and closes
-    /// those that are finished): work in proportion to what the event touched.
-    private func flushNoted() {
+    /// Hands on the endpoint's events, then writes the sessions it says gained output since
+    /// the last time (and closes those that are finished): work in proportion to what the
+    /// event touched.
+    func flushNoted() {
+        drainEvents()
         for id in endpoint.takeSessionsWithOutput() { flush(id) }
+    }
+
+    /// The endpoint's events, in order: boards changed and presences to this host's listeners,
+    /// boards opened and closed and shared-log work to its replication layer (whose calls into
+    /// the hubs may queue more, drained in the same loop).
+    private func drainEvents() {
+        while let event = endpoint.pollEvent() {
+            switch event {
+            case .boardChanged(let board): onBoardChange?(board)
+            case .presence(let board, let presence): onPresence?(board, presence)
+            case .boardOpened, .boardClosed, .sharedLog: replication?.handle(event, on: self)
+            }
+        }
     }
 
     /// Flushes at the end of this loop iteration, once however many edits queue output before
@@ -434,6 +361,12 @@ public final class SyncHost {
 
     /// Called for every presence this host takes: arrivals, updates, and "gone" ones.
     public var onPresence: ((String, Presence) -> Void)?
+    /// Called with a board's name whenever its replica changed (merged operations or images,
+    /// local edits), once per event however many changes it made: for views that show boards live.
+    public var onBoardChange: ((String) -> Void)?
+    /// The replication layer (`RedisCluster`): handed every board opened and closed and every
+    /// shared-log request. Set it before boards open, with `endpoint.boardsShareALog`.
+    public weak var replication: (any HostReplication)?
 
     /// Closes every link abruptly (a test's or demo's "go offline").
     public func dropConnections() {
@@ -458,6 +391,7 @@ public final class SyncHost {
         listener?.close()
         if let timer { loop.cancelTimer(timer.id) }
         endpoint.shutdown(save: saving, now: EventLoop.now())
+        drainEvents()
         flushAll()
         for connection in connections.values { connection.close() }
         options.log("stopped")
@@ -491,7 +425,14 @@ public final class SyncHost {
     @discardableResult
     public func preload(board name: String) -> Bool {
         let opened = endpoint.preload(board: name)
+        flushNoted()
         armTimer()
         return opened
     }
+}
+
+/// A replication layer a host hands its endpoint's `.boardOpened`, `.boardClosed` and
+/// `.sharedLog` events to, as it drains them (BoardRedisNet's `RedisCluster`).
+public protocol HostReplication: AnyObject {
+    func handle(_ event: SyncEndpoint.Event, on host: SyncHost)
 }

@@ -55,14 +55,11 @@ extension WebView {
             // without end.
             let now = EventLoop.now()
             let rate = options.maxMessagesPerSecond
-            client.bucket.tokens = min(2 * rate, client.bucket.tokens + rate * max(0, now - client.bucket.at))
-            client.bucket.at = now
-            guard client.bucket.tokens >= 1 else {
+            guard client.bucket.take(now: now) else {
                 options.log("web: closed page \(client.connection.remote): more than \(Int(rate)) messages a second")
                 closeSocket(client, .policyViolation, "more than \(Int(rate)) messages a second")
                 return
             }
-            client.bucket.tokens -= 1
             pageSaid(text, client)
             if client.socket?.closeSent ?? true { break }
         }

@@ -142,19 +142,19 @@ public final class WebView {
         var pinged = false
         /// An image being streamed: its bytes (the board's own copy) and how far.
         var body: (data: Data, offset: Int)?
-        var bucket: (tokens: Double, at: Double)
+        var bucket: TokenBucket
         /// Presence waiting for its turn (`presenceInterval`), and when the last one went.
         var pendingPresence: Presence?
         var presenceSent = -Double.infinity
         var presenceScheduled = false
 
-        init(_ connection: TCPConnection, address: String, limits: HTTPLimits, now: Double, burst: Double) {
+        init(_ connection: TCPConnection, address: String, limits: HTTPLimits, now: Double, messagesPerSecond rate: Double) {
             self.connection = connection
             self.address = address
             parser = HTTPRequestParser(limits: limits)
             opened = now
             lastHeard = now
-            bucket = (burst, now)
+            bucket = TokenBucket(rate: rate, burst: 2 * rate, now: now)  // bursts of two seconds' worth
         }
     }
 
@@ -174,8 +174,8 @@ public final class WebView {
         listener = try TCPListener(address: listen, on: loop)
         listenAddress = listener.address
         listener.onAccept = { [weak self] connection in self?.accepted(connection) }
-        let previousChange = host.endpoint.onBoardChange
-        host.endpoint.onBoardChange = { [weak self] board in
+        let previousChange = host.onBoardChange
+        host.onBoardChange = { [weak self] board in
             previousChange?(board)
             self?.changed(board)
         }
@@ -219,7 +219,7 @@ public final class WebView {
         }
         connection.maxQueuedBytes = 2 * options.maxQueuedPerPage
         let now = EventLoop.now()
-        let client = Client(connection, address: address, limits: options.limits, now: now, burst: 2 * options.maxMessagesPerSecond)
+        let client = Client(connection, address: address, limits: options.limits, now: now, messagesPerSecond: options.maxMessagesPerSecond)
         clients[ObjectIdentifier(client)] = client
         perAddress[address, default: 0] += 1
         connection.onData = { [weak self, weak client] bytes in
@@ -254,7 +254,7 @@ public final class WebView {
             }
             if pagePresences[board]?.isEmpty == true { pagePresences[board] = nil }
             host.endpoint.removeViewer(board: board, now: EventLoop.now())
-            host.refresh(board)  // the board may now close when idle: the host's timer must know
+            host.refresh()  // the board may now close when idle: the host's timer must know
             if !clients.values.contains(where: { $0.board == board }) { renderer.forget(board) }
         }
     }

@@ -15,27 +15,25 @@ extension RedisBoardLog {
     }
 
     struct Ticket {
+        /// The hub's ticket (`SharedLogRequest.append`).
         let id: UInt64
         let board: String
         var waitingFor: Set<UInt64>
     }
 
-    /// The hub's `replicate`: queues the batches' appends and returns the ticket that
-    /// completes once Redis took them.
-    func replicate(_ board: String, _ batches: [OperationBatch]) -> UInt64 {
-        nextTicket += 1
+    /// A hub's `.append`: queues the batches' appends; the ticket completes once Redis took
+    /// them (and every ticket handed over before it).
+    func replicate(_ board: String, _ batches: [OperationBatch], ticket: UInt64) {
         var waitingFor: Set<UInt64> = []
         for batch in batches where !batch.operations.isEmpty || batch.covers != nil {
             nextAppend += 1
             appends[nextAppend] = Append(board: board, bytes: batch.encoded(), authors: options.sharesAuthorship ? Self.authors(of: batch) : [])
             waitingFor.insert(nextAppend)
         }
-        tickets.append(Ticket(id: nextTicket, board: board, waitingFor: acknowledgesBeforeRedis ? [] : waitingFor))
-        let ticket = nextTicket
-        // A ticket with nothing to append completes after the ones before it (at the end of
-        // this turn: the hub records it once this returns).
+        tickets.append(Ticket(id: ticket, board: board, waitingFor: acknowledgesBeforeRedis ? [] : waitingFor))
+        // A ticket with nothing to append completes after the ones before it, at the log's
+        // next deadline (now).
         pump()
-        return ticket
     }
 
     /// Sends every append not sent yet and due, in order (`pump`).
@@ -73,7 +71,6 @@ extension RedisBoardLog {
             completed += 1
             if let state = boards[ticket.board] {
                 state.hub.replicated(ticket.id)
-                onHubChanged?(ticket.board)
             }
         }
         if completed > 0 { tickets.removeFirst(completed) }

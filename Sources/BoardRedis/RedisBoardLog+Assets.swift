@@ -16,13 +16,13 @@ extension RedisBoardLog {
         return (count, size)
     }
 
-    /// The hub's `onAssetStored`.
+    /// A hub's `.storeAsset`.
     func storeAsset(_ hash: AssetHash, _ data: Data) {
         assetSets[hash] = (data, false, 0)
         pump()
     }
 
-    /// The hub's `fetchAsset`.
+    /// A hub's `.fetchAsset`.
     func fetchAsset(_ hash: AssetHash, for board: String) {
         var entry = assetGets[hash] ?? (boards: [], giveUpAt: now + options.assetWait, sent: false, notBefore: 0)
         entry.boards.insert(board)
@@ -120,7 +120,6 @@ extension RedisBoardLog {
         assetGets[hash] = nil
         for board in waiting.sorted() {
             boards[board]?.hub.assetFetched(hash, data)
-            onHubChanged?(board)
         }
     }
 }

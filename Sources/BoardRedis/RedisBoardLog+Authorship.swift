@@ -10,7 +10,7 @@ extension RedisBoardLog {
         let request: AuthorshipRequest
     }
 
-    /// The hub's `sharedAuthorship`.
+    /// A hub's `.decideAuthorship`.
     func askAuthorship(_ request: AuthorshipRequest, on board: String) {
         authorRequests[AuthorKey(board: board, request: request)] = (false, 0)
         pump()
@@ -45,7 +45,6 @@ extension RedisBoardLog {
             return
         }
         hub.authorshipAnswered(request, answer, now: now)
-        onHubChanged?(board)
     }
 
     /// Authorship, decided once for every server: who owns a replica id, and (with bind 1) the

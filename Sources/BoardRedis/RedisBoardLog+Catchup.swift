@@ -45,7 +45,6 @@ extension RedisBoardLog {
             // A checkpoint that does not decode: read the whole stream that is left instead.
             options.log("board '\(board)': the checkpoint at \(id) is unusable (\(error)); reading the stream instead")
         }
-        onHubChanged?(board)
     }
 
     /// A range of the stream (`XRANGE`): merged; a short one means the end was reached, and
@@ -101,7 +100,6 @@ extension RedisBoardLog {
         }
         options.log("board '\(board)': caught up from Redis at \(state.lastID)")
         state.hub.holdsGreetings = false
-        onHubChanged?(board)
     }
 
     /// Reads a tailed board again from its checkpoint (merging is idempotent): what this server

@@ -135,7 +135,6 @@ extension RedisBoardLog {
     /// replica marks and authorship (after the appends and marks), images; then presence
     /// subscriptions and the tail read.
     func pump() {
-        defer { onOutput?() }
         if up.contains(.commands) {
             sendAppends()
             for name in boards.keys.sorted() { sendBoardCommand(name) }

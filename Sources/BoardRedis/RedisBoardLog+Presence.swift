@@ -24,7 +24,6 @@ extension RedisBoardLog {
         writer.write(lengthPrefixed: Array(options.node.utf8))
         writer.write(bytes: Message.presence(presence).frame().encoded())
         send(.publish, [Array("PUBLISH".utf8), Array(presenceChannel(board).utf8), writer.bytes])
-        onOutput?()
     }
 
     /// A message on the presence link: `message CHANNEL PAYLOAD` (subscribe confirmations and
@@ -51,6 +50,5 @@ extension RedisBoardLog {
             return
         }
         boards[board]?.hub.receiveReplicatedPresence(presence, now: now)
-        onHubChanged?(board)
     }
 }

@@ -97,6 +97,5 @@ extension RedisBoardLog {
         } catch {
             options.log("board '\(board)': stream entry \(entry.id) refused (\(error)); skipped")
         }
-        onHubChanged?(board)
     }
 }

@@ -97,7 +97,6 @@ extension RedisBoardLog {
         for name in boards.keys.sorted() {
             guard let hub = boards[name]?.hub else { continue }
             hub.storageTrouble = current
-            onHubChanged?(name)
         }
     }
 }

@@ -40,12 +40,6 @@ public final class RedisBoardLog {
     /// A planted bug for the cluster simulation's oracles: tickets complete (sessions are
     /// acknowledged) without waiting for Redis to take their appends. Never set outside it.
     @_spi(Mutations) public var acknowledgesBeforeRedis = false
-    /// Called after the log changed a board's hub (merged operations, acknowledgements, images):
-    /// the host writes that board's session output.
-    public var onHubChanged: ((String) -> Void)?
-    /// Called when commands were queued (a hub handed over operations, say): the driver writes
-    /// them.
-    public var onOutput: (() -> Void)?
 
     // MARK: State (shared by the extensions in the files beside this one)
 
@@ -58,10 +52,9 @@ public final class RedisBoardLog {
     /// and reconnects).
     var appends: [UInt64: Append] = [:]
     var nextAppend: UInt64 = 0
-    /// Hub tickets in the order they were issued; each completes when its appends are confirmed
-    /// and every earlier ticket has completed.
+    /// Hubs' tickets in the order they were handed over; each completes when its appends are
+    /// confirmed and every earlier ticket has completed.
     var tickets: [Ticket] = []
-    var nextTicket: UInt64 = 0
 
     /// The attached boards, each with its phase (`Internal/RedisBoardLog+Board.swift`).
     var boards: [String: BoardState] = [:]
@@ -103,35 +96,47 @@ public final class RedisBoardLog {
     public func attach(_ board: String, hub: BoardHub, now: Double) {
         self.now = now
         boards[board] = BoardState(hub: hub)
-        hub.replicate = { [weak self] batches in self?.replicate(board, batches) ?? 0 }
-        hub.onAssetStored = { [weak self] hash, data in self?.storeAsset(hash, data) }
-        hub.fetchAsset = { [weak self] hash in self?.fetchAsset(hash, for: board) }
-        hub.publishPresence = { [weak self] presence in self?.publish(presence, on: board) }
-        if options.sharesAuthorship {
-            hub.sharedAuthorship = { [weak self] request in self?.askAuthorship(request, on: board) }
-        }
+        hub.sharedLog = true
+        hub.sharesAuthorship = options.sharesAuthorship
         hub.holdsGreetings = true  // until the stream has been read
         hub.storageTrouble = storageTrouble  // while Redis cannot serve, HELLOs are turned away
         options.log("board '\(board)': reading \(streamKey(board)) from Redis")
         pump()
     }
 
+    /// What a hub asked of the shared log (its `.sharedLog` events, handed on by the host as it
+    /// drains its endpoint): queued for Redis; the answers reach the hub as Redis replies.
+    /// Appends of a board detached meanwhile are still delivered; its other requests are dropped.
+    public func handle(_ request: SharedLogRequest, on board: String, now: Double) {
+        self.now = max(self.now, now)
+        switch request {
+        case .append(let batches, let ticket): replicate(board, batches, ticket: ticket)
+        case .storeAsset(let hash, let data): storeAsset(hash, data)
+        case .fetchAsset(let hash): if boards[board] != nil { fetchAsset(hash, for: board) }
+        case .decideAuthorship(let request): if boards[board] != nil { askAuthorship(request, on: board) }
+        case .publishPresence(let presence): if boards[board] != nil { publish(presence, on: board) }
+        }
+    }
+
     /// Stops replicating a board (it closed). Appends it handed over are still delivered.
     public func detach(_ board: String) {
         guard let state = boards.removeValue(forKey: board) else { return }
-        state.hub.replicate = nil
-        state.hub.onAssetStored = nil
-        state.hub.fetchAsset = nil
+        state.hub.sharedLog = false
+        state.hub.sharesAuthorship = false
         state.hub.holdsGreetings = false
         state.hub.storageTrouble = nil
-        state.hub.publishPresence = nil
-        state.hub.sharedAuthorship = nil
         authorRequests = authorRequests.filter { $0.key.board != board }
         replicaMarks[board] = nil
         if subscribed.remove(board) != nil, up.contains(.presence) {
             presenceOutput += RESPValue.command("UNSUBSCRIBE", presenceChannel(board))
         }
     }
+
+    /// The boards attached, by name.
+    public var attachedBoards: [String] { boards.keys.sorted() }
+
+    /// The hub an attached board replicates.
+    public func hub(of board: String) -> BoardHub? { boards[board]?.hub }
 
     /// Whether a board's stream has been read up to its end once since it was attached (it is
     /// tailed).

@@ -7,7 +7,7 @@ import Foundation
 /// event loop: connects (and reconnects with backoff), writes what the log queues, feeds it
 /// what Redis answers, arms its timers, and attaches every board the host opens.
 /// Loop thread only.
-public final class RedisCluster {
+public final class RedisCluster: HostReplication {
     public let address: SocketAddress
     public let boardLog: RedisBoardLog
     let loop: EventLoop
@@ -15,7 +15,7 @@ public final class RedisCluster {
     var revocationLink: RevocationLink?
     private var connections: [RedisBoardLog.Link: TCPConnection] = [:]
     private var connected: Set<RedisBoardLog.Link> = []
-    private var backoff: [RedisBoardLog.Link: Double] = [:]
+    private var backoff: [RedisBoardLog.Link: Backoff] = [:]
     /// When each link connected: one Redis closes right away (it refuses an unauthenticated
     /// client's long command) keeps backing off instead of being redialled ten times a second.
     private var connectedAt: [RedisBoardLog.Link: Double] = [:]
@@ -37,20 +37,34 @@ public final class RedisCluster {
     public func attach(to host: SyncHost) {
         self.host = host
         let endpoint = host.endpoint
-        boardLog.onHubChanged = { [weak host] board in host?.refresh(board) }
-        // Written at once, and the timer re-armed: a ticket with nothing to append completes at
-        // the log's next deadline (now), not at the next reply from Redis.
-        boardLog.onOutput = { [weak self] in self?.pump() }
-        endpoint.onBoardOpened = { [weak self] board in
-            guard let self else { return }
-            self.boardLog.attach(board.name, hub: board.hub, now: EventLoop.now())
-            self.pump()
-        }
-        endpoint.onBoardClosed = { [weak self] name in self?.boardLog.detach(name) }
+        host.replication = self
+        endpoint.boardsShareALog = true
+        endpoint.boardsShareAuthorship = boardLog.options.sharesAuthorship
         for (name, board) in endpoint.boards.sorted(by: { $0.key < $1.key }) {
             boardLog.attach(name, hub: board.hub, now: EventLoop.now())
         }
         for link in RedisBoardLog.Link.allCases { connect(link) }
+    }
+
+    /// The host's boards opened and closed and what their hubs ask of the shared log, as the
+    /// host drains its endpoint. Queued commands are written at once, and the timer re-armed:
+    /// a ticket with nothing to append completes at the log's next deadline (now), not at the
+    /// next reply from Redis.
+    public func handle(_ event: SyncEndpoint.Event, on host: SyncHost) {
+        switch event {
+        case .boardOpened(let board): boardLog.attach(board.name, hub: board.hub, now: EventLoop.now())
+        case .boardClosed(let name): boardLog.detach(name)
+        case .sharedLog(let board, let request): boardLog.handle(request, on: board, now: EventLoop.now())
+        case .boardChanged, .presence: return
+        }
+        pump()
+    }
+
+    /// After the log took something from Redis (or lost a link): writes what it queued, and the
+    /// host hands on what the hubs it touched have (acknowledgements, merged operations).
+    private func pumpAndRefresh() {
+        pump()
+        host?.refresh()
     }
 
     /// Whether every link (commands, tail, presence) is connected.
@@ -80,7 +94,7 @@ public final class RedisCluster {
             self.connectedAt[link] = EventLoop.now()
             self.log("Redis \(link) link connected to \(self.address)")
             self.boardLog.linkUp(link, now: EventLoop.now())
-            self.pump()
+            self.pumpAndRefresh()
         }
         connection.onData = { [weak self] bytes in
             guard let self else { return }
@@ -91,7 +105,7 @@ public final class RedisCluster {
                 self.lost(link, "\(error)")
                 return
             }
-            self.pump()
+            self.pumpAndRefresh()
         }
         connection.onClose = { [weak self, weak connection] error in
             guard let self, let connection, self.connections[link] === connection else { return }
@@ -106,9 +120,8 @@ public final class RedisCluster {
         let wasUp = connected.remove(link) != nil
         boardLog.linkDown(link, now: EventLoop.now(), reason: reason)
         guard !stopped else { return }
-        if wasUp, let at = connectedAt[link], EventLoop.now() - at >= 1 { backoff[link] = nil }
-        let delay = backoff[link] ?? 0.1
-        backoff[link] = min(delay * 2, 2)
+        if wasUp, let at = connectedAt[link], EventLoop.now() - at >= 1 { backoff[link]?.reset() }
+        let delay = backoff[link, default: Backoff(first: 0.1, max: 2)].next()
         if !wasUp {
             let refused = refused || reason.hasSuffix(String(cString: strerror(ECONNREFUSED)))
             let prefix = "cannot connect to \(address): "
@@ -116,7 +129,7 @@ public final class RedisCluster {
             boardLog.connectFailed(link, because: refused ? "refused the connection" : "cannot be reached (\(why))", now: EventLoop.now())
         }
         _ = loop.schedule(after: delay) { [weak self] in self?.connect(link) }
-        pump()
+        pumpAndRefresh()
     }
 
     /// Writes what the log queued on each link and re-arms the timer at its next deadline
@@ -143,7 +156,7 @@ public final class RedisCluster {
                 self.connections[link]?.close(immediately: true)
                 self.lost(link, "no reply in time")
             }
-            self.pump()
+            self.pumpAndRefresh()
         }
         timer = (id, deadline)
     }

@@ -17,16 +17,13 @@ extension BoardHub {
     func admitRate(of batch: OperationBatch, from id: SessionID) -> Bool {
         guard let rate = maxOperationsPerSecond, batch.base == nil, batch.covers == nil else { return true }
         let burst = rate * 5
-        var bucket = peers[id]?.bucket ?? (burst, now)
-        bucket.tokens = min(burst, bucket.tokens + rate * max(0, now - bucket.at))
-        bucket.at = now
-        guard Double(batch.operations.count) <= bucket.tokens else {
+        var bucket = peers[id]?.bucket ?? TokenBucket(rate: rate, burst: burst, now: now)
+        defer { peers[id]?.bucket = bucket }
+        guard bucket.take(Double(batch.operations.count), now: now) else {
             log?("session \(id): more than \(Int(rate)) operations per second; closed")
             closeSession(id, SessionError(.tooFast, "more than \(Int(rate)) operations per second (bursts of \(Int(burst)) allowed); slow down"))
             return false
         }
-        bucket.tokens -= Double(batch.operations.count)
-        peers[id]?.bucket = bucket
         return true
     }
 }

@@ -18,9 +18,9 @@ extension BoardHub {
                 fetching[chunk.hash] = nil
                 fetchingFromLog.remove(chunk.hash)  // what the log finds later is not needed
                 try store.addReceivedAsset(Data(bytes), claimedHash: chunk.hash)
-                onChange?()
+                emit(.changed)
                 let data = Data(bytes)
-                onAssetStored?(chunk.hash, data)
+                if sharedLog { emit(.sharedLog(.storeAsset(chunk.hash, data))) }
                 for waiter in waiting.removeValue(forKey: chunk.hash) ?? [] {
                     withSession(waiter) { $0.queueAsset(chunk.hash, data) }
                 }
@@ -67,10 +67,10 @@ extension BoardHub {
             }
             guard let peer = candidates.first else {
                 if fetchingFromLog.contains(hash) { continue }
-                if let fetchAsset {
+                if sharedLog {
                     // The shared log's image store may have it (uploaded through another server).
                     fetchingFromLog.insert(hash)
-                    fetchAsset(hash)
+                    emit(.sharedLog(.fetchAsset(hash)))
                     continue
                 }
                 // Nobody connected has it: whoever waits on this hub hears so now, not never.

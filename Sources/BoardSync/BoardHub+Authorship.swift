@@ -8,7 +8,7 @@ import Foundation
 // no operation of that id yet (ids whose operations came through a `peer` token, or from before
 // access control, stay unbound: only peer tokens carry their operations). Each subject may own
 // `maxReplicasPerSubject` ids per board and the board `maxAuthorsPerBoard` in all. Alone, a hub
-// keeps the table in its store (`sync/authors`); with `sharedAuthorship` (several servers, one
+// keeps the table in its store (`sync/authors`); with `sharesAuthorship` (several servers, one
 // Redis) the shared log decides and the hub holds the waiting operations until it has.
 
 /// What a hub asks the layer that shares authorship between servers.
@@ -53,10 +53,10 @@ enum AuthorshipOutcome {
 
 extension BoardHub {
     /// A writer's HELLO: refused when its replica id is known to belong to another subject.
-    /// (With `sharedAuthorship` the owner is looked up meanwhile; the answer may still refuse it.)
+    /// (With `sharesAuthorship` the owner is looked up meanwhile; the answer may still refuse it.)
     func checkHello(_ replica: ReplicaID, for id: SessionID) -> Bool {
         guard let subject = withPeer(id, { $0.subject }) ?? nil else { return true }
-        if sharedAuthorship != nil {
+        if sharesAuthorship {
             if let owner = authors?[replica] {
                 guard owner == subject else { return refuse(id, subject, replica, .owned(owner)) }
                 return true
@@ -83,7 +83,7 @@ extension BoardHub {
         let authorsOfNew = Set(batch.operations.lazy.filter { !replica.hasIntegrated($0.id) }.map(\.id.replica))
         guard !authorsOfNew.isEmpty else { return .allowed(batch) }
         var dropped: [ReplicaID: String?] = [:]  // replica → its owner (nil: nobody)
-        if sharedAuthorship != nil {
+        if sharesAuthorship {
             if authors == nil { authors = [:] }
         } else if !loadAuthors(for: id) {
             return .refused
@@ -100,7 +100,7 @@ extension BoardHub {
                 continue
             }
             let mayBind = author == mine && !replica.hasOperations(by: author)
-            if sharedAuthorship != nil {
+            if sharesAuthorship {
                 let request = AuthorshipRequest(replica: author, subject: subject, bind: mayBind,
                                                 maxPerSubject: maxReplicasPerSubject, maxPerBoard: maxAuthorsPerBoard)
                 switch authorshipAnswers[request] {
@@ -163,7 +163,7 @@ extension BoardHub {
         }
     }
 
-    /// The shared log's answer to a request `sharedAuthorship` was given: sessions that said
+    /// The shared log's answer to a `.decideAuthorship` request: sessions that said
     /// HELLO under a replica another subject owns are refused, and held batches go on in order.
     public func authorshipAnswered(_ request: AuthorshipRequest, _ answer: AuthorshipAnswer, now: Double) {
         self.now = now
@@ -207,7 +207,7 @@ extension BoardHub {
     /// Requests to the shared log go out once until answered.
     private func ask(_ request: AuthorshipRequest) {
         guard authorshipAsked.insert(request).inserted else { return }
-        sharedAuthorship?(request)
+        emit(.sharedLog(.decideAuthorship(request)))
     }
 
     /// Loads the store's table once. A table that cannot be read refuses the writer with words

@@ -57,7 +57,7 @@ extension BoardHub {
         // every item on the board per frame (session events rescan all).
         let named = fresh.compactMap { op in op.payload.asset.map { (hash: $0, item: op.payload.item) } }
         if !named.isEmpty { requestMissing(preferring: id, named: named) }
-        if groupCommit || replicate != nil {
+        if groupCommit || sharedLog {
             // Acknowledged after the store's next sync (this loop turn's, `commitMerges`).
             if peers[id]?.awaitingSync == false {
                 peers[id]?.awaitingSync = true
@@ -72,7 +72,7 @@ extension BoardHub {
         // without carrying a single new operation: the others must hear of that too, or the
         // next loose operation leaves them a gap that never closes (found by the simulator).
         guard !fresh.isEmpty || rose(from: vectorBefore) else { return }
-        if replicate != nil {
+        if sharedLog {
             // For the shared log: the new operations. A complete delta goes as this board's own
             // complete delta from the same base: its `covers` (which closes the gaps its sender
             // compacted away) applies only with its `base`, and then the entry must carry every
@@ -85,7 +85,7 @@ extension BoardHub {
             }
         }
         relay(fresh, of: batch, except: id)
-        onChange?()
+        emit(.changed)
     }
 
     /// Group commit: makes the merges deferred since the last commit durable with one sync of
@@ -109,11 +109,13 @@ extension BoardHub {
             return
         }
         let version = store.replica.versionVector
-        if let replicate {
+        if sharedLog {
             // Acknowledged once the shared log holds this turn's operations (`replicated`).
             let batches = pendingReplication
             pendingReplication = []
-            awaitingReplication[replicate(batches)] = (waiting, version)
+            lastTicket += 1
+            awaitingReplication[lastTicket] = (waiting, version)
+            emit(.sharedLog(.append(batches, ticket: lastTicket)))
             return
         }
         for id in waiting { withSession(id) { $0.acknowledge(version) } }

@@ -45,8 +45,8 @@ extension BoardHub {
             lowerDeadlineBound(to: expires)
         }
         relayPresence(presence, except: id)
-        if id != nil { onPresence?(presence) }
-        if id != BoardHub.sharedLogSource { publishPresence?(presence) }
+        if id != nil { emit(.presence(presence)) }
+        if sharedLog, id != BoardHub.sharedLogSource { emit(.sharedLog(.publishPresence(presence))) }
     }
 
     /// The `from` of presences that came through the shared log (other servers' clients): they
@@ -73,7 +73,7 @@ extension BoardHub {
     func expirePresences() {
         for (replica, entry) in presences.sorted(by: { $0.key < $1.key }) where entry.expires <= now {
             presences[replica] = nil
-            if entry.from != nil { onPresence?(Presence.gone(replica, clock: entry.presence.clock)) }
+            if entry.from != nil { emit(.presence(Presence.gone(replica, clock: entry.presence.clock))) }
         }
     }
 }

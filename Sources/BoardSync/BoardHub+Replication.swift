@@ -4,14 +4,15 @@ import Foundation
 
 /// Replication through a shared log (BoardRedis's `RedisBoardLog`, docs/SCALE-OUT.md).
 extension BoardHub {
-    // A replication layer (BoardRedis's `RedisBoardLog`, docs/SCALE-OUT.md) sets `replicate`,
-    // `onAssetStored` and `fetchAsset`, and calls the three methods below. With `replicate` set,
-    // every group commit hands it the operations merged from this hub's sessions since the
-    // last one (fresh ones only; a complete delta keeps its `covers`), and the sessions that
-    // sent them are acknowledged when the log holds them, not before. `onAssetStored` sees each
-    // image a session uploaded; `fetchAsset` is asked for images no session can offer.
+    // A replication layer (BoardRedis's `RedisBoardLog`, docs/SCALE-OUT.md) sets `sharedLog`,
+    // drains the hub's `.sharedLog` events (`SharedLogRequest`) and answers through the methods
+    // below. With `sharedLog` set, every group commit hands it the operations merged from this
+    // hub's sessions since the last one (fresh ones only; a complete delta keeps its `covers`),
+    // and the sessions that sent them are acknowledged when the log holds them, not before.
+    // `.storeAsset` carries each image a session uploaded; `.fetchAsset` asks for images no
+    // session can offer.
 
-    /// The shared log holds what the group commit that returned `ticket` handed over:
+    /// The shared log holds what the `.append` with `ticket` handed over:
     /// acknowledges the sessions that waited for it (tickets complete in order).
     public func replicated(_ ticket: UInt64) {
         guard let entry = awaitingReplication.removeValue(forKey: ticket) else { return }
@@ -20,7 +21,7 @@ extension BoardHub {
 
     /// Operations read from the shared log (written by another server, or found there when the
     /// board opened): merged and relayed to this hub's sessions, never handed back to
-    /// `replicate`. Returns how many were new. Throws when the store refuses them.
+    /// the shared log. Returns how many were new. Throws when the store refuses them.
     @discardableResult
     public func mergeReplicated(_ batch: OperationBatch, now: Double) throws -> Int {
         self.now = now
@@ -32,11 +33,11 @@ extension BoardHub {
         let named = fresh.compactMap { op in op.payload.asset.map { (hash: $0, item: op.payload.item) } }
         if !named.isEmpty { requestMissing(preferring: nil, named: named) }
         relay(fresh, of: batch, except: nil)
-        onChange?()
+        emit(.changed)
         return fresh.count
     }
 
-    /// What `fetchAsset(hash)` found: the bytes (checked against the hash), or nil when the
+    /// What a `.fetchAsset(hash)` found: the bytes (checked against the hash), or nil when the
     /// log does not have them either (whoever waits hears NOASSET).
     public func assetFetched(_ hash: AssetHash, _ data: Data?) {
         guard fetchingFromLog.remove(hash) != nil else { return }
@@ -52,7 +53,7 @@ extension BoardHub {
             answerNoAsset(hash)
             return
         }
-        onChange?()
+        emit(.changed)
         for waiter in waiting.removeValue(forKey: hash) ?? [] { withSession(waiter) { $0.queueAsset(hash, data) } }
     }
 

@@ -17,14 +17,13 @@ public typealias SessionID = Int
 /// `BoardHub+Handshake` (HELLO, greeting with the delta) → `BoardHub+Access` and
 /// `BoardHub+Authorship` (read-only, rate, who may author) → `BoardHub+Merge` (merge, group
 /// commit, ACK, relay) → `BoardHub+Assets` (images) → `BoardHub+Presence` (who is here) →
-/// `BoardHub+Replication` and `BoardHub+Storage` (a shared log under several servers).
+/// `BoardHub+Replication` and `BoardHub+Storage` (a shared log under several servers);
+/// `BoardHub+Events` (what it has for its host, polled).
 public final class BoardHub {
     public let board: String
     public let store: ReplicaStore
     /// Accept a dialer's HELLO for any board name (a peer hosts exactly one board).
     public var acceptsAnyBoard = false
-    /// Called after operations or assets changed the store (a host schedules a save).
-    public var onChange: (() -> Void)?
     /// Called with log lines worth showing an operator.
     public var log: ((String) -> Void)?
     /// Output queued for all of this board's sessions together beyond which a new session is
@@ -38,9 +37,6 @@ public final class BoardHub {
     /// Images a board may hold (nil: unlimited); beyond it uploads are refused (`limitReached`).
     public var maxAssets: Int?
     var now = 0.0
-    /// Output the host has taken from this board's sessions but not yet written to sockets (the
-    /// transport's queues), counted against `maxQueuedOutput`.
-    public var queuedInTransport: () -> Int = { 0 }
     /// The last handshake delta, encoded: peers arriving with the same vector (new replicas, say)
     /// share one encoding instead of each costing a full-state pass.
     var deltaCache: (since: VersionVector, at: VersionVector, format: UInt8, count: Int, bytes: [UInt8])?
@@ -54,17 +50,24 @@ public final class BoardHub {
     /// lowered when a session is added or touched through `withSession` and when a presence
     /// arrives, and made exact again by `handleTimers` when it falls due.
     private(set) var deadlineBound: Double? {
-        didSet { if deadlineBound != oldValue { onTimersChanged?() } }
+        didSet { if deadlineBound != oldValue { timersMoved() } }
     }
-    /// Called whenever `nextDeadline` may have changed: the bound or the group commit's
-    /// deadline moved, or a session joined or left. The endpoint re-arms this board in its
-    /// `DeadlineQueue` then, so that it never visits boards to find the earliest deadline.
-    public var onTimersChanged: (() -> Void)?
+    /// Whether `nextDeadline` may have changed since the endpoint last looked (the bound or the
+    /// group commit's deadline moved, or a session joined or left): the endpoint re-arms this
+    /// board in its `DeadlineQueue` then, so that it never visits boards to find the earliest.
+    var timersMayHaveMoved = false
     /// Sessions that gained output (or closed) since the host last took them
     /// (`takeSessionsWithOutput`): a host writes those instead of every session of the board.
     private(set) var sessionsWithOutput: Set<SessionID> = []
-    /// Called when the first session gains output after the set was taken.
-    public var onOutput: (() -> Void)?
+    /// Events not drained yet (`pollEvent`), oldest first from `eventsHead`.
+    var events: [HubEvent] = []
+    var eventsHead = 0
+    /// A `.changed` is queued and not drained yet (one stands for any number of changes).
+    var changeQueued = false
+    /// Where this hub lists itself when it gains events, output or a moved deadline (its
+    /// endpoint's; nil when nobody drives it but the caller, as in tests).
+    weak var activity: HubActivity?
+    var activityNoted = false
 
     // Assets (BoardHub+Assets.swift): board-wide, by hash.
     var assembler = AssetAssembler()
@@ -83,13 +86,16 @@ public final class BoardHub {
     var commitWaiters: [SessionID] = []
     /// When the oldest merge waiting for a sync was made (the hub's deadline).
     public internal(set) var syncPendingSince: Double? {
-        didSet { if syncPendingSince != oldValue { onTimersChanged?() } }
+        didSet { if syncPendingSince != oldValue { timersMoved() } }
     }
 
     // Replication through a shared log (BoardHub+Replication.swift, docs/SCALE-OUT.md).
-    public var replicate: (([OperationBatch]) -> UInt64)?
-    public var onAssetStored: ((AssetHash, Data) -> Void)?
-    public var fetchAsset: ((AssetHash) -> Void)?
+    /// Whether a replication layer shares this board with other servers: merges, uploaded
+    /// images, presences and fetches of missing images become `.sharedLog` events, and the
+    /// sessions whose operations were handed over are acknowledged at `replicated(ticket)`.
+    public var sharedLog = false
+    /// The last ticket handed to the shared log.
+    var lastTicket: UInt64 = 0
     var pendingReplication: [OperationBatch] = []
     var awaitingReplication: [UInt64: (sessions: [SessionID], version: VersionVector)] = [:]
     var fetchingFromLog: Set<AssetHash> = []
@@ -104,11 +110,11 @@ public final class BoardHub {
 
     // Authorship (BoardHub+Authorship.swift): board-wide tables.
     /// Replica id → the subject that owns it: the whole table, loaded from the store on first
-    /// use; with `sharedAuthorship`, the bindings learnt from the shared log so far (they never
+    /// use; with `sharesAuthorship`, the bindings learnt from the shared log so far (they never
     /// change once made).
     var authors: [ReplicaID: String]?
     /// Replica ids bound to each subject (counted against `maxReplicasPerSubject`; without
-    /// `sharedAuthorship` only).
+    /// `sharesAuthorship` only).
     var authorCounts: [String: Int] = [:]
     /// Replica ids one token subject may own on one board; beyond it the subject's new
     /// replicas (tabs, devices) are refused with `limitReached` while its others keep writing.
@@ -120,10 +126,10 @@ public final class BoardHub {
     public var maxAuthorsPerBoard = BoardHub.defaultMaxAuthorsPerBoard
     public static let defaultMaxAuthorsPerBoard = 65_536
     /// Set by a replication layer that decides authorship once for every server
-    /// (`RedisBoardLog`): asked for what `AuthorshipRequest` names, it answers through
-    /// `authorshipAnswered`. Meanwhile the operations that wait for the answer are held.
-    public var sharedAuthorship: ((AuthorshipRequest) -> Void)?
-    /// Requests handed to `sharedAuthorship` and not answered yet.
+    /// (`RedisBoardLog`): each question is a `.sharedLog(.decideAuthorship)` event, answered
+    /// through `authorshipAnswered`. Meanwhile the operations that wait for the answer are held.
+    public var sharesAuthorship = false
+    /// Requests asked of the shared log and not answered yet.
     var authorshipAsked: Set<AuthorshipRequest> = []
     /// Answers other than an owner, kept while the sessions that waited for them are released.
     var authorshipAnswers: [AuthorshipRequest: AuthorshipAnswer] = [:]
@@ -133,12 +139,6 @@ public final class BoardHub {
     // Presence (BoardHub+Presence.swift).
     /// Who is on the board now, by replica (ephemeral: never stored).
     public internal(set) var presences: [ReplicaID: PresenceEntry] = [:]
-    /// Called for every presence of another replica this hub takes (arrivals, updates, and
-    /// "gone" ones: left, expired, or its session closed), for hosts that show them.
-    public var onPresence: ((Presence) -> Void)?
-    /// Set by a replication layer: every presence this hub takes from its sessions or its host
-    /// (and the "gone" of a closed session), for the other servers.
-    public var publishPresence: ((Presence) -> Void)?
     /// A planted bug for the simulator's oracles (`board-sim --plant presence-not-relayed`):
     /// presences from sessions are kept but never passed on. Never set outside such runs.
     @_spi(Mutations) public var dropsRelayedPresence = false
@@ -195,7 +195,7 @@ public final class BoardHub {
         lowerDeadlineBound(to: peer.session.nextDeadline)
         peers[id] = peer
         if peer.session.hasOutput || peer.session.isClosed { noteOutput(id) }
-        onTimersChanged?()
+        timersMoved()
     }
 
     /// Forgets a session: its record, and what board-wide tables say of it (whoever it brought
@@ -203,13 +203,13 @@ public final class BoardHub {
     public func remove(_ id: SessionID) {
         peers[id] = nil
         sessionsWithOutput.remove(id)
-        onTimersChanged?()
+        timersMoved()
         for (replica, entry) in presences.sorted(by: { $0.key < $1.key }) where entry.from == id {
             presences[replica] = nil
             let gone = Presence.gone(replica, clock: entry.presence.clock)
             relayPresence(gone, except: id)
-            onPresence?(gone)
-            publishPresence?(gone)
+            emit(.presence(gone))
+            if sharedLog { emit(.sharedLog(.publishPresence(gone))) }
         }
         for (hash, set) in waiting where set.contains(id) { waiting[hash] = set.subtracting([id]) }
         let orphaned = fetching.filter { $0.value == id }.map(\.key)
@@ -350,6 +350,12 @@ public final class BoardHub {
         withSession(id, notingOutput: false) { $0.takeOutput(maxBytes: maxBytes, now: now) } ?? []
     }
 
+    /// The host says how many bytes of a session's output its transport holds (after each
+    /// write, and as the socket drains): counted against `maxQueuedOutput`.
+    public func noteTransportQueued(_ id: SessionID, _ bytes: Int) {
+        withPeer(id) { $0.transportQueued = bytes }
+    }
+
     public func pendingOutput(for id: SessionID) -> Int {
         withSession(id, notingOutput: false) { $0.pendingOutputCount } ?? 0
     }
@@ -357,6 +363,8 @@ public final class BoardHub {
     /// The sessions that gained output or closed since the last call, in id order; the set
     /// starts over empty. A host writes these after each event (what a full socket held back
     /// is written when the socket drains).
+    var hasSessionsWithOutput: Bool { !sessionsWithOutput.isEmpty }
+
     public func takeSessionsWithOutput() -> [SessionID] {
         let taken = sessionsWithOutput
         sessionsWithOutput = []
@@ -365,7 +373,7 @@ public final class BoardHub {
 
     func noteOutput(_ id: SessionID) {
         guard sessionsWithOutput.insert(id).inserted else { return }
-        if sessionsWithOutput.count == 1 { onOutput?() }
+        if sessionsWithOutput.count == 1 { noteActivity() }
     }
 
     /// Reads or mutates a session where it is stored (the dictionary's in-place accessor): its

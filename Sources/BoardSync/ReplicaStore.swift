@@ -26,7 +26,7 @@ public protocol ReplicaStore: AnyObject {
     /// Which token subject owns each replica id (authorship, on servers with access control:
     /// bound at the replica's first operation). Stores without persistence keep nothing: the
     /// hub remembers for its lifetime. A hub whose replication layer shares authorship
-    /// (`BoardHub.sharedAuthorship`) uses neither.
+    /// (`BoardHub.sharesAuthorship`) uses neither.
     func loadAuthors() throws -> [ReplicaID: String]
     /// Records durably that `replica` belongs to `subject` before its operations are accepted.
     func bindAuthor(_ replica: ReplicaID, to subject: String) throws

@@ -21,12 +21,12 @@ extension SyncEndpoint {
         guard let access = options.access else { return [] }
         var fired: [(SessionID, SessionEvent)] = []
         var earliest: Double?
-        for (id, grant) in grants.sorted(by: { $0.key < $1.key }) {
+        for (id, grant) in links.compactMap({ id, link in link.grant.map { (id, $0) } }).sorted(by: { $0.0 < $1.0 }) {
             guard let refusal = access.recheck(grant) else {
                 if let expires = grant.expires { earliest = min(earliest ?? expires, expires) }
                 continue
             }
-            guard let name = route[id], let hub = boards[name]?.hub, hub.session(id)?.isClosed == false else { continue }
+            guard let name = links[id]?.board, let hub = boards[name]?.hub, hub.session(id)?.isClosed == false else { continue }
             let error: SessionError
             if case .expired = refusal {
                 error = SessionError(.tokenExpired, "the token of this connection expired; dial again with a fresh one")

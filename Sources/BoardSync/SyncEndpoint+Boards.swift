@@ -11,33 +11,19 @@ extension SyncEndpoint {
                           scheduler: SaveScheduler(quietPeriod: options.saveQuietPeriod, maxDelay: options.saveMaxDelay), now: now)
         let log = options.log
         board.hub.log = { line in log("board '\(name)': \(line)") }
-        board.hub.onChange = { [weak self, weak board] in
-            guard let self, let board else { return }
-            board.scheduler.noteChange(now: self.now)
-            self.timersMayHaveChanged(board)
-            self.onBoardChange?(name)
+        board.hub.activity = activity
+        if boardsShareALog {
+            board.hub.sharedLog = true
+            board.hub.sharesAuthorship = boardsShareAuthorship
+            board.hub.holdsGreetings = true  // until the replication layer has read the board's log
         }
-        board.hub.onTimersChanged = { [weak self, weak board] in
-            guard let self, let board else { return }
-            self.timersMayHaveChanged(board)
-        }
-        board.hub.onOutput = { [weak self, weak board] in
-            guard let self, let board, !board.outputNoted else { return }
-            board.outputNoted = true
-            self.boardsWithOutput.append(board)
-        }
-        board.hub.onPresence = { [weak self] presence in self?.onPresence?(name, presence) }
         board.hub.dropsRelayedPresence = options.dropsRelayedPresence
         board.hub.maxOperationsPerSecond = options.maxOperationsPerSecond
         board.hub.groupCommit = options.groupCommit
         board.hub.maxAssets = options.maxAssetsPerBoard
-        board.hub.queuedInTransport = { [weak self, weak board] in
-            guard let self, let board else { return 0 }
-            return board.hub.sessionIDs.reduce(0) { $0 + self.transportQueued($1) }
-        }
         boards[name] = board
         timersMayHaveChanged(board)
-        onBoardOpened?(board)
+        emit(.boardOpened(board))
         return board
     }
 
@@ -116,11 +102,12 @@ extension SyncEndpoint {
               viewers[board.name, default: 0] == 0 else { return false }
         let name = board.name
         board.hub.commitMerges()
+        absorb(board.hub)  // what it queued goes before its `.boardClosed`
         save(board)
         board.store.closeStore()
         boards[name] = nil
         timers.cancel(.board(name))
-        onBoardClosed?(name)
+        emit(.boardClosed(name))
         options.log("board '\(name)': closed (no peers for \(Int(now - board.lastActive)) s)")
         return true
     }

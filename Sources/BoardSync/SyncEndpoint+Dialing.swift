@@ -8,7 +8,7 @@ extension SyncEndpoint {
     /// address). It is due at once; see `dueDials`.
     public func addDialTarget(now: Double) -> Int {
         self.now = now
-        dialTargets.append(DialTarget(link: nil, delay: options.reconnectDelay.first, due: now))
+        dialTargets.append(DialTarget(link: nil, backoff: Backoff(first: options.reconnectDelay.first, max: options.reconnectDelay.max), due: now))
         return dialTargets.count - 1
     }
 
@@ -30,7 +30,7 @@ extension SyncEndpoint {
     /// The transport is connecting dial target `target` as connection `id`.
     public func dialing(_ target: Int, as id: SessionID) {
         dialTargets[target].link = id
-        dialOf[id] = target
+        links[id] = EndpointLink(phase: .connecting, dialTarget: target)
     }
 
     /// A dial could not start (no route, no descriptor): try again after the backoff.
@@ -45,15 +45,14 @@ extension SyncEndpoint {
         self.now = now
         reconnects = on
         for index in dialTargets.indices {
-            dialTargets[index].delay = options.reconnectDelay.first
+            dialTargets[index].backoff.reset()
             dialTargets[index].due = on && dialTargets[index].link == nil ? now : nil
         }
     }
 
     func scheduleRedial(_ target: Int) {
         guard reconnects else { return }
-        let delay = dialTargets[target].delay
-        dialTargets[target].delay = min(delay * 2, options.reconnectDelay.max)
+        let delay = dialTargets[target].backoff.next()
         dialTargets[target].due = now + options.jitter(delay)
     }
 }

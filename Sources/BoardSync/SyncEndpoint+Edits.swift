@@ -13,7 +13,7 @@ extension SyncEndpoint {
         board.hub.broadcast(edit.operations)
         board.scheduler.noteChange(now: now)
         timersMayHaveChanged(board)
-        if !edit.operations.isEmpty { onBoardChange?(name) }
+        if !edit.operations.isEmpty { emit(.boardChanged(name)) }
         return edit
     }
 
@@ -44,8 +44,8 @@ extension SyncEndpoint {
             board.hub.closeAll(nil)
             if saving { save(board) }
         }
-        for id in Array(pending.keys) {
-            pending[id]?.close(SessionError(.shuttingDown, "the server is stopping"))
+        for id in links.keys.sorted() where links[id]?.isHandshaking == true {
+            withHandshaking(id) { $0.close(SessionError(.shuttingDown, "the server is stopping")) }
             pendingChanged(id)
         }
     }

@@ -34,9 +34,8 @@ extension SyncEndpoint {
             timersMayHaveChanged(board)
         }
         for id in duePending.sorted() {
-            guard var session = pending.removeValue(forKey: id) else { continue }
-            fired += session.handleTimer(now: now).map { (id, $0) }
-            pending[id] = session
+            guard let events = withHandshaking(id, { $0.handleTimer(now: now) }) else { continue }
+            fired += events.map { (id, $0) }
             pendingChanged(id)
         }
         if let earliest = earliestGrantExpiry, let access = options.access, access.wallClock() >= earliest {
@@ -78,6 +77,7 @@ extension SyncEndpoint {
     }
 
     func rearmChangedTimers() {
+        absorbHubActivity()
         guard !timersChanged.isEmpty else { return }
         for board in timersChanged {
             board.timersChanged = false
@@ -89,7 +89,7 @@ extension SyncEndpoint {
 
     /// A pending session was touched: its deadline re-armed, its output noted.
     func pendingChanged(_ id: SessionID) {
-        guard let session = pending[id] else {
+        guard case .handshaking(let session)? = links[id]?.phase else {
             timers.cancel(.pending(id))
             pendingWithOutput.remove(id)
             return

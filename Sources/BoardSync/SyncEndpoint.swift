@@ -14,6 +14,10 @@ import Foundation
 ///    closed connection with `closed(_:now:)`.
 /// 3. Call `handleTimers(now:)` at `nextDeadline` (keep-alives, idle timeouts, view saves,
 ///    closing idle boards).
+/// 4. After each of these, drain `pollEvent()` (boards opened, closed and changed, presences,
+///    shared-log work), write the connections `takeSessionsWithOutput()` lists, and say how much
+///    each connection's transport still holds (`noteTransportQueued`). The endpoint never calls
+///    its host: everything it has for it is polled.
 ///
 /// A server endpoint (`init(opener:)`) waits for each connection's HELLO, then opens (or
 /// creates) the board it names through the opener and attaches the session to that board's
@@ -109,29 +113,23 @@ public final class SyncEndpoint {
     public private(set) var options: Options
     public internal(set) var boards: [String: Board] = [:]
     let opener: ((String) throws -> any HostedStore)?
-    /// Sessions of a server that have not said HELLO yet (or were refused and are draining).
-    var pending: [SessionID: SyncSession] = [:]
-    /// Which board each attached session belongs to.
-    var route: [SessionID: String] = [:]
+    /// Every connection's record (`Internal/EndpointLink.swift`): connecting, handshaking with
+    /// its session (not said HELLO yet, or refused and draining), or attached to a board.
+    var links: [SessionID: EndpointLink] = [:]
     /// Why each board that failed to open did, and the code clients asking for it get
     /// (`limitReached` when the opener hit a fixed limit, `LimitError`).
     var openFailures: [String: (why: String, code: SessionError.Code)] = [:]
     var retiredBytes = (sent: 0, received: 0)
     var now: Double
-    /// Bytes the transport holds for a session (not yet written), counted in each hub's budget.
-    public var transportQueued: (SessionID) -> Int = { _ in 0 }
     /// Why the most recent session closed, as the session knew it.
     public internal(set) var lastCloseReason: SessionError?
     /// Peers to dial (the transport knows each one's address by its index).
     var dialTargets: [DialTarget] = []
-    var dialOf: [SessionID: Int] = [:]
     /// Whether dropped links are dialed again (false: a host taken offline, a one-shot client).
     public internal(set) var reconnects = true
-    /// The token grant of every attached session that presented one (access control).
-    var grants: [SessionID: AccessGrant] = [:]
     /// Every board's and every pending session's next deadline (`DeadlineQueue`): the earliest
     /// is found without visiting the others. A board is re-armed after whatever may have moved
-    /// its deadline (its hub says so through `onTimersChanged`; the endpoint notes its own
+    /// its deadline (its hub lists itself in `activity` when it moved; the endpoint notes its own
     /// changes: saves, idleness); a pending session after every call that touched it.
     var timers = DeadlineQueue<TimerKey>()
     /// Boards whose deadline may have changed since the queue last heard of it.
@@ -157,7 +155,7 @@ public final class SyncEndpoint {
 
     struct DialTarget {
         var link: SessionID?
-        var delay: Double
+        var backoff: Backoff
         /// When to dial next (nil: connected, being dialed, or not reconnecting).
         var due: Double?
     }
@@ -182,9 +180,22 @@ public final class SyncEndpoint {
 
     public var isServer: Bool { opener != nil }
 
-    /// Server: a board was opened (a replication layer attaches to its hub here) or closed.
-    public var onBoardOpened: ((Board) -> Void)?
-    public var onBoardClosed: ((String) -> Void)?
+    /// Events not drained yet (`pollEvent`, SyncEndpoint+Events.swift), oldest first from
+    /// `eventsHead`; boards with a `.boardChanged` among them.
+    var events: [Event] = []
+    var eventsHead = 0
+    var changedBoards: Set<String> = []
+    /// Where this endpoint's hubs list themselves when they have something for it.
+    let activity = HubActivity()
+    /// Server: boards are replicated through a shared log whose layer attaches at each
+    /// `.boardOpened` (`RedisBoardLog`): every board opens holding its greetings and sharing
+    /// its merges (`BoardHub.sharedLog`), so no HELLO is answered before the layer has read the
+    /// board's log. Set by the host before boards open.
+    public var boardsShareALog = false
+    /// With `boardsShareALog`: the shared log also decides who may author (`BoardHub.
+    /// sharesAuthorship`), from the board's first HELLO on: the HELLO that opens a board is
+    /// checked against the shared table like every later one.
+    public var boardsShareAuthorship = false
 
     func makeSession(_ role: SyncSession.Role, _ replica: ReplicaID) -> SyncSession {
         var session = SyncSession(role: role, localReplica: replica, limits: options.limits, timing: options.timing,
@@ -201,13 +212,13 @@ public final class SyncEndpoint {
         // A peer without access control hands the connection to its hub at once; with it, the
         // HELLO's token is checked first, as a server does.
         if !isServer, options.access == nil, let board = boards.values.first {
-            route[id] = board.name
+            links[id] = EndpointLink(phase: .attached(board: board.name))
             board.routed += 1
             board.hub.addAcceptor(id, makeSession(.acceptor, board.store.replica.id), now: now)
         } else {
             var session = makeSession(.acceptor, ReplicaID(0))
             session.listen(now: now)
-            pending[id] = session
+            links[id] = EndpointLink(phase: .handshaking(session))
             pendingChanged(id)
         }
     }
@@ -216,7 +227,7 @@ public final class SyncEndpoint {
     /// connections per address): the peer gets one ERROR, then `isFinished` says close.
     public func refuse(_ id: SessionID, _ error: SessionError, now: Double) {
         self.now = now
-        pending[id]?.close(error)
+        withHandshaking(id) { $0.close(error) }
         pendingChanged(id)
         options.log("connection \(id): refused: \(error.message)")
     }
@@ -225,7 +236,7 @@ public final class SyncEndpoint {
     public func dialed(_ id: SessionID, now: Double) {
         self.now = now
         guard let board = boards.values.first else { return }
-        route[id] = board.name
+        links[id, default: EndpointLink(phase: .connecting)].phase = .attached(board: board.name)
         board.routed += 1
         board.hub.addDialer(id, makeSession(.dialer, board.store.replica.id), now: now)
     }
@@ -234,14 +245,11 @@ public final class SyncEndpoint {
     @discardableResult
     public func receive(_ id: SessionID, _ bytes: [UInt8], now: Double) -> [SessionEvent] {
         self.now = now
-        if let name = route[id], let board = boards[name] {
+        if let name = links[id]?.board, let board = boards[name] {
             return board.hub.receive(id, bytes, now: now)
         }
-        guard var session = pending.removeValue(forKey: id) else { return [] }
-        // Out of the dictionary while it grows: a copy of its buffer per read made a slow
-        // handshake quadratic.
-        let events = session.receive(bytes, now: now)
-        pending[id] = session
+        // In place while it grows: a copy of its buffer per read made a slow handshake quadratic.
+        guard let events = withHandshaking(id, { $0.receive(bytes, now: now) }) else { return [] }
         for event in events {
             if case .hello(let hello) = event {
                 attach(id, hello)
@@ -254,7 +262,8 @@ public final class SyncEndpoint {
 
     /// Server: route a handshake to its board, opening or creating the board.
     func attach(_ id: SessionID, _ hello: Hello) {
-        guard var session = pending[id] else { return }
+        guard let index = links.index(forKey: id), case .handshaking(var session) = links.values[index].phase else { return }
+        links.values[index].phase = .lent  // the only copy is `session` now
         // The token first: a refusal says nothing more (not whether the board exists), and no
         // board is opened or created for someone without access.
         var readOnly = false
@@ -278,7 +287,7 @@ public final class SyncEndpoint {
                 } else {
                     session.close(SessionError(.unauthorized, "access denied"))
                 }
-                pending[id] = session
+                links[id]?.phase = .handshaking(session)
                 return
             }
         }
@@ -286,13 +295,12 @@ public final class SyncEndpoint {
             let failure = openFailures[hello.board]
             session.close(SessionError(failure?.code ?? .badBoardName,
                                        "board '\(hello.board)' cannot be opened here\(failure.map { ": \($0.why)" } ?? "")"))
-            pending[id] = session
+            links[id]?.phase = .handshaking(session)
             return
         }
-        pending[id] = nil
         session.rebind(localReplica: board.store.replica.id)
         if let grant, let access = options.access {
-            grants[id] = grant
+            links[id]?.grant = grant
             // The expiry (wall clock) becomes a deadline on the host's clock, which the session
             // fires like its keep-alives; `handleTimers` also re-checks on the wall clock.
             if let expires = grant.expires, let left = access.secondsLeft(grant) {
@@ -300,15 +308,11 @@ public final class SyncEndpoint {
                 earliestGrantExpiry = min(earliestGrantExpiry ?? expires, expires)
             }
         }
-        route[id] = board.name
+        links[id]?.phase = .attached(board: board.name)
         board.routed += 1
         board.lastActive = now
         board.hub.attach(id, session, hello: hello, readOnly: readOnly, subject: subject, relay: relay)
     }
-
-    /// Called with a board's name whenever its replica changed (merged operations or images,
-    /// local edits): for views that show boards live.
-    public var onBoardChange: ((String) -> Void)?
 
     /// Views (web pages) looking at each board: a board with viewers is not closed when idle.
     var viewers: [String: Int] = [:]
@@ -316,23 +320,23 @@ public final class SyncEndpoint {
     /// The transport closed a connection.
     public func closed(_ id: SessionID, now: Double) {
         self.now = now
-        if let target = dialOf.removeValue(forKey: id) {
+        guard let link = links.removeValue(forKey: id) else { return }
+        if let target = link.dialTarget {
             dialTargets[target].link = nil
             // A link that got as far as the other side's HELLO worked: the backoff starts over.
             // One that failed before it (a TLS mismatch, a port that accepts and closes, a
             // refusal) keeps doubling, so a misconfigured peer does not redial in a tight loop.
-            if let name = route[id], boards[name]?.hub.session(id)?.peer != nil {
-                dialTargets[target].delay = options.reconnectDelay.first
+            if let name = link.board, boards[name]?.hub.session(id)?.peer != nil {
+                dialTargets[target].backoff.reset()
             }
             scheduleRedial(target)
         }
-        if let session = pending.removeValue(forKey: id) {
+        if case .handshaking(let session) = link.phase {
             pendingChanged(id)
             if let reason = session.closeReason { lastCloseReason = reason }
             return
         }
-        grants[id] = nil
-        guard let name = route.removeValue(forKey: id), let board = boards[name] else { return }
+        guard let name = link.board, let board = boards[name] else { return }
         board.routed -= 1
         if let session = board.hub.session(id) {
             if let reason = session.closeReason { lastCloseReason = reason }
@@ -347,12 +351,26 @@ public final class SyncEndpoint {
     }
 
     /// The board a session is attached to, if any.
-    public func board(of id: SessionID) -> String? { route[id] }
+    public func board(of id: SessionID) -> String? { links[id]?.board }
 
     /// The session of a connection (attached or still in its handshake).
     public func session(_ id: SessionID) -> SyncSession? {
-        if let name = route[id] { return boards[name]?.hub.session(id) }
-        return pending[id]
+        switch links[id]?.phase {
+        case .attached(let name)?: return boards[name]?.hub.session(id)
+        case .handshaking(let session)?: return session
+        case .connecting?, .lent?, nil: return nil
+        }
+    }
+
+    /// Changes a handshaking connection's session in place (out of its record meanwhile, so its
+    /// buffers are not copied); nil when the connection is not handshaking.
+    @discardableResult
+    func withHandshaking<T>(_ id: SessionID, _ body: (inout SyncSession) -> T) -> T? {
+        guard let index = links.index(forKey: id), case .handshaking(var session) = links.values[index].phase else { return nil }
+        links.values[index].phase = .lent
+        let result = body(&session)
+        links.values[index].phase = .handshaking(session)
+        return result
     }
 
     // MARK: Output
@@ -360,19 +378,20 @@ public final class SyncEndpoint {
     /// Output waiting for a connection (asset chunks are cut lazily, up to about `maxBytes`).
     public func output(for id: SessionID, maxBytes: Int = Int.max, now: Double) -> [UInt8] {
         self.now = now
-        if let name = route[id], let board = boards[name] {
+        if let name = links[id]?.board, let board = boards[name] {
             return board.hub.output(for: id, maxBytes: maxBytes, now: now)
         }
-        guard var session = pending.removeValue(forKey: id) else { return [] }
-        let bytes = session.takeOutput(maxBytes: maxBytes, now: now)
-        pending[id] = session
-        timers.schedule(.pending(id), at: session.nextDeadline)
+        guard let (bytes, deadline) = withHandshaking(id, { session in (session.takeOutput(maxBytes: maxBytes, now: now), session.nextDeadline) }) else { return [] }
+        timers.schedule(.pending(id), at: deadline)
         return bytes
     }
 
     public func pendingOutput(for id: SessionID) -> Int {
-        if let name = route[id] { return boards[name]?.hub.pendingOutput(for: id) ?? 0 }
-        return pending[id]?.pendingOutputCount ?? 0
+        switch links[id]?.phase {
+        case .attached(let name)?: return boards[name]?.hub.pendingOutput(for: id) ?? 0
+        case .handshaking(let session)?: return session.pendingOutputCount
+        case .connecting?, .lent?, nil: return 0
+        }
     }
 
     /// True when the connection's session has ended and all its output was taken: close it.
@@ -391,6 +410,7 @@ public final class SyncEndpoint {
     /// closes those that are finished. Output a full socket held back is the host's to write
     /// when the socket drains (the session is listed again only when it gains more).
     public func takeSessionsWithOutput() -> [SessionID] {
+        absorbHubActivity()
         var ids = Array(pendingWithOutput)
         pendingWithOutput.removeAll(keepingCapacity: true)
         for board in boardsWithOutput {
@@ -403,15 +423,10 @@ public final class SyncEndpoint {
 
     /// Every connection the endpoint knows, attached or not, in id order.
     public var connections: [SessionID] {
-        (Array(route.keys) + Array(pending.keys)).sorted()
+        links.compactMap { id, link in link.board != nil || link.isHandshaking ? id : nil }.sorted()
     }
 
     lazy var presenceClock: UInt64 = options.presenceClockStart
-
-    /// Called with the board's name for every presence a hub takes (arrivals, updates, and
-    /// "gone" ones when a replica leaves or expires).
-    public var onPresence: ((String, Presence) -> Void)?
-
 }
 
 /// An opener's refusal because the host is at a fixed limit (boards per server): reported to

@@ -29,7 +29,19 @@ import Testing
     /// A scripted Redis for one `RedisBoardLog`: parses the commands each link sent.
     struct Script {
         let log: RedisBoardLog
+        /// What the attached hubs asked of the log since the last look (their `.sharedLog`
+        /// events), handed to it as a host does; their other events are dropped.
+        func handOn(now: Double = 0) {
+            for board in log.attachedBoards {
+                guard let hub = log.hub(of: board) else { continue }
+                while let event = hub.pollEvent() {
+                    if case .sharedLog(let request) = event { log.handle(request, on: board, now: now) }
+                }
+            }
+        }
+
         func commands(_ link: RedisBoardLog.Link) throws -> [[String]] {
+            handOn()
             var decoder = RESPDecoder()
             decoder.append(log.takeOutput(link))
             var found: [[String]] = []
@@ -406,6 +418,7 @@ import Testing
         #expect(delta.operations.count == 1 && delta.covers?[ReplicaID(0xC)] == 10)
         hub.receive(1, Message.operations(delta.encoded()).frame().encoded(), now: 1)
         _ = hub.handleTimers(now: 1)
+        redis.handOn(now: 1)
         // The entry, as another server reads it from the stream.
         var decoder = RESPDecoder()
         decoder.append(log.takeOutput(.commands))
@@ -432,7 +445,7 @@ import Testing
         let image = Data(PNGEncoder.solid(width: 30, height: 30, red: 1, green: 2, blue: 3))
         #expect(image.count > 2000)
         let hash = AssetHash.of(image)
-        hub.onAssetStored?(hash, image)
+        log.handle(.storeAsset(hash, image), on: "team", now: 0)
         var decoder = RESPDecoder()
         decoder.append(log.takeOutput(.commands))
         var sets: [(String, [UInt8])] = []

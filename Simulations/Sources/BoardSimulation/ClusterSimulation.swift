@@ -157,11 +157,8 @@ public final class ClusterSimulation {
         logOptions.sharesAuthorship = access
         let log = RedisBoardLog(options: logOptions)
         log.acknowledgesBeforeRedis = plantAckBeforeRedis
-        endpoint.onBoardOpened = { [weak log, weak self] board in
-            guard let log, let self else { return }
-            log.attach(board.name, hub: board.hub, now: self.now)
-        }
-        endpoint.onBoardClosed = { [weak log] name in log?.detach(name) }
+        endpoint.boardsShareALog = true
+        endpoint.boardsShareAuthorship = logOptions.sharesAuthorship
         server.endpoint = endpoint
         server.log = log
         server.connections = [:]
@@ -244,8 +241,10 @@ public final class ClusterSimulation {
             if !down.isEmpty { client.receive(link.clientSession, down, now: now) }
             if client.isFinished(link.clientSession) || server.isFinished(link.serverSession) { cutLink(index) }
         }
+        for client in clients { while client.endpoint.pollEvent() != nil {} }  // nothing here watches them
         for server in servers {
             guard let log = server.log else { continue }
+            if let endpoint = server.endpoint { handOn(endpoint, to: log) }
             for link in RedisBoardLog.Link.allCases {
                 if server.connections[link] == nil, let at = server.reconnectAt[link], now >= at {
                     server.connections[link] = redis.connect()
@@ -270,6 +269,19 @@ public final class ClusterSimulation {
                 let bytes = connection.output
                 connection.output = []
                 do { try log.receive(link, bytes, now: now) } catch { dropRedisLink(server, link, reason: "\(error)") }
+            }
+        }
+    }
+
+    /// What a server's endpoint has for its Redis log (boards opened and closed, appends,
+    /// images, authorship, presence), as `SyncHost` hands it to `RedisCluster`.
+    private func handOn(_ endpoint: SyncEndpoint, to log: RedisBoardLog) {
+        while let event = endpoint.pollEvent() {
+            switch event {
+            case .boardOpened(let board): log.attach(board.name, hub: board.hub, now: now)
+            case .boardClosed(let name): log.detach(name)
+            case .sharedLog(let board, let request): log.handle(request, on: board, now: now)
+            case .boardChanged, .presence: continue
             }
         }
     }

@@ -25,6 +25,9 @@ struct HubPeer {
     /// Bytes of its handshake delta sent and not yet acknowledged (flow control that also
     /// counts what sits in kernel socket buffers).
     var deltaInFlight = 0
+    /// Bytes of its output the host's transport holds, not yet written (as the host last said,
+    /// `noteTransportQueued`), counted against `maxQueuedOutput`.
+    var transportQueued = 0
 
     // Versions (BoardHub+Merge.swift).
     /// What it acknowledged having merged durably.
@@ -36,7 +39,7 @@ struct HubPeer {
     /// Operations of it merged and waiting for the next group commit's sync before their ACK.
     var awaitingSync = false
     /// Rate limit of its live operations (`maxOperationsPerSecond`).
-    var bucket: (tokens: Double, at: Double)?
+    var bucket: TokenBucket?
 
     // Assets (BoardHub+Assets.swift).
     /// Assets it said it does not have.

@@ -31,8 +31,8 @@ struct OpenLink: Sendable {
     /// Assets queued or sent on this link: each crosses a link at most once.
     var sentAssets: Set<AssetHash> = []
     /// Token bucket for the peer's PRESENCE messages.
-    var presenceTokens: Double?
-    var presenceRefilledAt: Double = 0
+    /// Presences it may take (`presencePerSecond`, bursts of twice that), from its first one.
+    var presenceBucket: TokenBucket?
 
     init(peer: Hello, capabilities: UInt64, assetChunk: Int) {
         self.peer = peer
@@ -130,18 +130,12 @@ struct OpenLink: Sendable {
             return nil
         case .pong: return nil
         case .presence(let presence):
-            // Token bucket: `presencePerSecond`, bursts of twice that.
-            let burst = limits.presencePerSecond * 2
-            let elapsed = max(0, now - presenceRefilledAt)
-            var tokens = min(burst, (presenceTokens ?? burst) + elapsed * limits.presencePerSecond)
-            presenceRefilledAt = now
-            guard tokens >= 1 else {
-                presenceTokens = tokens
+            var bucket = presenceBucket ?? TokenBucket(rate: limits.presencePerSecond, burst: limits.presencePerSecond * 2, now: now)
+            defer { presenceBucket = bucket }
+            guard bucket.take(now: now) else {
                 dropped += 1
                 return nil
             }
-            tokens -= 1
-            presenceTokens = tokens
             return .presence(presence)
         case .error, .bye: return nil
         }

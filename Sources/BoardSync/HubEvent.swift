@@ -1,0 +1,43 @@
+import BoardCRDT
+import BoardModel
+import Foundation
+
+/// What a hub has for the world outside it, queued in order and drained by whoever drives it
+/// (`BoardHub.pollEvent`; under a `SyncEndpoint`, the endpoint drains its hubs and hands these
+/// on as `SyncEndpoint.Event`s). Nothing outside the hub runs while the hub works: a host or a
+/// replication layer reads these afterwards, so no call re-enters the hub (or the Redis log)
+/// in the middle of a merge or a reply.
+public enum HubEvent {
+    /// Operations or images changed the store (a host schedules a save; views redraw).
+    case changed
+    /// Another replica's presence arrived, changed or went (left, expired, or its session
+    /// closed), for hosts that show who is here.
+    case presence(Presence)
+    /// Work for the replication layer of a board whose hub shares a log (`BoardHub.sharedLog`).
+    case sharedLog(SharedLogRequest)
+}
+
+/// What a hub asks of the shared log it replicates through (BoardRedis's `RedisBoardLog`,
+/// docs/SCALE-OUT.md). Each request is answered, if at all, by a call back into the hub.
+public enum SharedLogRequest {
+    /// Append these batches (merged from this hub's sessions since the last group commit);
+    /// once the log holds them call `BoardHub.replicated(ticket)`, which acknowledges their
+    /// sessions. Tickets of one hub rise; the log completes them in order.
+    case append([OperationBatch], ticket: UInt64)
+    /// An image one of this hub's sessions uploaded, for the other servers.
+    case storeAsset(AssetHash, Data)
+    /// An image no session can offer: answer with `BoardHub.assetFetched`.
+    case fetchAsset(AssetHash)
+    /// Who may author a replica id: answer with `BoardHub.authorshipAnswered`.
+    case decideAuthorship(AuthorshipRequest)
+    /// A presence this hub took from a session or its host (or the "gone" of a closed
+    /// session), for the other servers.
+    case publishPresence(Presence)
+}
+
+/// Hubs that have something for their endpoint (events, output, a moved deadline), each listed
+/// once until the endpoint takes the list: what lets the endpoint find them without visiting
+/// every board, and without the hub calling into the endpoint.
+final class HubActivity {
+    var hubs: [BoardHub] = []
+}
