@@ -56,7 +56,7 @@ public final class BoardDocument {
         do {
             header = try PNGHeader(validating: Array(photo))
         } catch let error as PNGError {
-            throw StoreError.invalidImage(path: "photo", error.description)
+            throw StoreError.invalidImage(path: "photo", error.description, cause: error)
         }
         _ = try edit { replica in
             replica.beginUndoGroup()

@@ -136,7 +136,8 @@ public final class BoardPackage {
                 try replica.apply(batch, from: .ownLog)
             } catch {
                 throw StoreError.damagedLog(path: Path.join(path, PackageLayout.opLog), offset: 0,
-                                            "record \(index + 1) holds an invalid operation: \(error); run `board-sync repair` on the package")
+                                            "record \(index + 1) holds an invalid operation: \(error); run `board-sync repair` on the package",
+                                            cause: error)
             }
         }
         // The view is never rebuilt from a log that knows less than the view shows.
@@ -183,7 +184,7 @@ public final class BoardPackage {
         do {
             return try fileSystem.lock(Path.join(path, PackageLayout.lock))
         } catch let error as FileSystemError where error.code == .locked {
-            throw StoreError.locked(path: path)
+            throw StoreError.locked(path: path, cause: error)
         }
     }
 
