@@ -35,7 +35,7 @@ let package = Package(
         .target(name: "BoardSync", dependencies: ["BoardModel", "BoardCRDT"]),
         // Board packages on disk: the incremental writer, the durable op log, the file-system seam,
         // and the sync layer's store over them.
-        .target(name: "BoardStore", dependencies: ["BoardModel", "BoardCRDT", "BoardRender", "BoardSync"]),
+        .target(name: "BoardStore", dependencies: ["BoardModel", "BoardCRDT", "BoardSync"]),
 
         // POSIX TCP: epoll event loop, connections (plain or TLS), the sync server and peer hosts.
         .target(name: "CBoardNet"),
@@ -49,12 +49,13 @@ let package = Package(
         // Their driver over BoardNet's TCP: `RedisCluster` (and the revocations' link) on a
         // `SyncHost`'s event loop.
         .target(name: "BoardRedisNet", dependencies: ["BoardSync", "BoardNet", "BoardRedis"]),
-        // The live client an app embeds (docs/CLIENT.md): LiveBoard, its transports, streams.
-        .target(name: "BoardClient", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet"]),
+        // The live client an app embeds (docs/CLIENT.md): LiveBoard, its transports, streams; and
+        // the seed-shaped document model (BoardDocument), whose writer renders exports.
+        .target(name: "BoardClient", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardRender"]),
         // The live client's example (README, Using the library).
         .executableTarget(name: "LiveBoardExample", dependencies: ["BoardClient", "BoardCRDT", "BoardModel"], path: "Examples/LiveBoardExample"),
         // The command-line tool, wrapped by bin/board-sync.
-        .executableTarget(name: "board-sync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardRedis", "BoardRedisNet", "BoardSimulation"]),
+        .executableTarget(name: "board-sync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardRedis", "BoardRedisNet", "BoardSimulation", "BoardRender", "BoardClient"]),
         // Seeded randomness and history generation that drives the real replica code.
         .target(
             name: "BoardSimulation",
@@ -94,7 +95,7 @@ let package = Package(
         .testTarget(name: "BoardSyncTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardSimulation"]),
         .testTarget(name: "BoardNetTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet"]),
         .testTarget(name: "BoardSyncCLITests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardRedis"]),
-        .testTarget(name: "BoardClientTests", dependencies: ["BoardClient", "BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet"]),
+        .testTarget(name: "BoardClientTests", dependencies: ["BoardClient", "BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardRender"]),
         .testTarget(name: "BoardStoreTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardSimulation", "BoardRender"]),
     ],
     swiftLanguageModes: [.v6]

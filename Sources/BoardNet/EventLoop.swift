@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import BoardSync
 import CBoardNet
 import Synchronization
 
@@ -11,6 +12,12 @@ protocol EventSource: AnyObject {
 
 /// A single-threaded epoll event loop: sockets, timers, and tasks posted from other threads.
 ///
+/// Timers sit in a binary min-heap (`DeadlineQueue`, the sync layer's, keyed by timer id), so
+/// scheduling, cancelling and finding the earliest cost O(log n) however many are armed (a
+/// load generator runs a thousand hosts on one loop). Due timers run earliest first; among
+/// equal deadlines the one scheduled first runs first. A timer cancelled before it runs never
+/// runs, even when it fell due in the same turn as the timer that cancels it.
+///
 /// `@unchecked Sendable`: every mutable property except `posted`/`stopping` is touched only on
 /// the thread running `run()`; other threads may only call `execute` and `stop`, which go through
 /// a `Mutex` and a wake-up pipe.
@@ -19,7 +26,9 @@ public final class EventLoop: @unchecked Sendable {
     private let wakeRead: Int32
     private let wakeWrite: Int32
     private var sources: [Int32: EventSource] = [:]
-    private var timers: [(deadline: Double, id: Int, task: () -> Void)] = []
+    private var timers = DeadlineQueue<Int>()
+    /// Each armed timer's task, by id (a cancelled or run timer's is dropped at once).
+    private var timerTasks: [Int: () -> Void] = [:]
     private var nextTimerID = 0
     private let posted = Mutex<[@Sendable () -> Void]>([])
     private let stopping = Atomic<Bool>(false)
@@ -60,7 +69,7 @@ public final class EventLoop: @unchecked Sendable {
         while !stopping.load(ordering: .acquiring) {
             let now = EventLoop.now()
             var timeout: Int32 = 1000
-            if let first = earliestTimer {
+            if let first = timers.earliest()?.deadline {
                 timeout = Int32(max(0, min(1000, (first - now) * 1000 + 1)))
             }
             let count = epoll_wait(epfd, &events, Int32(events.count), timeout)
@@ -88,7 +97,8 @@ public final class EventLoop: @unchecked Sendable {
     /// its thread after its last `run()`): a timer's task that holds a connection which holds
     /// the loop would otherwise keep the loop, its epoll descriptor and wake-up pipe alive.
     public func discardTimers() {
-        timers = []
+        timers = DeadlineQueue()
+        timerTasks = [:]
     }
 
     /// Runs `task` on the loop thread (thread-safe).
@@ -109,19 +119,20 @@ public final class EventLoop: @unchecked Sendable {
     @discardableResult
     public func schedule(after seconds: Double, _ task: @escaping () -> Void) -> Int {
         nextTimerID += 1
-        let deadline = EventLoop.now() + seconds
-        timers.append((deadline, nextTimerID, task))
-        earliestTimer = min(earliestTimer ?? deadline, deadline)
+        timers.schedule(nextTimerID, at: EventLoop.now() + seconds)
+        timerTasks[nextTimerID] = task
         return nextTimerID
     }
 
+    /// Disarms a timer that has not run (an id that ran or is unknown changes nothing). Loop
+    /// thread only.
     public func cancelTimer(_ id: Int) {
-        timers.removeAll { $0.id == id }
-        earliestTimer = timers.map(\.deadline).min()
+        timers.cancel(id)
+        timerTasks[id] = nil
     }
 
-    /// The earliest timer's deadline (kept as timers come and go, read between sources).
-    private var earliestTimer: Double?
+    /// Timers armed and not yet run or cancelled.
+    public var pendingTimerCount: Int { timers.count }
 
     // MARK: Registration (loop thread)
 
@@ -158,13 +169,15 @@ public final class EventLoop: @unchecked Sendable {
         for task in tasks { task() }
     }
 
+    /// Runs the timers due now, earliest first (ties in the order they were scheduled: ids
+    /// grow). Timers a task schedules run on a later turn, even with no delay; one a task
+    /// cancels does not run.
     private func runTimers() {
         let now = EventLoop.now()
-        guard let first = earliestTimer, first <= now else { return }
-        let due = timers.filter { $0.deadline <= now }
-        timers.removeAll { $0.deadline <= now }
-        earliestTimer = timers.map(\.deadline).min()
-        for timer in due.sorted(by: { $0.deadline < $1.deadline }) { timer.task() }
+        guard let first = timers.earliest(), first.deadline <= now else { return }
+        for id in timers.popDue(now: now) {
+            timerTasks.removeValue(forKey: id)?()
+        }
     }
 }
 

@@ -18,7 +18,7 @@ extension BoardPackage {
         do {
             edit = try replica.edits(toMatch: board)
         } catch {
-            throw StoreError.damagedFile(path: Path.join(path, PackageLayout.manifest), "cannot be imported: \(error)")
+            throw StoreError.damagedFile(path: Path.join(path, PackageLayout.manifest), "cannot be imported: \(error)", cause: error)
         }
         let staging = Path.join(path, ".sync-import")
         let stagedAssets = Path.join(staging, "assets")

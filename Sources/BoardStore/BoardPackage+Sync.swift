@@ -22,7 +22,7 @@ extension BoardPackage: HostedStore {
 
 extension StoreError: PeerSafeError {
     public var isStorageTrouble: Bool {
-        switch self {
+        switch code {
         case .locked, .writeFailed: return true
         default: return false
         }

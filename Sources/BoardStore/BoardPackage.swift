@@ -17,16 +17,18 @@ import Foundation
 public final class BoardPackage {
     public let path: String
     public let fileSystem: any FileSystem
-    public private(set) var replica: Replica
+    public internal(set) var replica: Replica
     /// What `open` found and repaired, in words for a log or a user.
     public internal(set) var notices: [String] = []
 
-    private var log: OpLog
-    private var lock: FileLock?
-    private var lastView: ViewIndex?
-    private var undoSaved: UndoHistory?
-    private var storedAssets: Set<AssetHash> = []
-    private var assetDirectoryDirty = false
+    // Internal rather than private: the package's work is split by concern over
+    // BoardPackage+Editing.swift (commit, merge, save) and BoardPackage+Assets.swift.
+    var log: OpLog
+    var lock: FileLock?
+    var lastView: ViewIndex?
+    var undoSaved: UndoHistory?
+    var storedAssets: Set<AssetHash> = []
+    var assetDirectoryDirty = false
 
     /// Records beyond which `save` considers compacting the log.
     public var compactionRecordThreshold = 512
@@ -48,7 +50,7 @@ public final class BoardPackage {
         lock = nil
     }
 
-    private func requireOpen() throws {
+    func requireOpen() throws {
         guard lock != nil else { throw StoreError.closed(path: path) }
     }
 
@@ -136,7 +138,8 @@ public final class BoardPackage {
                 try replica.apply(batch, from: .ownLog)
             } catch {
                 throw StoreError.damagedLog(path: Path.join(path, PackageLayout.opLog), offset: 0,
-                                            "record \(index + 1) holds an invalid operation: \(error); run `board-sync repair` on the package")
+                                            "record \(index + 1) holds an invalid operation: \(error); run `board-sync repair` on the package",
+                                            cause: error)
             }
         }
         // The view is never rebuilt from a log that knows less than the view shows.
@@ -183,278 +186,7 @@ public final class BoardPackage {
         do {
             return try fileSystem.lock(Path.join(path, PackageLayout.lock))
         } catch let error as FileSystemError where error.code == .locked {
-            throw StoreError.locked(path: path)
+            throw StoreError.locked(path: path, cause: error)
         }
-    }
-
-    // MARK: Editing
-
-    /// Runs a local edit on the replica and saves its operations durably (log append + fsync)
-    /// before returning. If the edit throws or the log cannot be written, nothing changes.
-    /// The edit works on the package's replica in place: `body` must use the replica it is
-    /// given, not this package (reading `replica` from inside it is an overlapping access).
-    @discardableResult
-    public func commit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
-        try requireOpen()
-        let before = storedAssets
-        do {
-            // In place, in a transaction: a failed edit, validation or log write puts back what
-            // it changed. (Copying the replica to throw the copy away cost O(board) per edit:
-            // ~2 ms on the workload board.)
-            return try replica.transaction { replica in
-                let edit = try body(&replica)
-                // Write-read symmetry: never log an operation that this or any replica would refuse.
-                for op in edit.operations { try op.validate() }
-                if !edit.operations.isEmpty {
-                    try storeAssets(referencedBy: edit.operations, from: replica)
-                    try log.append(OperationBatch(operations: edit.operations))
-                }
-                return edit
-            }
-        } catch {
-            // A failed commit changes nothing: images stored for it go again.
-            for hash in storedAssets.subtracting(before) { try? fileSystem.removeFile(assetPath(hash)) }
-            storedAssets = before
-            throw error
-        }
-    }
-
-    /// Merges a peer's operations and saves the new ones durably before returning; returns how
-    /// many were new. Asset bytes should be added with `addAsset` as they arrive.
-    @discardableResult
-    public func merge(_ batch: OperationBatch) throws -> Int {
-        try merge(batch, deferringSync: false)
-    }
-
-    /// `merge`, but the log record is durable only after `syncMerges()`: a host merging many
-    /// peers' frames in one turn of its loop pays one fsync for all of them, and acknowledges
-    /// them after it (group commit). Until then a crash may lose them; nobody was told they
-    /// were saved.
-    @discardableResult
-    public func merge(_ batch: OperationBatch, deferringSync: Bool) throws -> Int {
-        try merging(batch, deferringSync: deferringSync).count
-    }
-
-    /// `merge`, returning the operations that were new (what the log took of the batch).
-    ///
-    /// One path: admission validates the operations (unless a decoder already did) and picks
-    /// the new ones in the same pass; the log takes those; the replica integrates them without
-    /// checking them again. Applying an admitted batch cannot fail, so a failed log write still
-    /// changes nothing, and the replica is never copied (a copy of a large board per merged
-    /// frame was most of a merge's cost).
-    @discardableResult
-    public func merging(_ batch: OperationBatch, deferringSync: Bool) throws -> [Op] {
-        try requireOpen()
-        let fresh = try replica.admitted(batch)
-        let raisesVector = batch.covers.map { !replica.versionVector.dominates($0) } ?? false
-        guard !fresh.isEmpty || raisesVector else { return [] }
-        let record = OperationBatch(operations: fresh, base: batch.base, covers: batch.covers)
-        try log.append(record, sync: !deferringSync)
-        try replica.apply(record, from: .ownLog)
-        return fresh
-    }
-
-    /// Makes every deferred merge durable (one fsync of the log).
-    public func syncMerges() throws {
-        try requireOpen()
-        try log.sync()
-    }
-
-    /// Stores asset bytes durably and makes them available to snapshots. With `claimedHash`,
-    /// bytes that do not match are refused.
-    @discardableResult
-    public func addAsset(_ data: Data, claimedHash: AssetHash? = nil) throws -> AssetHash {
-        try addAsset(data, claimedHash: claimedHash, syncDirectory: true)
-    }
-
-    /// Stores bytes a peer sent: the file is fsynced and renamed into place, but the directory
-    /// fsync waits for the next `save` or `close` (a received asset lost to a crash before then
-    /// is simply fetched again), so a replica catching up on 100 images pays one directory sync.
-    @discardableResult
-    public func addReceivedAsset(_ data: Data, claimedHash: AssetHash?) throws -> AssetHash {
-        try addAsset(data, claimedHash: claimedHash, syncDirectory: false)
-    }
-
-    private func addAsset(_ data: Data, claimedHash: AssetHash?, syncDirectory: Bool) throws -> AssetHash {
-        try requireOpen()
-        let hash = AssetHash.of(data)
-        if let claimedHash, claimedHash != hash {
-            throw AssetStoreError.hashMismatch(claimed: claimedHash, actual: hash)
-        }
-        try storeAsset(hash, data, syncDirectory: syncDirectory)
-        replica.assets.insert(data)
-        return hash
-    }
-
-    // MARK: Saving the view
-
-    /// Brings the view (manifest, background, sticker images) up to date with the replica,
-    /// writing only what changed, then records what the view now reflects. Also saves the undo
-    /// history and compacts the log when it has grown well past the state it holds.
-    @discardableResult
-    public func save(progress: (PackageWriter.Progress) -> Void = { _ in }) throws -> PackageWriter.Report {
-        try requireOpen()
-        try syncMerges()  // the view never shows what the log does not durably hold
-        try syncAssetDirectoryIfNeeded()
-        let board = replica.snapshot()
-        let writer = PackageWriter(fileSystem: fileSystem)
-        let report = try writer.write(board, to: path, previous: lastView?.snapshot, progress: progress)
-        let history = replica.undoHistory
-        if history != undoSaved {
-            try fileSystem.writeAtomically(Path.join(path, PackageLayout.undo), history.encoded())
-            undoSaved = history
-        }
-        let index = ViewIndex(board: board, version: replica.versionVector)
-        try index.write(to: path, fileSystem)
-        lastView = index
-        try compactIfWorthwhile()
-        return report
-    }
-
-    /// Rewrites the log as one record of the replica's surviving operations.
-    public func compactLog() throws {
-        try log.compact(to: replica.fullState())
-    }
-
-    private func compactIfWorthwhile() throws {
-        guard log.recordCount > compactionRecordThreshold else { return }
-        let state = replica.fullState()
-        if log.size > 2 * (state.encoded().count + OpLog.magic.count + 8) {
-            try log.compact(to: state)
-        }
-    }
-
-    // MARK: Assets
-
-    private func assetPath(_ hash: AssetHash) -> String {
-        Path.join(path, PackageLayout.assets, hash.hex)
-    }
-
-    private func storeAsset(_ hash: AssetHash, _ data: Data, syncDirectory: Bool = true) throws {
-        guard !storedAssets.contains(hash) else { return }
-        if try fileSystem.fileSize(assetPath(hash)) != data.count {
-            let path = assetPath(hash)
-            let temp = Path.join(Path.parent(of: path), ".\(hash.hex).tmp")
-            do {
-                try fileSystem.writeFile(temp, Array(data))
-                try fileSystem.syncFile(temp)
-                try fileSystem.rename(temp, path)
-            } catch {
-                try? fileSystem.removeFile(temp)  // no partial image stays behind on a full disk
-                throw error
-            }
-            if syncDirectory || assetDirectoryDirty {
-                try fileSystem.syncDirectory(Path.parent(of: path))
-                assetDirectoryDirty = false
-            } else {
-                assetDirectoryDirty = true
-            }
-        }
-        storedAssets.insert(hash)
-    }
-
-    private func syncAssetDirectoryIfNeeded() throws {
-        guard assetDirectoryDirty else { return }
-        try fileSystem.syncDirectory(Path.join(path, PackageLayout.assets))
-        assetDirectoryDirty = false
-    }
-
-    private func storeAssets(referencedBy operations: [Op], from replica: Replica) throws {
-        for op in operations {
-            if let hash = op.payload.asset, let data = replica.assets.data(for: hash) { try storeAsset(hash, data) }
-        }
-    }
-
-    /// Loads `sync/assets`, dropping files whose bytes do not match their name, and recovers
-    /// referenced assets that only the view still holds.
-    private func loadAssets() throws {
-        let directory = Path.join(path, PackageLayout.assets)
-        for name in try fileSystem.listDirectory(directory) {
-            guard let hash = AssetHash(hex: name) else { continue }
-            let bytes = try fileSystem.readFile(Path.join(directory, name))
-            if AssetHash.of(bytes) == hash {
-                replica.assets.insert(Data(bytes))
-                storedAssets.insert(hash)
-            } else {
-                notices.append("asset \(name) was damaged and has been removed; a peer can send it again")
-                try fileSystem.removeFile(Path.join(directory, name))
-            }
-        }
-        let missing = Set(replica.missingAssets)
-        guard !missing.isEmpty else { return }
-        var candidates = [Path.join(path, PackageLayout.background)]
-        if let names = try? fileSystem.listDirectory(Path.join(path, PackageLayout.stickers)) {
-            candidates += names.map { Path.join(path, PackageLayout.stickers, $0) }
-        }
-        for file in candidates {
-            guard let bytes = try? fileSystem.readFile(file) else { continue }
-            let hash = AssetHash.of(bytes)
-            if missing.contains(hash), !replica.assets.contains(hash) {
-                // A full disk must not keep the board closed: the bytes serve from memory, and
-                // the view file still holds them for the next open to store.
-                do {
-                    try storeAsset(hash, Data(bytes))
-                    notices.append("recovered asset \(hash.hex.prefix(12)) from \(Path.name(of: file))")
-                } catch {
-                    notices.append("recovered asset \(hash.hex.prefix(12)) from \(Path.name(of: file)) in memory only; it could not be stored in \(PackageLayout.assets) (\(error)), the view still holds it")
-                }
-                replica.assets.insert(Data(bytes))
-            }
-        }
-    }
-
-    private func viewNeedsRebuild() throws -> Bool {
-        guard let view = lastView, view.versionVector == replica.versionVector else { return true }
-        guard try fileSystem.fileSize(Path.join(path, PackageLayout.manifest)) != nil else { return true }
-        if view.background != nil, try fileSystem.fileSize(Path.join(path, PackageLayout.background)) == nil { return true }
-        for id in view.stickers.keys {
-            if try fileSystem.fileSize(Path.join(path, PackageLayout.stickers, "\(id).png")) == nil { return true }
-        }
-        return false
-    }
-}
-
-// MARK: Authors (servers with access control)
-
-extension BoardPackage {
-    /// The largest `sync/authors` that loads. A hub binds at most
-    /// `BoardHub.defaultMaxAuthorsPerBoard` (65,536) replicas per board, each line at most 82
-    /// bytes (16 hex digits, a space, a 64-byte subject, a newline): 5.4 MB, well below it.
-    public static let maxAuthorsFileBytes = 8 << 20
-
-    /// Which token subject owns each replica id on this board (`sync/authors`: one line per
-    /// binding, `<replica hex> <subject>`, appended and synced before the replica's first
-    /// operation is accepted). An incomplete last line (a torn append) never took effect: it is
-    /// cut off here, so the next binding starts on a line of its own.
-    public func loadAuthors() throws -> [ReplicaID: String] {
-        let path = Path.join(self.path, PackageLayout.authors)
-        guard let size = try fileSystem.fileSize(path) else { return [:] }
-        guard size <= Self.maxAuthorsFileBytes else {
-            throw StoreError.damagedFile(path: path, "\(size) bytes is more than any board's authors take (\(Self.maxAuthorsFileBytes >> 20) MiB)")
-        }
-        let bytes = try fileSystem.readFile(path)
-        if let last = bytes.last, last != UInt8(ascii: "\n") {
-            let kept = (bytes.lastIndex(of: UInt8(ascii: "\n")) ?? -1) + 1
-            try fileSystem.truncateFile(path, to: kept)
-            try fileSystem.syncFile(path)
-        }
-        var authors: [ReplicaID: String] = [:]
-        for line in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).dropLast() {
-            let fields = String(decoding: line, as: UTF8.self).split(separator: " ")
-            guard fields.count == 2, let raw = UInt64(fields[0], radix: 16) else {
-                throw StoreError.damagedFile(path: path, "a line is not `<replica hex> <subject>`")
-            }
-            if authors[ReplicaID(raw)] == nil { authors[ReplicaID(raw)] = String(fields[1]) }
-        }
-        return authors
-    }
-
-    /// Records durably that `replica` belongs to `subject`.
-    public func bindAuthor(_ replica: ReplicaID, to subject: String) throws {
-        let path = Path.join(self.path, PackageLayout.authors)
-        let existed = try fileSystem.fileSize(path) != nil
-        try fileSystem.appendFile(path, Array("\(String(replica.rawValue, radix: 16)) \(subject)\n".utf8))
-        try fileSystem.syncFile(path)
-        if !existed { try fileSystem.syncDirectory(Path.join(self.path, PackageLayout.sync)) }
     }
 }

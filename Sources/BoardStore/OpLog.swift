@@ -32,6 +32,8 @@ public struct OpLog: Sendable {
     /// Set when a failed append could not be rolled back: nothing more is written until the
     /// package is opened again (which cuts the torn record).
     public private(set) var broken: String?
+    /// The error that left it broken, for the `writeFailed` every later append throws.
+    private(set) var brokenBy: (any Error)?
     /// Records appended without a sync and not yet durable (`append(_:sync: false)`); a synced
     /// append, a `sync()` or a rewrite makes them durable.
     public private(set) var needsSync = false
@@ -167,6 +169,7 @@ public struct OpLog: Sendable {
                 try fileSystem.syncFile(path)
             } catch let rollback {
                 broken = "\(rollback)"
+                brokenBy = rollback
             }
             throw error
         }
@@ -184,13 +187,15 @@ public struct OpLog: Sendable {
             try fileSystem.syncFile(path)
         } catch {
             broken = "fsync failed: \(error)"
+            brokenBy = error
             throw error
         }
         needsSync = false
     }
 
     private func requireUsable() throws {
-        if let broken { throw StoreError.writeFailed(path: path, "an earlier write failed and could not be undone (\(broken)); reopen the package") }
+        if let broken { throw StoreError.writeFailed(path: path, "an earlier write failed and could not be undone (\(broken)); reopen the package",
+                                                       cause: brokenBy) }
     }
 
     /// Replaces the log with a single record holding `state` (a complete delta from the empty
@@ -207,6 +212,7 @@ public struct OpLog: Sendable {
         size = bytes.count
         recordCount = batches.count
         broken = nil
+        brokenBy = nil
         needsSync = false
     }
 

@@ -34,13 +34,13 @@ public struct PackageReader: Sendable {
         do {
             bytes = try fileSystem.readFile(manifestPath)
         } catch let error as FileSystemError where error.code == .notFound {
-            throw StoreError.notAPackage(path: package, "it has no manifest.json")
+            throw StoreError.notAPackage(path: package, "it has no manifest.json", cause: error)
         }
         let manifest: Manifest
         do {
             manifest = try JSONDecoder().decode(Manifest.self, from: Data(bytes))
         } catch {
-            throw StoreError.damagedFile(path: manifestPath, "not a readable board manifest (\(Self.describe(error)))")
+            throw StoreError.damagedFile(path: manifestPath, "not a readable board manifest (\(Self.describe(error)))", cause: error)
         }
         var board = BoardSnapshot(schemaVersion: manifest.schemaVersion, canvasSize: manifest.canvasSize,
                                   strokes: manifest.strokes, backgroundSHA256: manifest.backgroundSHA256,

@@ -40,6 +40,8 @@ public struct PackageWriter: Sendable {
         public var pending: [String] = []
         /// Exports: what had to be drawn as a placeholder (pending or damaged images).
         public var warnings: [String] = []
+
+        public init() {}
     }
 
     @discardableResult

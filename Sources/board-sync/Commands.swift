@@ -1,3 +1,4 @@
+import BoardClient
 import BoardCRDT
 import BoardModel
 import BoardRender
@@ -47,8 +48,8 @@ struct Commands {
         let package: BoardPackage
         do {
             package = try BoardPackage.create(at: path, fileSystem: fileSystem, replicaID: Self.randomReplicaID())
-        } catch StoreError.alreadyExists(let existing) {
-            throw Failure("\(existing) already exists; choose another name or remove it first")
+        } catch let error as StoreError where error.code == .alreadyExists {
+            throw Failure("\(error.path) already exists; choose another name or remove it first")
         }
         defer { package.close() }
         if canvas != nil || background != nil {

@@ -1,3 +1,4 @@
+import BoardClient
 import BoardCRDT
 import BoardModel
 import BoardNet

@@ -185,7 +185,7 @@ import Testing
             _ = try BoardPackage.open(at: Self.root, fileSystem: fs, newReplicaID: ids.make)
             Issue.record("a damaged log opened")
         } catch let error as StoreError {
-            guard case .damagedLog = error else { Issue.record("unexpected \(error)"); return }
+            guard error.code == .damagedLog else { Issue.record("unexpected \(error)"); return }
             #expect(error.description.contains("oplog"))
         }
         #expect(try fs.readFile(logPath) == damaged, "the damaged log is left as it was")
@@ -208,7 +208,7 @@ import Testing
         #expect {
             _ = try BoardPackage.open(at: Self.root, fileSystem: fs, newReplicaID: ids.make)
         } throws: { error in
-            if case StoreError.viewAheadOfLog = error { return true } else { return false }
+            (error as? StoreError)?.code == .viewAheadOfLog
         }
         #expect(try fs.readFile("\(Self.root)/manifest.json") == manifest)
         // repair keeps a copy of the view, then the package opens with what the log holds.

@@ -235,7 +235,7 @@ public enum FuzzTargets {
         let first: [OperationBatch]
         do {
             first = try OpLog.open(path, fileSystem: fileSystem).batches
-        } catch StoreError.damagedLog {
+        } catch let error as StoreError where error.code == .damagedLog {
             precondition(OpLog.isDamaged(content), "open refused a log isDamaged calls sound")
             return
         } catch {

@@ -1,3 +1,4 @@
+import BoardClient
 import BoardCRDT
 import BoardModel
 import BoardRender
@@ -9,13 +10,13 @@ import Testing
     @Test func documentSnapshotPackageSnapshotDocumentRoundTripIncludingPendingAssets() throws {
         let fs = MemoryFileSystem()
         try fs.createDirectory("/out")
-        let ids = IDSource()
-        let document = try BoardDocument(replicaID: ids.make(), source: .photoBoard(pngGreen))
-        let sticker = try document.edit { try $0.addSticker(imagePNG: pngRed, at: pt(12.5, 7.25), scale: 1.5, rotation: 0.25) }.item!
+        let ids = DocumentIDs()
+        let document = try BoardDocument(replicaID: ids.make(), source: .photoBoard(Fixture.green))
+        let sticker = try document.edit { try $0.addSticker(imagePNG: Fixture.red, at: Fixture.point(12.5, 7.25), scale: 1.5, rotation: 0.25) }.item!
         let pendingHash = AssetHash.of(Array("arrives later".utf8))
-        let pending = try document.edit { try $0.addSticker(asset: pendingHash, at: pt(3, 3)) }.item!
+        let pending = try document.edit { try $0.addSticker(asset: pendingHash, at: Fixture.point(3, 3)) }.item!
         try document.edit { replica in
-            let edit = try replica.beginStroke(color: RGBAColor(red: 0.2, green: 0.4, blue: 0.6), width: 3, points: [pt(1, 1), pt(2, 3)])
+            let edit = try replica.beginStroke(color: RGBAColor(red: 0.2, green: 0.4, blue: 0.6), width: 3, points: [Fixture.point(1, 1), Fixture.point(2, 3)])
             replica.finishStroke()
             return edit
         }
@@ -74,8 +75,8 @@ import Testing
         let document = BoardDocument(package: package)
         var calls = 0
         document.autosave = { _ in calls += 1 }
-        let sticker = try document.edit { try $0.addSticker(imagePNG: pngRed, at: pt(0, 0)) }.item!
-        try document.edit { try $0.move(sticker, to: pt(1, 1)) }
+        let sticker = try document.edit { try $0.addSticker(imagePNG: Fixture.red, at: Fixture.point(0, 0)) }.item!
+        try document.edit { try $0.move(sticker, to: Fixture.point(1, 1)) }
         _ = try document.undo()
         #expect(calls == 3)
         #expect(document.isDirty)
@@ -91,5 +92,21 @@ import Testing
         #expect(throws: StoreError.self) {
             try BoardDocument(replicaID: ReplicaID(1), source: .photoBoard(Data("GIF89a".utf8)))
         }
+    }
+}
+
+/// What these tests need of BoardStoreTests' support, kept private to this file.
+private enum Fixture {
+    static let red = Data(PNGEncoder.solid(width: 4, height: 3, red: 255, green: 0, blue: 0))
+    static let green = Data(PNGEncoder.solid(width: 5, height: 5, red: 0, green: 200, blue: 0))
+    static func point(_ x: Double, _ y: Double) -> CodablePoint { CodablePoint(x: x, y: y) }
+}
+
+/// Hands out distinct replica ids deterministically (one test's thread only).
+private final class DocumentIDs {
+    private var next: UInt64 = 0x1000
+    func make() -> ReplicaID {
+        next += 1
+        return ReplicaID(next)
     }
 }
