@@ -7,7 +7,7 @@ extension RedisBoardLog {
     /// Takes the lease when a checkpoint is due (`pump`, for a tailed board).
     func startCompactionIfDue(_ name: String, _ state: BoardState) {
         guard state.checkpoint.compaction == .idle, options.checkpointEvery > 0, state.checkpoint.unverifiedReads == 0,
-              state.checkpoint.entriesSince >= options.checkpointEvery, state.notBefore <= now else { return }
+              state.checkpoint.entriesSince >= options.checkpointEvery, state.checkpoint.leaseNotBefore <= now else { return }
         send(.acquireLease(name), strings: ["EVAL", RedisBoardLog.acquireScript, "2", leaseKey(name), epochKey(name),
                                             options.node, String(options.leaseMilliseconds)])
         boards[name]?.checkpoint.compaction = .acquiringLease
@@ -21,7 +21,7 @@ extension RedisBoardLog {
             let retryAt = now + Double(options.leaseMilliseconds) / 1000
             boards.modify(board) { state in
                 state.checkpoint.compaction = .idle
-                state.notBefore = retryAt
+                state.checkpoint.leaseNotBefore = retryAt
             }
             return
         }

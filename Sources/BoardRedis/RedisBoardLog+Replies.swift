@@ -69,7 +69,7 @@ extension RedisBoardLog {
             let leaseAt = now + Double(options.leaseMilliseconds) / 1000
             boards.modify(board) { state in
                 state.checkpoint.compaction = .idle
-                state.notBefore = leaseAt
+                state.checkpoint.leaseNotBefore = leaseAt
             }
             options.log("board '\(board)': checkpoint not written: \(message)")
         case .verify(let board, _):

@@ -284,6 +284,37 @@ import Testing
         #expect(try redis.commands(.commands) == [["HGETALL", "bs:{team}:ckpt"]])
     }
 
+    /// A compaction lease another server holds delays this server's next lease request, not a
+    /// reload: a trimmed tail read right after it reads the checkpoint at once (they shared one
+    /// retry time, and the board's clients waited a lease's 30 s for their greeting).
+    @Test func aLeaseHeldElsewhereDoesNotDelayAReload() throws {
+        let (hub, _) = try Self.hubWithSession()
+        var options = RedisBoardLog.Options(node: "n1")
+        options.checkpointEvery = 1
+        let (log, redis) = try Self.linkedLog(hub, options)
+        try Self.catchUpEmpty(redis)
+        var writer = Replica(id: ReplicaID(0xAB))
+        func entry(_ id: String, width: Double) throws -> RESPValue {
+            let before = writer.versionVector
+            _ = try writer.setCanvasSize(CodableSize(width: width, height: 700))
+            return .array([.bulkString(Array(id.utf8)), .array([.bulkString(Array("n".utf8)), .bulkString(Array("n2".utf8)),
+                                                               .bulkString(Array("o".utf8)), .bulkString(writer.operations(since: before).encoded())])])
+        }
+        _ = try redis.commands(.tail)
+        try redis.reply(.tail, [.array([.array([.bulkString(Array("bs:{team}:log".utf8)), .array([try entry("9000-0", width: 1000)])])])], now: 1)
+        #expect(try redis.commands(.commands) == [["HMGET", "bs:{team}:ckpt", "minid", "id"]])
+        try redis.reply(.commands, [.array([.bulkString(nil), .bulkString(nil)])], now: 1)  // nothing trimmed
+        #expect(try redis.commands(.commands).first?.first == "EVAL", "a checkpoint is due: the lease is asked for")
+        try redis.reply(.commands, [.bulkString(nil)], now: 1)  // another server holds it
+        // The next tail read finds the stream trimmed past where it started: reload now.
+        _ = try redis.commands(.tail)
+        try redis.reply(.tail, [.array([.array([.bulkString(Array("bs:{team}:log".utf8)), .array([try entry("9500-0", width: 1100)])])])], now: 2)
+        #expect(try redis.commands(.commands) == [["HMGET", "bs:{team}:ckpt", "minid", "id"]])
+        try redis.reply(.commands, [.array([.bulkString(Array("9400-0".utf8)), .bulkString(Array("9400-1".utf8))])], now: 2)
+        #expect(!log.isCaughtUp("team"))
+        #expect(try redis.commands(.commands) == [["HGETALL", "bs:{team}:ckpt"]], "the checkpoint is read at once, not a lease's time later")
+    }
+
     /// A writer session (access control) attached the way a server attaches it: HELLO under
     /// `replica` with a token of `subject`.
     static func attachWriter(_ hub: BoardHub, _ id: SessionID, replica: UInt64, subject: String) throws {

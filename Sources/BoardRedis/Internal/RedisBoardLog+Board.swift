@@ -9,9 +9,9 @@ extension RedisBoardLog {
         /// The last stream entry read (the next `XRANGE` or `XREAD` starts after it).
         var lastID = "0-0"
         var phase = Phase.loadingCheckpoint(CatchUp(), asked: false)
-        /// Nothing is asked of Redis for this board before then: a refused catch-up read waits
-        /// `retryDelay`, a lease another server holds (or a refused one) a lease's time. Catch-up
-        /// and compaction share it.
+        /// No catch-up read is asked of Redis for this board before then (a refused one waits
+        /// `retryDelay`). Compaction keeps its own (`Checkpointing.leaseNotBefore`): a lease
+        /// another server holds must not delay a reload.
         var notBefore = 0.0
         var checkpoint = Checkpointing()
 
@@ -83,6 +83,9 @@ extension RedisBoardLog {
         /// Entries seen since the last checkpoint (at `checkpointEvery`, a new one is tried).
         var entriesSince = 0
         var compaction = Compaction.idle
+        /// No lease is asked for before then: another server held it, or Redis refused it or
+        /// the commit (a lease's time).
+        var leaseNotBefore = 0.0
         /// Tail reads whose start has not been checked against the trim point yet: until it is,
         /// this server may have missed trimmed entries, so it writes no checkpoint.
         var unverifiedReads = 0
