@@ -12,12 +12,12 @@ import Testing
 /// provider) could make the client hold, and the bounds that now hold instead. Real loopback
 /// sockets throughout; the bounds asserted are bounds on hangs, never performance.
 @Suite(.serialized) struct HostileServerTests {
-    /// A server that answers HELLO, asks for a 3 MiB image and never reads (its receive buffer
-    /// is 4 KiB; the transport's high-water mark 1 MiB): the upload fills
-    /// the socket buffers and `send` waits. `close(within:)` and cancellation still end `run()`
-    /// in time and free the package lock.
+    /// A server that answers HELLO, asks for an 8 MiB image and never reads (its receive buffer
+    /// is 4 KiB; the transport's high-water mark 1 MiB): the upload fills the socket buffers and
+    /// `send` waits. `close(within:)` still ends `run()` in time and frees the package lock, and
+    /// so does cancelling `run()` (a memory board: the same upload without a second package).
     @Test func aServerThatStopsReadingAnUploadCannotHoldCloseOrCancellation() async throws {
-        let image = await offPool { incompressibleImage(bytes: 3 << 20, seed: 25_001) }
+        let image = await offPool { incompressibleImage(bytes: 8 << 20, seed: 25_001) }
         let server = try HostileServer(.handshakeThenStopReading(wants: [AssetHash.of(image)]))
         defer { server.stop() }
         let dir = TempDirectory()
@@ -34,13 +34,13 @@ import Testing
         _ = try await run.ended(within: 5)
         _ = try LiveBoard.open(storage: .package(path: path))  // the lock is free
 
-        let again = try LiveBoard.open(storage: .package(path: path), sync: sync)
+        let again = try LiveBoard.open(storage: .memory, sync: sync)
+        try await again.edit { try $0.addSticker(imagePNG: image, at: CodablePoint(x: 10, y: 10)) }
         let second = Running(again)
-        try await eventually("the reopened board to be past the handshake") { again.currentStatus.state == .catchingUp }
+        try await eventually("the second board to be past the handshake") { again.currentStatus.state == .catchingUp }
         try await Task.sleep(nanoseconds: 500_000_000)
         second.task.cancel()
         _ = try await second.ended(within: 5)
-        _ = try LiveBoard.open(storage: .package(path: path))
     }
 
     /// A credentials provider that never returns (and ignores cancellation): close and
