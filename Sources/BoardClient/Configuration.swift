@@ -21,13 +21,31 @@ extension LiveBoard {
         public var board: String
         /// Reconnect backoff: the first delay after a connection fails or drops, doubling up to
         /// `maximumDelay`; each delay is spread by a random factor of 0.5 to 1.5 (jitter). Reset
-        /// once a connection has gone live.
+        /// once a connection has stayed live for `backoffResetAfter` seconds: a server that lets
+        /// sessions go live and drops them at once is redialled ever more slowly, not every
+        /// `firstDelay`.
         public var firstDelay: Double = 0.2
         public var maximumDelay: Double = 10
+        public var backoffResetAfter: Double = 15
         /// Seconds without a byte from the server before the connection is dropped (the
-        /// protocol's keep-alives keep a quiet live connection busy), and for the handshake.
+        /// protocol's keep-alives keep a quiet live connection busy).
         public var idleTimeout: Double = SessionTiming().idleTimeout
+        /// Seconds from the connection being made (TCP connected; a TLS handshake counts
+        /// inside) to the server's HELLO: a server that never answers is given up and
+        /// redialled after the backoff. Keep-alives or a trickle of bytes do not extend it.
         public var handshakeTimeout: Double = SessionTiming().handshakeTimeout
+
+        /// What a server may push to this board (a hostile or broken server must not fill the
+        /// device). Frames larger than `maxFrame` bytes and images larger than `maxImageBytes`
+        /// end the run (`frame too large`, `asset too large`: retrying would bring them again);
+        /// an image beyond `maxImages` on the board ends it with `limit reached` (nil:
+        /// unlimited); live operations beyond `maxOperationsPerSecond` from the server (nil:
+        /// unlimited; handshake deltas are not counted) close the connection with `too many
+        /// operations per second` and it is redialled after the backoff.
+        public var maxFrame: Int = SessionLimits().maxFrame
+        public var maxImageBytes: Int = SessionLimits().maxAsset
+        public var maxImages: Int? = 10_000
+        public var maxOperationsPerSecond: Double?
 
         public init(server: String, board: String) {
             self.server = server

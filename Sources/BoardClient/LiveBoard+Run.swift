@@ -8,16 +8,23 @@ extension LiveBoard {
     /// error this side found that retrying cannot fix (a protocol version neither side can
     /// change). Other errors found here are the link's trouble: nil, retried.
     static func refusal(_ reason: SessionError?) -> SessionError? {
-        guard let reason, reason.remote || reason.recovery == .stop else { return nil }
+        guard let reason, reason.remote || reason.recovery == .stop || exceedsOwnLimit(reason) else { return nil }
         return reason
+    }
+
+    /// The server sent more than this board's limits allow (`Sync.maxFrame`, `maxImageBytes`,
+    /// `maxImages`): the same server would send it again, so the run stops.
+    static func exceedsOwnLimit(_ reason: SessionError) -> Bool {
+        !reason.remote && [.frameTooLarge, .assetTooLarge, .limitReached].contains(reason.code)
     }
 
     /// How one connection ended.
     enum LinkOutcome: Sendable {
         /// This side said goodbye (close or cancellation).
         case finished
-        /// The link dropped or the server ended it (`refusal`: its ERROR).
-        case dropped(reason: String, refusal: SessionError?, wasLive: Bool)
+        /// The link dropped or the server ended it (`refusal`: its ERROR); `liveFor`: seconds
+        /// it was live (0 when it never was).
+        case dropped(reason: String, refusal: SessionError?, wasLive: Bool, liveFor: Double = 0)
     }
 
     /// Keeps the board live until the task is cancelled or `close()` is called: dials the
@@ -41,32 +48,30 @@ extension LiveBoard {
         connecting: while !Task.isCancelled && !closeIsDue {
             attempt += 1
             setState(.connecting(attempt: attempt))
-            let outcome: LinkOutcome
-            do {
-                let token = try await credentials.fetch()
-                let thisAttempt = attempt
-                outcome = try await transport.withConnection(to: sync.server) { connection in
-                    await self.drive(connection, credentials: token, attempt: thisAttempt)
-                }
-            } catch {
-                if Task.isCancelled { break connecting }
-                outcome = .dropped(reason: "\(error)", refusal: nil, wasLive: false)
-            }
+            // Nil: the attempt was cancelled (close's bound, or this task) and did not end at
+            // once; it is left behind.
+            guard let outcome = await connectOnce(sync, attempt: attempt) else { break connecting }
+            if Task.isCancelled { break connecting }
             let lastError: String
             switch outcome {
             case .finished:
                 break connecting
-            case .dropped(let reason, let refusal, let wasLive):
-                if wasLive {
+            case .dropped(let reason, let refusal, let wasLive, let liveFor):
+                if wasLive && liveFor >= sync.backoffResetAfter {
+                    // Only a link that stayed live a while resets the backoff: one that went
+                    // live and dropped at once keeps doubling it.
                     attempt = 0
                     delay = sync.firstDelay
+                }
+                if wasLive {
                     // A live link that ended for its token keeps the mark: a server that lets
                     // the session go live and then says "expired" again gets the backoff, not a
                     // redial (and a credentials call) per round trip.
                     if refusal?.code != .tokenExpired { refreshedToken = false }
                 }
                 if let refusal {
-                    let classified = Refusal(refusal)
+                    var classified = Refusal(refusal)
+                    if Self.exceedsOwnLimit(refusal) { classified.recovery = .stop }
                     if !classified.isRetryable {
                         failure = classified
                         break connecting
@@ -101,6 +106,35 @@ extension LiveBoard {
         if let failure { throw failure }
     }
 
+    /// One connection attempt (credentials, connect, session) in a task of its own; nil when it
+    /// was cancelled and left behind (`abandonAttempt`).
+    private func connectOnce(_ sync: Sync, attempt: Int) async -> LinkOutcome? {
+        attemptGeneration += 1
+        let generation = attemptGeneration
+        let credentials = self.credentials
+        let transport = self.transport
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<LinkOutcome?, Never>) in
+                attemptWaiter = continuation
+                attemptTask = Task {
+                    let outcome: LinkOutcome
+                    do {
+                        let token = try await credentials.fetch()
+                        try Task.checkCancellation()
+                        outcome = try await transport.withConnection(to: sync.server) { connection in
+                            await self.drive(connection, credentials: token, attempt: attempt)
+                        }
+                    } catch {
+                        outcome = .dropped(reason: "\(error)", refusal: nil, wasLive: false)
+                    }
+                    self.attemptEnded(outcome, generation: generation)
+                }
+            }
+        } onCancel: {
+            Task { await self.interruptAttempt() }
+        }
+    }
+
     /// A close was asked for and nothing holds it up any more: every edit is acknowledged, or
     /// its bound passed.
     var closeIsDue: Bool {
@@ -111,11 +145,15 @@ extension LiveBoard {
     /// One connection: a sans-IO endpoint for this board, the bytes of `connection` fed to it
     /// and its output written back, its timers run at its deadlines.
     func drive(_ connection: any BoardConnection, credentials: [UInt8], attempt: Int) async -> LinkOutcome {
-        guard let store, let sync else { return .finished }
+        guard let store, let sync, !Task.isCancelled else { return .finished }
         var options = SyncEndpoint.Options()
         options.credentials = credentials
         options.timing.idleTimeout = sync.idleTimeout
         options.timing.handshakeTimeout = sync.handshakeTimeout
+        options.limits.maxFrame = sync.maxFrame
+        options.limits.maxAsset = sync.maxImageBytes
+        options.maxAssetsPerBoard = sync.maxImages
+        options.maxOperationsPerSecond = sync.maxOperationsPerSecond
         options.presenceClockStart = UInt64(Date().timeIntervalSince1970 * 1000)
         let endpoint = SyncEndpoint(board: sync.board, store: store, options: options, now: Self.now())
         sessionID += 1
@@ -123,7 +161,7 @@ extension LiveBoard {
         self.endpoint = endpoint
         linkEnded = nil
         endpoint.dialed(id, now: Self.now())
-        defer { self.endpoint = nil }
+        defer { if sessionID == id { self.endpoint = nil } }
         return await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 do {
@@ -136,7 +174,7 @@ extension LiveBoard {
                     await self.linkClosed("\(error)", on: id)
                 }
             }
-            let outcome = await pump(connection, endpoint, id, sync.board)
+            let outcome = await pump(connection, endpoint, id, sync)
             group.cancelAll()
             return outcome
         }
@@ -166,47 +204,66 @@ extension LiveBoard {
     }
 
     /// Writes output, watches the session, sleeps until the next deadline or signal.
-    private func pump(_ connection: any BoardConnection, _ endpoint: SyncEndpoint, _ id: SessionID, _ board: String) async -> LinkOutcome {
+    ///
+    /// A server that has not said HELLO within `sync.handshakeTimeout` of the connection is
+    /// given up (the session enforces that only for the accepting side).
+    private func pump(_ connection: any BoardConnection, _ endpoint: SyncEndpoint, _ id: SessionID, _ sync: Sync) async -> LinkOutcome {
+        let board = sync.board
         var saidGoodbye = false
-        var wasLive = false
+        var liveSince: Double?
+        var wasLive: Bool { liveSince != nil }
+        let helloDeadline = Self.now() + sync.handshakeTimeout
         while true {
+            // Left behind (close's bound or cancellation passed): the board is no longer ours.
+            guard id == sessionID else { return .finished }
             let now = Self.now()
+            func liveFor() -> Double { liveSince.map { Self.now() - $0 } ?? 0 }
             endpoint.handleTimers(now: now)
             drainEvents()
             publishRemoteChange()
-            let output = endpoint.output(for: id, now: now)
-            if !output.isEmpty {
-                do {
-                    try await connection.send(output)
-                } catch {
-                    let reason = endpoint.session(id)?.closeReason
-                    endpoint.closed(id, now: Self.now())
-                    return saidGoodbye ? .finished : .dropped(reason: "\(error)", refusal: Self.refusal(reason), wasLive: wasLive)
-                }
-                continue  // more may have queued meanwhile
-            }
+            // What the session says now, before writing (a write can fail on a link the server
+            // has already dropped, after it made the session live).
             let session = endpoint.session(id)
             let hub = endpoint.boards[board]?.hub
             if let session, session.isOpen, let peer = session.peer {
                 let acknowledged = hub?.acknowledged(by: id)?[replicaID] ?? 0
                 serverHolds = max(peer.version[replicaID], acknowledged)
                 let synced = hub?.hasSynced(id) ?? false
-                if synced { wasLive = true }
+                if synced && liveSince == nil { liveSince = now }
                 if !saidGoodbye, !session.isClosed { setState(synced ? .live : .catchingUp) } else { refreshStatus() }
+            }
+            // At most a send buffer's worth at a time: a 64 MiB image is cut into chunks as the
+            // socket takes them, not held whole a second time.
+            let output = endpoint.output(for: id, maxBytes: Self.outputSlice, now: now)
+            if !output.isEmpty {
+                do {
+                    try await connection.send(output)
+                } catch {
+                    guard id == sessionID else { return .finished }
+                    let reason = endpoint.session(id)?.closeReason
+                    endpoint.closed(id, now: Self.now())
+                    return saidGoodbye ? .finished : .dropped(reason: "\(error)", refusal: Self.refusal(reason), wasLive: wasLive, liveFor: liveFor())
+                }
+                continue  // more may have queued meanwhile
             }
             if endpoint.isFinished(id) {
                 let reason = session?.closeReason
                 endpoint.closed(id, now: Self.now())
                 if saidGoodbye { return .finished }
                 let refusal = Self.refusal(reason)
-                return .dropped(reason: reason.map { "\($0)" } ?? "the session ended", refusal: refusal, wasLive: wasLive)
+                return .dropped(reason: reason.map { "\($0)" } ?? "the session ended", refusal: refusal, wasLive: wasLive, liveFor: liveFor())
             }
             if let ended = linkEnded {
                 let reason = session?.closeReason
                 endpoint.closed(id, now: Self.now())
                 if saidGoodbye { return .finished }
                 let refusal = Self.refusal(reason)
-                return .dropped(reason: reason.map { "\($0)" } ?? ended ?? "the server closed the connection", refusal: refusal, wasLive: wasLive)
+                return .dropped(reason: reason.map { "\($0)" } ?? ended ?? "the server closed the connection", refusal: refusal, wasLive: wasLive, liveFor: liveFor())
+            }
+            let answered = session?.peer != nil
+            if !answered && !saidGoodbye && now >= helloDeadline {
+                endpoint.closed(id, now: Self.now())
+                return .dropped(reason: "the server did not answer HELLO within \(Self.seconds(sync.handshakeTimeout)) s", refusal: nil, wasLive: false)
             }
             if !saidGoodbye && (Task.isCancelled || closeIsDue) {
                 endpoint.shutdown(save: true, now: now)
@@ -215,7 +272,15 @@ extension LiveBoard {
             }
             var deadline = endpoint.nextDeadline
             if let closeDeadline, !saidGoodbye { deadline = min(deadline ?? closeDeadline, closeDeadline) }
+            if !answered && !saidGoodbye { deadline = min(deadline ?? helloDeadline, helloDeadline) }
             await sleep(until: deadline)
         }
+    }
+
+    /// Bytes taken from the endpoint per `send`.
+    static let outputSlice = 256 << 10
+
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? "\(Int(value))" : "\(value)"
     }
 }

@@ -39,13 +39,23 @@ public actor LiveBoard {
     var version: UInt64 = 0
     var vector: VersionVector
     var state: LiveStatus.State = .idle
-    /// How many of this replica's operations the server is known to hold.
-    var serverHolds: UInt64
+    /// How many of this replica's operations a server is known to hold: what a handshake or
+    /// an acknowledgement said in this process (nothing is recorded across runs, so a board
+    /// opened again counts its earlier edits as unacknowledged until a server says it has them).
+    var serverHolds: UInt64 = 0
 
     var running = false
     var closeDeadline: Double?
     var closeWaiters: [CheckedContinuation<Void, Never>] = []
     var closeReport: CloseReport?
+    var closeTimer: Task<Void, Never>?
+
+    // The connection attempt in flight runs in a task of its own, so that `run()` can leave
+    // behind one that does not end when cancelled (a credentials provider or transport that
+    // ignores cancellation) and still return within its bound.
+    var attemptTask: Task<Void, Never>?
+    var attemptWaiter: CheckedContinuation<LinkOutcome?, Never>?
+    var attemptGeneration = 0
 
     // The run loop's wake-up: edits, inbound bytes, close and cancellation signal it.
     var wakeWaiter: CheckedContinuation<Void, Never>?
@@ -93,11 +103,10 @@ public actor LiveBoard {
         let replica = store.replica
         replicaID = replica.id
         vector = replica.versionVector
-        serverHolds = vector[replica.id]
         let snapshot = replica.snapshot()
         updateChannel = Multicast(BoardUpdate(snapshot: snapshot, changes: BoardChanges(), origins: [.loaded], version: 0),
                                   combine: BoardUpdate.folding)
-        statusChannel = Multicast(LiveStatus(state: .idle, unacknowledgedOperations: 0), combine: { $1 })
+        statusChannel = Multicast(LiveStatus(state: .idle, unacknowledgedOperations: Int(vector[replica.id])), combine: { $1 })
     }
 
     static func randomReplicaID() -> ReplicaID {
@@ -223,17 +232,73 @@ public actor LiveBoard {
     /// edit or `bound` seconds pass, says goodbye and lets `run()` return; then saves and
     /// releases the storage (a package's lock). Says which happened. Later calls return the
     /// first one's report.
+    ///
+    /// Returns within `bound` (plus at most `LiveBoard.abandonGrace`) whatever the server,
+    /// the transport or the credentials provider do: at the bound the connection attempt in
+    /// flight is cancelled, and one that does not end at once is left behind.
     @discardableResult
     public func close(within bound: Double = 10) async -> CloseReport {
         if let closeReport { return closeReport }
         if running {
-            closeDeadline = min(closeDeadline ?? .infinity, Self.now() + bound)
+            let deadline = min(closeDeadline ?? .infinity, Self.now() + max(0, bound))
+            closeDeadline = deadline
             signal()
+            // Nothing to wait for and no session to say goodbye on: stop a connect in progress.
+            if closeIsDue, endpoint?.session(sessionID)?.isOpen != true { interruptAttempt() }
+            closeTimer?.cancel()
+            closeTimer = Task { [weak self] in
+                let delay = max(0, deadline - Self.now())
+                try? await Task.sleep(nanoseconds: UInt64(min(delay, 86_400) * 1e9) + 1)
+                if Task.isCancelled { return }
+                await self?.closeBoundPassed()
+            }
             await withCheckedContinuation { closeWaiters.append($0) }
             return closeReport!
         }
         release(final: .closed)
         return closeReport!
+    }
+
+    private func closeBoundPassed() {
+        if running { interruptAttempt() }
+    }
+
+    /// How long a cancelled connection attempt may take to end before `run()` leaves it behind.
+    public static let abandonGrace = 0.25
+
+    /// Cancels the connection attempt in flight; one still running after `abandonGrace` is
+    /// left behind.
+    func interruptAttempt() {
+        guard let task = attemptTask else { return }
+        task.cancel()
+        let generation = attemptGeneration
+        Task { [weak self] in
+            try? await Task.sleep(nanoseconds: UInt64(Self.abandonGrace * 1e9))
+            await self?.abandonAttempt(generation)
+        }
+    }
+
+    /// The attempt ended: `run()` goes on with its outcome.
+    func attemptEnded(_ outcome: LinkOutcome, generation: Int) {
+        guard generation == attemptGeneration, let waiter = attemptWaiter else { return }
+        attemptWaiter = nil
+        attemptTask = nil
+        waiter.resume(returning: outcome)
+    }
+
+    /// Leaves a cancelled attempt behind: its session is shut down (merges saved) and
+    /// forgotten, so nothing it does later reaches the board or its storage.
+    func abandonAttempt(_ generation: Int) {
+        guard generation == attemptGeneration, let waiter = attemptWaiter else { return }
+        attemptWaiter = nil
+        attemptTask = nil
+        attemptGeneration += 1
+        if let endpoint {
+            endpoint.shutdown(save: true, now: Self.now())
+            self.endpoint = nil
+        }
+        sessionID += 1
+        waiter.resume(returning: nil)
     }
 
     /// Saves and releases the storage, ends the streams (after a last status).
@@ -248,6 +313,8 @@ public actor LiveBoard {
         setState(final)
         updateChannel.finish()
         statusChannel.finish()
+        closeTimer?.cancel()
+        closeTimer = nil
         let waiters = closeWaiters
         closeWaiters = []
         for waiter in waiters { waiter.resume() }

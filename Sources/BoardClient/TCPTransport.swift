@@ -10,8 +10,14 @@ public struct TCPTransport: BoardTransport {
     public var tls: TLSContext?
     /// Seconds a connect (TCP, and the TLS handshake's start) may take before it fails.
     public var connectTimeout: Double = 10
-    /// Bytes queued in the socket beyond which `send` waits for them to drain.
+    /// Bytes queued in the socket beyond which `send` waits for them to drain (a cancelled
+    /// task's `send` stops waiting and throws `CancellationError`).
     public var highWater = 1 << 20
+    /// Bytes received and not yet taken by `receive` beyond which the connection stops reading
+    /// the socket until they are taken (backpressure through TCP's flow control: a server that
+    /// streams faster than the board takes its bytes cannot make this process buffer more than
+    /// about this plus one read of 64 KiB). Nothing is dropped.
+    public var maxBufferedInbound = 1 << 20
 
     public init(tls: TLSContext? = nil) {
         self.tls = tls
@@ -24,7 +30,7 @@ public struct TCPTransport: BoardTransport {
         } catch {
             throw TransportError("\(error)")
         }
-        let connection = try LoopConnection(highWater: highWater)
+        let connection = try LoopConnection(highWater: highWater, maxBufferedInbound: maxBufferedInbound)
         do {
             try await connection.connect(to: socketAddress, tls: tls, timeout: connectTimeout)
         } catch {
@@ -47,20 +53,24 @@ public struct TCPTransport: BoardTransport {
 final class LoopConnection: BoardConnection, @unchecked Sendable {
     private let loop: EventLoop
     private let highWater: Int
+    private let maxBufferedInbound: Int
     private var tcp: TCPConnection?
     private var inbound: [UInt8] = []
     private var ended = false
     private var failure: String?
     private var connectWaiter: CheckedContinuation<Void, Error>?
     private var receiver: (token: Int, continuation: CheckedContinuation<[UInt8]?, Error>)?
-    private var writers: [CheckedContinuation<Void, Error>] = []
+    private var writers: [(token: Int, continuation: CheckedContinuation<Void, Error>)] = []
+    private var cancelledSends: Set<Int> = []
+    private var connectCancelled = false
     private var closeWaiter: CheckedContinuation<Void, Never>?
     private var cancelledReceives: Set<Int> = []
     private let tokens = TokenCounter()
 
-    init(highWater: Int) throws {
+    init(highWater: Int, maxBufferedInbound: Int) throws {
         loop = try EventLoop()
         self.highWater = highWater
+        self.maxBufferedInbound = max(1, maxBufferedInbound)
         let loop = self.loop
         // After the last run the loop's timers go (a connect timeout or a close deadline holds
         // this connection, which holds the loop: each connection leaked three descriptors).
@@ -72,9 +82,26 @@ final class LoopConnection: BoardConnection, @unchecked Sendable {
         thread.start()
     }
 
+    /// Connects (the TCP handshake; a TLS handshake follows with the first bytes). Throws
+    /// `CancellationError` when the task is cancelled meanwhile.
     func connect(to address: SocketAddress, tls: TLSContext?, timeout: Double) async throws {
+        try await withTaskCancellationHandler {
+            try await connect(address, tls, timeout)
+        } onCancel: {
+            loop.execute { [self] in
+                connectCancelled = true
+                guard let waiter = connectWaiter else { return }
+                connectWaiter = nil
+                tcp?.close(immediately: true)
+                waiter.resume(throwing: CancellationError())
+            }
+        }
+    }
+
+    private func connect(_ address: SocketAddress, _ tls: TLSContext?, _ timeout: Double) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
             loop.execute { [self] in
+                if connectCancelled { return continuation.resume(throwing: CancellationError()) }
                 connectWaiter = continuation
                 do {
                     let tcp = try TCPConnection.connect(to: address, on: loop)
@@ -90,12 +117,14 @@ final class LoopConnection: BoardConnection, @unchecked Sendable {
                             receiver.continuation.resume(returning: bytes)
                         } else {
                             inbound += bytes
+                            // Backpressure: read no more until `receive` takes these.
+                            if inbound.count >= maxBufferedInbound { self.tcp?.isReadingPaused = true }
                         }
                     }
                     tcp.onWritable = { [self] in
                         let waiting = writers
                         writers = []
-                        for writer in waiting { writer.resume() }
+                        for writer in waiting { writer.continuation.resume() }
                     }
                     tcp.onClose = { [self] error in transportClosed(error) }
                     loop.schedule(after: timeout) { [self] in
@@ -123,24 +152,40 @@ final class LoopConnection: BoardConnection, @unchecked Sendable {
         }
         let waiting = writers
         writers = []
-        for writer in waiting { writer.resume(throwing: TransportError(message)) }
+        for writer in waiting { writer.continuation.resume(throwing: TransportError(message)) }
         closeWaiter?.resume()
         closeWaiter = nil
     }
 
+    /// Queues `bytes`; waits while more than `highWater` bytes are queued. A cancelled task
+    /// stops waiting (`CancellationError`; the bytes stay queued): a server that stops reading
+    /// cannot hold the caller.
     func send(_ bytes: [UInt8]) async throws {
         guard !bytes.isEmpty else { return }
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
-            loop.execute { [self] in
-                guard let tcp, !ended, !tcp.isClosed else {
-                    return continuation.resume(throwing: TransportError(failure ?? "the connection closed"))
+        let token = tokens.next()
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+                loop.execute { [self] in
+                    let cancelled = cancelledSends.remove(token) != nil
+                    guard let tcp, !ended, !tcp.isClosed else {
+                        return continuation.resume(throwing: TransportError(failure ?? "the connection closed"))
+                    }
+                    tcp.send(bytes)
+                    if tcp.isClosed { return continuation.resume(throwing: TransportError(failure ?? "the connection closed")) }
+                    if tcp.queuedBytes > highWater {
+                        if cancelled { return continuation.resume(throwing: CancellationError()) }
+                        writers.append((token, continuation))
+                    } else {
+                        continuation.resume()
+                    }
                 }
-                tcp.send(bytes)
-                if tcp.isClosed { return continuation.resume(throwing: TransportError(failure ?? "the connection closed")) }
-                if tcp.queuedBytes > highWater {
-                    writers.append(continuation)
+            }
+        } onCancel: {
+            loop.execute { [self] in
+                if let index = writers.firstIndex(where: { $0.token == token }) {
+                    writers.remove(at: index).continuation.resume(throwing: CancellationError())
                 } else {
-                    continuation.resume()
+                    cancelledSends.insert(token)
                 }
             }
         }
@@ -155,6 +200,7 @@ final class LoopConnection: BoardConnection, @unchecked Sendable {
                     if !inbound.isEmpty {
                         let bytes = inbound
                         inbound = []
+                        tcp?.isReadingPaused = false
                         return continuation.resume(returning: bytes)
                     }
                     if ended {
@@ -176,15 +222,20 @@ final class LoopConnection: BoardConnection, @unchecked Sendable {
         }
     }
 
-    /// Closes (after what was sent is written, at most 2 s) and stops the loop thread.
+    /// Closes (after what was sent is written, at most 2 s; at once when the task is
+    /// cancelled) and stops the loop thread.
     func shutdown() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            loop.execute { [self] in
-                guard let tcp, !tcp.isClosed else { return continuation.resume() }
-                closeWaiter = continuation
-                tcp.close()
-                loop.schedule(after: 2) { tcp.close(immediately: true) }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                loop.execute { [self] in
+                    guard let tcp, !tcp.isClosed else { return continuation.resume() }
+                    closeWaiter = continuation
+                    tcp.close()
+                    loop.schedule(after: 2) { tcp.close(immediately: true) }
+                }
             }
+        } onCancel: {
+            loop.execute { [self] in tcp?.close(immediately: true) }
         }
         loop.stop()
     }

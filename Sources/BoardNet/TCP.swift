@@ -54,6 +54,12 @@ public final class TCPConnection: EventSource {
     /// is read on its next turn, after every other ready socket and every due timer had theirs.
     /// A peer that sends faster than it is handled cannot hold the loop (fairness).
     public var maxReadPerEvent = 64 << 10
+    /// While true nothing is read from the socket (backpressure: a consumer that cannot keep up
+    /// stops the peer through TCP's flow control instead of buffering without bound). A hang-up
+    /// is still read, so that the connection ends.
+    public var isReadingPaused = false {
+        didSet { if isReadingPaused != oldValue { updateInterest() } }
+    }
     public private(set) var isClosed = false
     /// TLS over this connection, when `useTLS` was called: every byte through the socket is
     /// ciphertext, and `send`/`onData` carry plaintext.
@@ -180,7 +186,8 @@ public final class TCPConnection: EventSource {
             flush(notify: true)
             if isClosed { return }
         }
-        if events & EPOLLIN.rawValue != 0 || events & (EPOLLRDHUP.rawValue | EPOLLHUP.rawValue) != 0 {
+        let readable = events & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue | EPOLLHUP.rawValue) != 0
+        if readable && (!isReadingPaused || events & EPOLLHUP.rawValue != 0) {
             readAvailable()
             if isClosed { return }
         }
@@ -278,7 +285,7 @@ public final class TCPConnection: EventSource {
 
     private func updateInterest() {
         guard !isClosed else { return }
-        var events = EPOLLIN.rawValue | EPOLLRDHUP.rawValue
+        var events = isReadingPaused && !connecting ? 0 : EPOLLIN.rawValue | EPOLLRDHUP.rawValue
         if connecting || rawQueued > 0 { events |= EPOLLOUT.rawValue }
         loop.modify(fd, events: events)
     }

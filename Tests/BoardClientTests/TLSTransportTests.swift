@@ -49,3 +49,48 @@ import Testing
         await server.stop()
     }
 }
+
+extension TLSTransportTests {
+    /// A server that accepts TCP and never answers the TLS handshake: the handshake counts in
+    /// `Sync.handshakeTimeout` (the attempt is given up), and `close(within:)` is not held by it.
+    @Test func aTLSHandshakeThatNeverCompletesIsBounded() async throws {
+        guard let openssl = ["/usr/bin/openssl", "/usr/local/bin/openssl"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            print("SKIPPED: the TLS transport test needs the `openssl` command")
+            return
+        }
+        let dir = TempDirectory()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: openssl)
+        process.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                             "-keyout", dir.path + "/key.pem", "-out", dir.path + "/cert.pem", "-days", "2",
+                             "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        try #require(process.terminationStatus == 0, "openssl made a certificate")
+        let server = try HostileServer(.silent)
+        defer { server.stop() }
+        let transport = TCPTransport(tls: try TLSContext.client(ca: dir.path + "/cert.pem"))
+
+        var sync = LiveBoard.Sync(server: server.address, board: "mute-tls")
+        sync.handshakeTimeout = 1
+        let quick = try LiveBoard.open(storage: .memory, sync: sync, transport: transport)
+        let quickRun = Running(quick)
+        let offline = try await first("the TLS attempt to be given up", of: quick.status, within: 15) {
+            if case .offline = $0.state { return true } else { return false }
+        }
+        if case .offline(_, _, let error) = offline.state { #expect(error.contains("HELLO"), "\(error)") }
+        _ = try await finishes("close", within: 5) { await quick.close(within: 0) }
+        _ = try await quickRun.ended()
+
+        sync.handshakeTimeout = 60
+        let board = try LiveBoard.open(storage: .memory, sync: sync, transport: transport)
+        try await board.edit { try $0.beginStroke(color: .black, width: 2, points: line(10)) }
+        let run = Running(board)
+        try await eventually("the TCP connection") { server.accepted >= 2 }
+        let report = try await finishes("close(within: 1) during a TLS handshake", within: 5) { await board.close(within: 1) }
+        #expect(!report.allAcknowledged)
+        _ = try await run.ended(within: 5)
+    }
+}
