@@ -69,13 +69,17 @@ public struct PackageWriter: Sendable {
         progress(Progress(phase: .background, completed: 0, total: 1))
         let backgroundPath = Path.join(package, PackageLayout.background)
         var stagedBackground: [(temp: String, final: String)] = []
+        // A directory is fsynced when this write renamed or removed something in it: a save
+        // that changed no image (a drag, most saves of a busy board) costs the manifest's and
+        // view's fsyncs only, not two more of folders whose entries stayed as they were.
+        var removedBefore = report.removed.count
         try syncFile(backgroundPath, relative: PackageLayout.background,
                      bytes: board.backgroundPNG, hash: board.backgroundSHA256,
                      previousHash: previous?.backgroundSHA256 ?? previous?.backgroundPNG.map { AssetHash.of($0).hex },
                      report: &report, staged: &stagedBackground)
         try fileSystem.syncFiles(stagedBackground.map(\.temp))
         for file in stagedBackground { try fileSystem.rename(file.temp, file.final) }
-        try fileSystem.syncDirectory(package)
+        if !stagedBackground.isEmpty || report.removed.count != removedBefore { try fileSystem.syncDirectory(package) }
         progress(Progress(phase: .background, completed: 1, total: 1))
 
         let previousHashes = Dictionary(
@@ -87,6 +91,7 @@ public struct PackageWriter: Sendable {
         // Changed images go to temp files first, become durable together (one syncFiles call),
         // and only then are renamed over their final names.
         var staged: [(temp: String, final: String)] = []
+        removedBefore = report.removed.count
         for (index, sticker) in board.stickers.enumerated() {
             let relative = PackageLayout.stickerFile(sticker.id)
             let name = Path.name(of: relative)
@@ -105,7 +110,7 @@ public struct PackageWriter: Sendable {
             try fileSystem.removeFile(Path.join(stickerDirectory, name))
             report.removed.append("\(PackageLayout.stickers)/\(name)")
         }
-        try fileSystem.syncDirectory(stickerDirectory)
+        if !staged.isEmpty || report.removed.count != removedBefore { try fileSystem.syncDirectory(stickerDirectory) }
         return report
     }
 

@@ -29,6 +29,30 @@ import Testing
         #expect(writes(fs).contains { $0.hasSuffix("manifest.json.tmp") })
     }
 
+    @Test func aSaveFsyncsOnlyTheFoldersWhoseEntriesItChanged() throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectory("/boards")
+        let (package, sticker, _, _) = try makeSamplePackage(fs, ids: IDSource())
+        func syncedDirectories() -> [String] { fs.journal.filter { $0.operation == .syncDirectory }.map(\.path) }
+        // A move: the manifest's rename (the package folder), then sync/ for undo.bin (a local
+        // edit changed the history) and view.json; nothing else.
+        fs.resetJournal()
+        try package.commit { try $0.move(sticker, to: pt(99, 99)) }
+        try package.save()
+        #expect(syncedDirectories() == [Self.root, "\(Self.root)/sync", "\(Self.root)/sync"], "\(fs.journal)")
+        // A new image: the stickers folder too, after its rename.
+        fs.resetJournal()
+        try package.commit { try $0.replaceImage(sticker, withPNG: pngGreen) }
+        try package.save()
+        #expect(syncedDirectories() == [Self.root, "\(Self.root)/stickers", "\(Self.root)/sync", "\(Self.root)/sync"], "\(fs.journal)")
+        // A deleted sticker: its file's removal is made durable.
+        fs.resetJournal()
+        try package.commit { try $0.delete(sticker) }
+        try package.save()
+        #expect(syncedDirectories() == [Self.root, "\(Self.root)/stickers", "\(Self.root)/sync", "\(Self.root)/sync"], "\(fs.journal)")
+        #expect(!fs.exists("\(Self.root)/stickers/\(sticker.uuid.uuidString).png"))
+    }
+
     @Test func replacingOneStickerImageRewritesOneFile() throws {
         let fs = MemoryFileSystem()
         try fs.createDirectory("/boards")
