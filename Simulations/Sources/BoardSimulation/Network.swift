@@ -75,6 +75,8 @@ public final class Network<Happening> {
         var resetNext = false
         /// A clog: nothing moves until then.
         var heldUntil = 0.0
+        /// A side finished its session (graceful close): the link drops once what it carries arrived.
+        var closing = false
 
         public func sender(_ direction: Int) -> Int { direction == 0 ? dialer : acceptor }
         public func receiver(_ direction: Int) -> Int { direction == 0 ? acceptor : dialer }
@@ -114,6 +116,10 @@ public final class Network<Happening> {
     private var nextSession: SessionID = 0
     private var queue = EventQueue<Event>()
     private var partitions: [(cut: NetworkCut, until: Double)] = []
+    /// How a link ends when one side finishes its session: at once, dropping what it still
+    /// carries (false: an abortive close, as the world has always simulated), or once the
+    /// bytes in flight arrived (true: TCP's orderly close, so a last error frame is read).
+    public var closesGracefully = false
     /// Events popped, chunks delivered to a node that was up, and the operations they carried.
     public private(set) var events = 0
     public private(set) var deliveries = 0
@@ -196,7 +202,9 @@ public final class Network<Happening> {
             let session = links[index].session(of: node)
             let bytes = nodes[node].output(for: session, now: now)
             if !bytes.isEmpty { send(bytes, on: index, from: node) }
-            if nodes[node].isFinished(session) { cut(index) }
+            if nodes[node].isFinished(session) {
+                if closesGracefully && links[index].inFlight { links[index].closing = true } else { cut(index) }
+            }
         }
     }
 
@@ -271,6 +279,8 @@ public final class Network<Happening> {
             cut(index)
         } else if links[index].queueHeads[direction] < links[index].queues[direction].count {
             scheduleDelivery(index, direction, at: links[index].queues[direction][links[index].queueHeads[direction]].0)
+        } else if links[index].closing, !links[index].inFlight {
+            cut(index)
         }
         return Delivery(link: index, from: from, to: to, bytes: bytes.count, reset: reset)
     }
