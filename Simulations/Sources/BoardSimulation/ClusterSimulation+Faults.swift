@@ -133,10 +133,13 @@ extension ClusterSimulation {
         return result
     }
 
+    /// Every live client and every server holding the board at one vector, nothing unconfirmed
+    /// (vectors only: snapshots are for the final check).
     func converged() -> Bool {
-        let all = versions()
-        guard let first = all.first else { return true }
-        guard all.allSatisfy({ $0.1 == first.1 }) else { return false }
+        var vectors = clients.filter { !$0.departed }.map(\.store.replica.versionVector)
+        vectors += servers.compactMap { $0.endpoint?.boards["sim"]?.store.replica.versionVector }
+        guard let first = vectors.first else { return true }
+        guard vectors.allSatisfy({ $0 == first }) else { return false }
         return servers.allSatisfy { ($0.log?.unconfirmedAppends ?? 0) == 0 }
     }
 
