@@ -78,7 +78,13 @@ extension BoardHub {
             // compacted away) applies only with its `base`, and then the entry must carry every
             // operation beyond that base, not only the ones this hub lacked (found by the demo on
             // three servers: a reconnecting peer's offline edits never reached the others).
-            if let base = batch.base, batch.covers != nil {
+            // When the vector rose over operations nobody carries any more, the entry goes as
+            // the whole state (base empty): a reader not at the sender's base would take the
+            // operations loose and never rise to `covers`, left behind for good (found by the
+            // cluster simulation with byte-level faults: a reader that fell behind the trim).
+            if rose(from: vectorBefore) {
+                pendingReplication.append(store.replica.fullState())
+            } else if let base = batch.base, batch.covers != nil {
                 pendingReplication.append(store.replica.operations(since: base))
             } else {
                 pendingReplication.append(OperationBatch(operations: fresh))

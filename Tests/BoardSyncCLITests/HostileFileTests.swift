@@ -303,8 +303,17 @@ import Testing
         #expect(try sim(["cluster", "--seed", "3"], in: workspace.path).stdout == one.stdout, "the same seed, the same run")
         let several = try sim(["cluster", "--seeds", "5", "--from", "10"], in: workspace.path)
         #expect(several.status == 0 && several.stdout.contains("cluster seeds 10..<15: 5 passed, 0 failed"), "\(several.stdout)")
-        let planted = try sim(["cluster", "--seed", "12", "--plant", "ack-before-redis"], in: workspace.path)
+        let planted = try sim(["cluster", "--seed", "3", "--plant", "ack-before-redis"], in: workspace.path)
         #expect(planted.status == 1 && planted.stdout.contains("acknowledged loss"), "\(planted.stdout)")
+        // A seed's plan, written as a cluster scenario and run as a file, is the same run.
+        let hash = one.stdout.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(hash.hasPrefix("hash: "), "\(one.stdout)")
+        let plan = try sim(["cluster", "--seed", "3", "--plan"], in: workspace.path)
+        #expect(plan.status == 0 && plan.stdout.hasPrefix("cluster seed 3 servers "), "\(plan.stdout.prefix(300))")
+        try plan.stdout.write(toFile: workspace.path + "/three.cluster", atomically: true, encoding: .utf8)
+        let replay = try sim(["run", "three.cluster"], in: workspace.path)
+        #expect(replay.status == 0 && replay.stdout.contains(hash), "\(replay.stdout)")
+        #expect(try sim(["cluster", "--seeds", "3", "--plan"], in: workspace.path).status == 64)
         #expect(try sim(["cluster"], in: workspace.path).status == 64)
         #expect(try sim(["cluster", "--plant", "nonsense", "--seed", "1"], in: workspace.path).status == 64)
     }

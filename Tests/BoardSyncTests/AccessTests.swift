@@ -610,7 +610,7 @@ import Testing
         let (peer, _) = try AccessEndpointTests.peer(net, board: "plans", token: token, id: id)
         let link = net.connect(peer, to: server)
         net.deliver()
-        #expect(net.endpoints[peer].session(net.links[link].a.id)?.isOpen == true, "the session opened")
+        #expect(net.endpoints[peer].session(net.links[link].sessions.0)?.isOpen == true, "the session opened")
         return (peer, link)
     }
 

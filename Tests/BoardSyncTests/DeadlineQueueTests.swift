@@ -111,9 +111,9 @@ import Testing
         #expect(endpoint.takeSessionsWithOutput().isEmpty, "taken once")
         _ = try net.endpoints[a].edit(now: net.now) { try $0.setBackground(asset: nil) }
         // Alice's edit reaches the server: Bob's session gains the relay, Alice's the ACK.
-        let sender = net.links.first { $0.a.endpoint == a }!
-        let bytes = net.endpoints[a].output(for: sender.a.id, now: net.now)
-        endpoint.receive(sender.b.id, bytes, now: net.now)
+        let sender = net.links.first { $0.dialer == a }!
+        let bytes = net.endpoints[a].output(for: sender.sessions.0, now: net.now)
+        endpoint.receive(sender.sessions.1, bytes, now: net.now)
         let noted = endpoint.takeSessionsWithOutput()
         #expect(!noted.isEmpty)
         #expect(noted == noted.sorted())

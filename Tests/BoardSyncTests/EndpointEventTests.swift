@@ -25,7 +25,7 @@ import Testing
         let a = net.add(SyncEndpoint(board: "team", store: alice, now: 0))
         let link = net.connect(a, to: server)
         #expect(net.deliver())
-        let serverSide = net.links[link].b.id
+        let serverSide = net.links[link].sessions.1
         let opened = Self.drain(net.endpoints[server]).compactMap { event -> SyncEndpoint.Board? in
             if case .boardOpened(let board) = event { return board }
             return nil
@@ -49,7 +49,7 @@ import Testing
             return nil
         }
         #expect(appends.count == 1 && appends.first?.1 == 1, "one append holding the one operation: \(appends)")
-        let dialerSide = net.links[link].a.id
+        let dialerSide = net.links[link].sessions.0
         let aliceHub = try #require(net.endpoints[a].boards["team"]?.hub)
         #expect(net.deliver())
         #expect(aliceHub.acknowledged(by: dialerSide)?[ReplicaID(0xA)] ?? 0 == 0, "not acknowledged before the log holds it")
@@ -101,7 +101,7 @@ import Testing
         #expect(net.deliver())
         let hub = try #require(net.endpoints[server].boards["team"]?.hub)
         hub.maxQueuedOutput = 1_000
-        let aliceOnServer = net.links[0].b.id
+        let aliceOnServer = net.links[0].sessions.1
         net.endpoints[server].noteTransportQueued(aliceOnServer, 5_000)
 
         let carol = net.add(SyncEndpoint(board: "team", store: MemoryReplicaStore(replica: Replica(id: ReplicaID(0xC))), now: 0))

@@ -6,69 +6,90 @@ import BoardSync
 import Foundation
 import Testing
 
-/// The same `SyncEndpoint` that `SyncHost` drives over TCP, driven here over in-memory links
-/// with a virtual clock that jumps to the endpoints' next deadline: a server whose boards are
-/// packages on a `MemoryFileSystem`, and peers. No sockets, no sleeping.
+/// The same `SyncEndpoint` that `SyncHost` drives over TCP, driven here over the simulator's
+/// `Network` (links without latency) with a virtual clock that jumps to the endpoints' next
+/// deadline: a server whose boards are packages on a `MemoryFileSystem`, and peers. No
+/// sockets, no sleeping. A thin use of the network: it keeps the endpoints by index (its node
+/// indices) and leaves timers to `advance`.
 final class VirtualNet {
-    struct Link {
-        var a: (endpoint: Int, id: SessionID)
-        var b: (endpoint: Int, id: SessionID)
-        var up = true
+    /// An endpoint as a node of the network.
+    final class Node: NetworkNode {
+        var endpoint: SyncEndpoint
+        init(_ endpoint: SyncEndpoint) { self.endpoint = endpoint }
+        func output(for session: SessionID, now: Double) -> [UInt8] { endpoint.output(for: session, now: now) }
+        func receive(_ session: SessionID, _ bytes: [UInt8], from: Int, now: Double) -> Int? {
+            endpoint.receive(session, bytes, now: now).reduce(0) { count, event in
+                if case .operations(let batch) = event { return count + batch.operations.count }
+                return count
+            }
+        }
+        func isFinished(_ session: SessionID) -> Bool { endpoint.isFinished(session) }
+        func closed(_ session: SessionID, now: Double) { endpoint.closed(session, now: now) }
     }
 
-    var endpoints: [SyncEndpoint] = []
-    var links: [Link] = []
-    var now = 0.0
-    private var nextID: SessionID = 0
+    let net: Network<Never> = {
+        let net = Network<Never>(seed: 0)
+        net.closesGracefully = true  // a closing side's last frame (its reason) arrives
+        return net
+    }()
+    private var nodes: [Node] = []
+    /// The endpoints by index; setting one replaces it (a restarted server).
+    var endpoints: [SyncEndpoint] {
+        get { nodes.map(\.endpoint) }
+        set { for (node, endpoint) in zip(nodes, newValue) { node.endpoint = endpoint } }
+    }
+    var links: [Network<Never>.Link] { net.links }
+    /// The virtual clock (it only moves forward).
+    var now: Double {
+        get { net.now }
+        set { net.advance(to: newValue) }
+    }
 
     func add(_ endpoint: SyncEndpoint) -> Int {
-        endpoints.append(endpoint)
-        return endpoints.count - 1
+        nodes.append(Node(endpoint))
+        return net.add(nodes.last!)
+    }
+
+    /// A partition around a link's dialer: nothing crosses until `heal` (bytes wait).
+    func hold(_ index: Int) {
+        net.partition(.between([net.links[index].dialer]), until: .infinity)
+    }
+
+    func heal() {
+        net.endPartitions()
+        net.unclog()
     }
 
     /// Connects a dialing peer endpoint to an accepting one.
     @discardableResult
     func connect(_ dialer: Int, to acceptor: Int) -> Int {
-        nextID += 1
-        let dialID = nextID
-        nextID += 1
-        let acceptID = nextID
+        let index = net.connect(dialer, to: acceptor, latency: 0...0)
+        let (dialID, acceptID) = net.links[index].sessions
         endpoints[acceptor].accept(acceptID, now: now)
         endpoints[dialer].dialed(dialID, now: now)
-        links.append(Link(a: (dialer, dialID), b: (acceptor, acceptID)))
-        return links.count - 1
+        return index
     }
 
     /// Moves bytes until every link is quiet; false if it never quiets (livelock).
     @discardableResult
     func deliver(maxRounds: Int = 10_000) -> Bool {
-        for _ in 0..<maxRounds {
-            var moved = false
-            for index in links.indices where links[index].up {
-                let link = links[index]
-                for (from, to) in [(link.a, link.b), (link.b, link.a)] {
-                    let bytes = endpoints[from.endpoint].output(for: from.id, now: now)
-                    if !bytes.isEmpty {
-                        moved = true
-                        endpoints[to.endpoint].receive(to.id, bytes, now: now)
-                    }
-                }
-                for side in [link.a, link.b] where endpoints[side.endpoint].isFinished(side.id) {
-                    cut(index)
-                    break
-                }
+        var deliveries = 0
+        while true {
+            for node in nodes.indices { net.flush(node) }
+            guard net.activeLinks.contains(where: { net.links[$0].inFlight }) else { return true }
+            while let event = net.next(until: now) {
+                guard case .deliver(let link, let direction, let generation) = event else { continue }
+                guard let delivery = net.deliver(link, direction, generation: generation) else { continue }
+                net.flush(delivery.to)
+                deliveries += 1
+                if deliveries > maxRounds * max(1, net.links.count) { return false }
             }
-            if !moved { return true }
         }
-        return false
     }
 
     /// Drops a link (both sides see it close).
     func cut(_ index: Int) {
-        guard links[index].up else { return }
-        links[index].up = false
-        endpoints[links[index].a.endpoint].closed(links[index].a.id, now: now)
-        endpoints[links[index].b.endpoint].closed(links[index].b.id, now: now)
+        net.cut(index)
     }
 
     /// Advances the clock to the earliest deadline (at most `until`), fires timers, delivers.
@@ -204,14 +225,14 @@ final class VirtualNet {
         #expect(net.links[link].up)
         #expect(net.endpoints[server].boards["quiet"] != nil)
         // A partition: nothing arrives; both sides time out after 20 s of silence.
-        net.links[link].up = false
+        net.hold(link)
         let cutAt = net.now
-        while net.endpoints[server].session(net.links[link].b.id)?.isClosed != true, net.now < cutAt + 60 {
+        while net.endpoints[server].session(net.links[link].sessions.1)?.isClosed != true, net.now < cutAt + 60 {
             net.now = net.endpoints.compactMap(\.nextDeadline).min() ?? net.now + 1
             for endpoint in net.endpoints { endpoint.handleTimers(now: net.now) }
         }
         #expect(net.now - cutAt >= 20 && net.now - cutAt < 21, "idle timeout after 20 s, at \(net.now - cutAt)")
-        net.links[link].up = true
+        net.heal()
         net.cut(link)
         // With nobody connected, the board closes 60 s later and its package is unlocked.
         net.advance(until: net.now + 61)

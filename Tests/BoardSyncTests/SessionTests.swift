@@ -5,49 +5,58 @@ import BoardSync
 import Foundation
 import Testing
 
-/// Two hubs wired back to back in memory: the first simulator (no sockets, no clock).
+/// Two hubs back to back on the simulator's `Network` (the first simulator, now a thin use
+/// of the one every simulation runs on): a link of 1 ms each way whose reads are whole
+/// writes, single bytes, or 1-64 bytes drawn from the network's generator (seed 1).
 struct Pair {
     let server: BoardHub
     let client: BoardHub
-    var split: Split
-    var rng = SeededRandom(seed: 1)
-    var now = 0.0
+    let net = Network<Never>(seed: 1)
+    var now: Double { net.now }
 
     enum Split { case whole, oneByte, random }
+
+    /// A hub as a node of the network (one session, id 1).
+    final class Node: NetworkNode {
+        let hub: BoardHub
+        init(_ hub: BoardHub) { self.hub = hub }
+        func output(for session: SessionID, now: Double) -> [UInt8] { hub.output(for: 1, now: now) }
+        func receive(_ session: SessionID, _ bytes: [UInt8], from: Int, now: Double) -> Int? {
+            _ = hub.receive(1, bytes, now: now)
+            return 0
+        }
+        func isFinished(_ session: SessionID) -> Bool { false }
+        func closed(_ session: SessionID, now: Double) { hub.remove(1) }
+    }
 
     init(server: MemoryReplicaStore, client: MemoryReplicaStore, split: Split, limits: SessionLimits = SessionLimits()) {
         self.server = BoardHub(board: "b", store: server)
         self.client = BoardHub(board: "b", store: client)
-        self.split = split
         self.server.addAcceptor(1, SyncSession(role: .acceptor, localReplica: server.replica.id, limits: limits), now: 0)
         self.client.addDialer(1, SyncSession(role: .dialer, localReplica: client.replica.id, limits: limits), now: 0)
+        let dialer = net.add(Node(self.client)), acceptor = net.add(Node(self.server))
+        let segmentation: Segmentation = switch split {
+        case .whole: .whole
+        case .oneByte: .bytes(1)
+        case .random: .random(1...64)
+        }
+        _ = net.connect(dialer, to: acceptor, latency: 0.001...0.001, segmentation: segmentation)
     }
 
     /// Moves bytes both ways until neither side has anything to say (bounded, to catch livelock).
-    mutating func drive(maxRounds: Int = 10_000) throws {
-        for _ in 0..<maxRounds {
-            now += 0.001
-            let up = client.output(for: 1, now: now)
-            let down = server.output(for: 1, now: now)
-            if up.isEmpty && down.isEmpty { return }
-            deliver(up, to: server)
-            deliver(down, to: client)
-        }
-        throw DriveError.livelock
-    }
-
-    mutating func deliver(_ bytes: [UInt8], to hub: BoardHub) {
-        var offset = 0
-        while offset < bytes.count {
-            let size: Int
-            switch split {
-            case .whole: size = bytes.count
-            case .oneByte: size = 1
-            case .random: size = Int.random(in: 1...64, using: &rng)
+    func drive(maxRounds: Int = 10_000) throws {
+        var deliveries = 0
+        while true {
+            net.flush(0)
+            net.flush(1)
+            guard net.links[0].inFlight else { return }
+            while let event = net.next(until: .infinity) {
+                guard case .deliver(let link, let direction, let generation) = event,
+                      let delivery = net.deliver(link, direction, generation: generation) else { continue }
+                net.flush(delivery.to)
+                deliveries += 1
+                if deliveries > 2 * maxRounds { throw DriveError.livelock }
             }
-            let end = min(bytes.count, offset + size)
-            hub.receive(1, Array(bytes[offset..<end]), now: now)
-            offset = end
         }
     }
 
@@ -69,7 +78,7 @@ func storeWithHistory(seed: UInt64, replicaIndex: Int) -> MemoryReplicaStore {
         for seed in 0..<15 as Range<UInt64> {
             let a = storeWithHistory(seed: seed, replicaIndex: 0)
             let b = storeWithHistory(seed: seed, replicaIndex: 1)
-            var pair = Pair(server: a, client: b, split: split)
+            let pair = Pair(server: a, client: b, split: split)
             try pair.drive()
             #expect(a.replica.versionVector == b.replica.versionVector, "seed \(seed)")
             #expect(try a.replica.snapshot().canonicalJSON() == b.replica.snapshot().canonicalJSON(), "seed \(seed)")
@@ -84,7 +93,7 @@ func storeWithHistory(seed: UInt64, replicaIndex: Int) -> MemoryReplicaStore {
         for x in 0..<5 { _ = try a.addSticker(imagePNG: image, at: CodablePoint(x: Double(x), y: 0)) }
         let server = MemoryReplicaStore(replica: a)
         let client = MemoryReplicaStore(replica: Replica(id: ReplicaID(2)))
-        var pair = Pair(server: server, client: client, split: .random, limits: limits)
+        let pair = Pair(server: server, client: client, split: .random, limits: limits)
         try pair.drive()
         #expect(client.replica.missingAssets.isEmpty)
         #expect(client.replica.snapshot().stickers.allSatisfy { $0.imagePNG == image })

@@ -29,24 +29,8 @@ public struct Plan: Sendable, Equatable {
         }
     }
 
-    /// Which traffic a partition holds back (TCP keeps retrying; the bytes arrive when it
-    /// heals, unless a session gives up first).
-    public enum Cut: Sendable, Equatable {
-        /// Hosts in the set and the rest cannot reach each other.
-        case between(Set<Int>)
-        /// Nothing the hosts in the set send arrives (they still hear everyone).
-        case outOf(Set<Int>)
-        /// Nothing reaches the hosts in the set (they still send).
-        case into(Set<Int>)
-
-        func blocks(from: Int, to: Int) -> Bool {
-            switch self {
-            case .between(let hosts): hosts.contains(from) != hosts.contains(to)
-            case .outOf(let hosts): hosts.contains(from) && !hosts.contains(to)
-            case .into(let hosts): hosts.contains(to) && !hosts.contains(from)
-            }
-        }
-    }
+    /// Which traffic a partition holds back (the network's: host indices are its nodes).
+    public typealias Cut = NetworkCut
 
     public enum Action: Sendable, Equatable {
         /// A peer makes one random local edit.

@@ -4,7 +4,7 @@ import BoardSimulation
 import Dispatch
 import Foundation
 
-let usage = "board-sim run FILE... [--svg DIR] | cluster (--seed N | --seeds K [--from N]) [--plant ack-before-redis] [--json] | --seed N [--peers P] [--edits R] [--plant BUG] [--plan | --shrink [--out FILE]] [--verbose] [--json] | --seeds K [--from N] [--peers P] [--edits R] [--plant BUG] [--json]"
+let usage = "board-sim run FILE... [--svg DIR] | cluster (--seed N [--plan | --shrink [--out FILE]] [--verbose] | --seeds K [--from N]) [--plant ack-before-redis] [--json] | --seed N [--peers P] [--edits R] [--plant BUG] [--plan | --shrink [--out FILE]] [--verbose] [--json] | --seeds K [--from N] [--peers P] [--edits R] [--plant BUG] [--json]"
 let help = """
 OVERVIEW: Run BoardSync's real server and peer code over simulated links, time and disks, with
 seeded faults (link cuts and resets, corrupted bytes, partitions, clogged and slow links, server
@@ -23,10 +23,14 @@ SUBCOMMANDS:
                            to what it holds (the canvas when it holds nothing).
 
   cluster                  Scale-out (docs/SCALE-OUT.md): two or three servers sharing a simulated
-                           Redis, clients editing through any of them under server crashes, Redis
-                           restarts and cut links; checks convergence and that nothing
-                           acknowledged is lost. With --seed N (one report) or --seeds K [--from N];
-                           --plant ack-before-redis plants a bug the oracles must catch.
+                           Redis, clients editing through any of them on the simulated network
+                           under server crashes, Redis restarts, cut, reset and clogged links,
+                           flipped bytes, slow links and partitions; checks convergence and that
+                           nothing acknowledged is lost. With --seed N (one report, ending in
+                           `hash: <hex>`; --plan prints its plan as a cluster scenario, --shrink
+                           [--out FILE] reduces a failing one, --verbose logs everything) or
+                           --seeds K [--from N] (on every core); --plant ack-before-redis plants a
+                           bug the oracles must catch. `run FILE` runs cluster scenarios too.
 
 OPTIONS:
   --seed N                 Run one seed and print its report; the last line is `hash: <hex>`,
@@ -69,10 +73,21 @@ if arguments.first == "cluster" {
     var first: UInt64 = 0
     var json = false
     var plant = false
+    var printPlan = false
+    var shrink = false
+    var verbose = false
+    var outFile: String?
     while !arguments.isEmpty {
         let name = arguments.removeFirst()
         switch name {
         case "--json": json = true
+        case "--plan": printPlan = true
+        case "--shrink": shrink = true
+        case "--verbose": verbose = true
+        case "--out":
+            guard let file = arguments.first else { fail("--out needs a file") }
+            arguments.removeFirst()
+            outFile = file
         case "--plant":
             guard arguments.first == "ack-before-redis" else { fail("cluster --plant knows ack-before-redis") }
             arguments.removeFirst()
@@ -84,26 +99,85 @@ if arguments.first == "cluster" {
         default: fail("unknown option \(name) for cluster")
         }
     }
-    let seeds: [UInt64]
-    if let seed { seeds = [seed] } else if let count { seeds = Array(first..<(first + count)) } else { fail("cluster needs --seed N or --seeds K") }
-    var reports: [ClusterSimulation.Report] = []
-    for seed in seeds { reports.append(ClusterSimulation(seed: seed, plantAckBeforeRedis: plant).run()) }
+    if seed == nil, printPlan || shrink || outFile != nil || verbose { fail("cluster --plan, --shrink, --out and --verbose go with --seed") }
+    func clusterPlan(_ seed: UInt64) -> ClusterPlan {
+        var plan = ClusterPlan.draw(seed: seed)
+        plan.plantAckBeforeRedis = plant
+        return plan
+    }
+    let replayFlags = plant ? " --plant ack-before-redis" : ""
+    func line(_ report: ClusterSimulation.Report) -> String {
+        let faults = report.faultsHit.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
+        return "seed \(report.seed): \(report.servers) servers, \(report.clients) clients, \(report.operationsMade) operations; \(report.crashes) server crashes, \(report.redisRestarts) Redis restarts, \(report.cuts) cut links, \(report.departures) departures, \(report.checkpoints) checkpoints, \(report.redisCommands) Redis commands\(faults.isEmpty ? "" : ", " + faults.joined(separator: ", "))\(report.access ? ", access control" : ""); \(report.passed ? "converged \(String(format: "%.3f", report.convergedAfter ?? 0)) s after the heal" : "FAILED")"
+    }
+    if let seed {
+        if printPlan {
+            print(clusterPlan(seed).text, terminator: "")
+            exit(0)
+        }
+        let printLine: @Sendable (String) -> Void = { print($0) }
+        let report = ClusterSimulation(clusterPlan(seed), log: verbose ? printLine : nil).run()
+        if json {
+            let object: [String: Any] = ["seed": seed, "passed": report.passed, "failures": report.failures, "failureKind": report.failureKind ?? NSNull(),
+                                         "operations": report.operationsMade, "deliveries": report.deliveries, "operationsDelivered": report.operationsDelivered,
+                                         "events": report.events, "faults": report.faultsHit, "hash": hex(report.decisionHash)]
+            let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])
+            FileHandle.standardOutput.write(data + Data([10]))
+        } else {
+            print(line(report))
+            for failure in report.failures { print("  \(failure)") }
+            print("deliveries \(report.deliveries) (\(report.operationsDelivered) operations), \(report.events) events, simulated \(String(format: "%.1f", report.simulatedSeconds)) s")
+            if !report.passed { print("replay: bin/board-sim cluster --seed \(seed)\(replayFlags)\(shrink ? "" : " (add --shrink for a short scenario that fails the same way)")") }
+            print("hash: \(hex(report.decisionHash))")
+        }
+        if shrink, report.passed, !json { print("seed \(seed) passed: nothing to shrink (--shrink reduces a failing seed)") }
+        if shrink, !report.passed {
+            let showProgress = isatty(2) != 0
+            guard let shrunk = ClusterSimulation.shrink(clusterPlan(seed), progress: { runs, events in
+                if showProgress { FileHandle.standardError.write(Data("\rshrinking: run \(runs), \(events) events   ".utf8)) }
+            }) else {
+                print("the failure did not reproduce while shrinking")
+                exit(1)
+            }
+            if showProgress { FileHandle.standardError.write(Data("\n".utf8)) }
+            if let outFile {
+                do { try Data(shrunk.scenario.utf8).write(to: URL(fileURLWithPath: outFile)) } catch {
+                    FileHandle.standardError.write(Data("Error: cannot write \(outFile): \(error)\n".utf8))
+                    exit(1)
+                }
+            }
+            if !json {
+                print("shrunk to \(shrunk.plan.events.count) of \(shrunk.originalEvents) events in \(shrunk.runs) runs; still fails (\(shrunk.report.failureKind ?? "?")):")
+                print(shrunk.scenario, terminator: "")
+                if let outFile { print("written to \(outFile); replay: bin/board-sim run \(outFile)") }
+            }
+        }
+        exit(report.passed ? 0 : 1)
+    }
+    guard let count else { fail("cluster needs --seed N or --seeds K") }
+    let start = Date()
+    let reports = ClusterSimulation.swarm(seeds: first..<(first + count), plantAckBeforeRedis: plant)
+    let wall = Date().timeIntervalSince(start)
     let failed = reports.filter { !$0.passed }
+    var faults: [String: Int] = [:]
+    for report in reports { for (kind, _) in report.faultsHit { faults[kind, default: 0] += 1 } }
     if json {
         let object: [String: Any] = ["seeds": reports.count, "failed": failed.map(\.seed),
                                      "crashes": reports.reduce(0) { $0 + $1.crashes }, "redisRestarts": reports.reduce(0) { $0 + $1.redisRestarts },
-                                     "checkpoints": reports.reduce(0) { $0 + $1.checkpoints }, "operations": reports.reduce(0) { $0 + $1.operationsMade }]
+                                     "checkpoints": reports.reduce(0) { $0 + $1.checkpoints }, "operations": reports.reduce(0) { $0 + $1.operationsMade },
+                                     "deliveries": reports.reduce(0) { $0 + $1.deliveries }, "operationsDelivered": reports.reduce(0) { $0 + $1.operationsDelivered },
+                                     "seedsHittingFault": faults, "wallSeconds": wall]
         let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])
         FileHandle.standardOutput.write(data + Data([10]))
     } else {
-        for report in reports where seeds.count == 1 || !report.passed {
-            print("seed \(report.seed): \(report.servers) servers, \(report.clients) clients, \(report.operationsMade) operations; \(report.crashes) server crashes, \(report.redisRestarts) Redis restarts, \(report.cuts) cut links, \(report.departures) departures, \(report.checkpoints) checkpoints, \(report.redisCommands) Redis commands\(report.access ? ", access control" : ""); \(report.passed ? "converged \(String(format: "%.3f", report.convergedAfter ?? 0)) s after the heal" : "FAILED")")
+        for report in failed {
+            print(line(report))
             for failure in report.failures { print("  \(failure)") }
         }
-        if seeds.count > 1 {
-            print("cluster seeds \(first)..<\(first + UInt64(seeds.count)): \(reports.count - failed.count) passed, \(failed.count) failed; \(reports.reduce(0) { $0 + $1.crashes }) server crashes, \(reports.reduce(0) { $0 + $1.redisRestarts }) Redis restarts, \(reports.reduce(0) { $0 + $1.checkpoints }) checkpoints, \(reports.filter(\.access).count) seeds with access control")
-            for report in failed { print("FAILED seed \(report.seed) — replay: bin/board-sim cluster --seed \(report.seed)\(plant ? " --plant ack-before-redis" : "")") }
-        }
+        print("cluster seeds \(first)..<\(first + count): \(reports.count - failed.count) passed, \(failed.count) failed; \(reports.reduce(0) { $0 + $1.crashes }) server crashes, \(reports.reduce(0) { $0 + $1.redisRestarts }) Redis restarts, \(reports.reduce(0) { $0 + $1.checkpoints }) checkpoints, \(reports.filter(\.access).count) seeds with access control")
+        print("seeds hitting each fault: \(faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value) (\(100 * $0.value / max(reports.count, 1))%)" }.joined(separator: ", "))")
+        print("\(reports.reduce(0) { $0 + $1.deliveries }) deliveries carrying \(reports.reduce(0) { $0 + $1.operationsDelivered }) operations, simulated \(String(format: "%.0f", reports.reduce(0.0) { $0 + $1.simulatedSeconds })) s, wall \(String(format: "%.1f", wall)) s")
+        for report in failed { print("FAILED seed \(report.seed) — replay: bin/board-sim cluster --seed \(report.seed)\(replayFlags) [--shrink]") }
     }
     exit(failed.isEmpty ? 0 : 1)
 }
@@ -138,6 +212,21 @@ if arguments.first == "run" {
         guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
             FileHandle.standardError.write(Data("Error: cannot read \(file)\n".utf8))
             exit(1)
+        }
+        if ClusterPlan.isCluster(text) {
+            do {
+                let report = ClusterSimulation(try ClusterPlan(text: text)).run()
+                print("== \(file)")
+                print("  seed \(report.seed): \(report.servers) servers, \(report.clients) clients, \(report.operationsMade) operations, \(report.crashes) server crashes, \(report.redisRestarts) Redis restarts")
+                for failure in report.failures { print("  FAILED: \(failure)") }
+                print("  hash: \(hex(report.decisionHash))")
+                print(report.passed ? "PASSED \(file)" : "FAILED \(file): \(report.failures.count) oracle failure(s)")
+                if !report.passed { failed += 1 }
+            } catch {
+                FileHandle.standardError.write(Data("Error: \(file): \(error)\n".utf8))
+                exit(64)
+            }
+            continue
         }
         let scenario = Scenario(name: file, text: text)
         do {
