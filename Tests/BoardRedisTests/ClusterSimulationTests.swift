@@ -40,7 +40,9 @@ import Testing
     @Test func openClusterFailuresAreKnown() throws {
         let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("Simulations/Scenarios/open").path
-        for file in try FileManager.default.contentsOfDirectory(atPath: directory).filter({ $0.hasSuffix(".cluster") }).sorted() {
+        // (None open now: git keeps no empty folder, so a missing one means none.)
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        for file in files.filter({ $0.hasSuffix(".cluster") }).sorted() {
             let report = ClusterSimulation(try ClusterPlan(text: String(contentsOfFile: directory + "/" + file, encoding: .utf8))).run()
             withKnownIssue("\(file) is an open failure") {
                 #expect(report.passed, "\(file): \(report.failures.joined(separator: "\n"))")

@@ -140,6 +140,11 @@ extension ClusterSimulation {
         vectors += servers.compactMap { $0.endpoint?.boards["sim"]?.store.replica.versionVector }
         guard let first = vectors.first else { return true }
         guard vectors.allSatisfy({ $0 == first }) else { return false }
+        // And they hold what Redis holds: with no server holding the board open, a client that
+        // was partitioned away is not converged just because nobody else is left to compare
+        // with (seed 1764: it was checked before it reconnected, and a departed client's
+        // acknowledged operation, safe in Redis, looked lost).
+        guard first.merged(with: redis.durableVersion(board: "sim")) == first else { return false }
         return servers.allSatisfy { ($0.log?.unconfirmedAppends ?? 0) == 0 }
     }
 

@@ -233,7 +233,8 @@ public final class ClusterSimulation {
             switch event {
             case .boardOpened(let board): log.attach(board.name, hub: board.hub, now: now)
             case .boardClosed(let name): log.detach(name)
-            case .sharedLog(let board, let request): log.handle(request, on: board, now: now)
+            case .sharedLog(let board, let request):
+                log.handle(request, on: board, now: now)
             case .boardChanged, .presence: continue
             }
         }

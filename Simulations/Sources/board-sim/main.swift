@@ -207,6 +207,9 @@ if arguments.first == "run" {
             exit(1)
         }
     }
+    // BOARD_SIM_VERBOSE=1: cluster scenarios print every decision and log line, as --verbose.
+    var verboseRun: (@Sendable (String) -> Void)?
+    if ProcessInfo.processInfo.environment["BOARD_SIM_VERBOSE"] != nil { verboseRun = { @Sendable line in print(line) } }
     var failed = 0
     for file in files {
         guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
@@ -215,7 +218,7 @@ if arguments.first == "run" {
         }
         if ClusterPlan.isCluster(text) {
             do {
-                let report = ClusterSimulation(try ClusterPlan(text: text)).run()
+                let report = ClusterSimulation(try ClusterPlan(text: text), log: verboseRun).run()
                 print("== \(file)")
                 print("  seed \(report.seed): \(report.servers) servers, \(report.clients) clients, \(report.operationsMade) operations, \(report.crashes) server crashes, \(report.redisRestarts) Redis restarts")
                 for failure in report.failures { print("  FAILED: \(failure)") }
