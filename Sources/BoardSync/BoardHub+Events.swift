@@ -4,13 +4,7 @@ extension BoardHub {
     /// The oldest event not drained yet (nil: none). Whoever drives the hub drains these after
     /// each call (a `SyncEndpoint` does it for its hubs).
     public func pollEvent() -> HubEvent? {
-        guard eventsHead < events.count else { return nil }
-        let event = events[eventsHead]
-        eventsHead += 1
-        if eventsHead == events.count {
-            events.removeAll(keepingCapacity: events.count < 64)
-            eventsHead = 0
-        }
+        guard let event = events.pop() else { return nil }
         if case .changed = event { changeQueued = false }
         return event
     }

@@ -59,9 +59,8 @@ public final class BoardHub {
     /// Sessions that gained output (or closed) since the host last took them
     /// (`takeSessionsWithOutput`): a host writes those instead of every session of the board.
     private(set) var sessionsWithOutput: Set<SessionID> = []
-    /// Events not drained yet (`pollEvent`), oldest first from `eventsHead`.
-    var events: [HubEvent] = []
-    var eventsHead = 0
+    /// Events not drained yet (`pollEvent`).
+    var events = EventQueue<HubEvent>()
     /// A `.changed` is queued and not drained yet (one stands for any number of changes).
     var changeQueued = false
     /// Where this hub lists itself when it gains events, output or a moved deadline (its

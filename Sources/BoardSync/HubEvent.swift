@@ -35,6 +35,27 @@ public enum SharedLogRequest {
     case publishPresence(Presence)
 }
 
+/// A first-in, first-out queue of events, drained from the front without moving what follows
+/// (a hub's and an endpoint's).
+struct EventQueue<Element> {
+    private var items: [Element] = []
+    private var head = 0
+
+    mutating func append(_ item: Element) { items.append(item) }
+
+    /// The oldest item, removed (nil: none). Storage is released once all are drained.
+    mutating func pop() -> Element? {
+        guard head < items.count else { return nil }
+        let item = items[head]
+        head += 1
+        if head == items.count {
+            items.removeAll(keepingCapacity: items.count < 64)
+            head = 0
+        }
+        return item
+    }
+}
+
 /// Hubs that have something for their endpoint (events, output, a moved deadline), each listed
 /// once until the endpoint takes the list: what lets the endpoint find them without visiting
 /// every board, and without the hub calling into the endpoint.

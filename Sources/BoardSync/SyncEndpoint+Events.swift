@@ -25,13 +25,7 @@ extension SyncEndpoint {
     /// The oldest event not drained yet (nil: none).
     public func pollEvent() -> Event? {
         absorbHubActivity()
-        guard eventsHead < events.count else { return nil }
-        let event = events[eventsHead]
-        eventsHead += 1
-        if eventsHead == events.count {
-            events.removeAll(keepingCapacity: events.count < 64)
-            eventsHead = 0
-        }
+        guard let event = events.pop() else { return nil }
         if case .boardChanged(let name) = event { changedBoards.remove(name) }
         return event
     }

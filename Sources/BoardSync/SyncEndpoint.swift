@@ -180,10 +180,9 @@ public final class SyncEndpoint {
 
     public var isServer: Bool { opener != nil }
 
-    /// Events not drained yet (`pollEvent`, SyncEndpoint+Events.swift), oldest first from
-    /// `eventsHead`; boards with a `.boardChanged` among them.
-    var events: [Event] = []
-    var eventsHead = 0
+    /// Events not drained yet (`pollEvent`, SyncEndpoint+Events.swift); boards with a
+    /// `.boardChanged` among them.
+    var events = EventQueue<Event>()
     var changedBoards: Set<String> = []
     /// Where this endpoint's hubs list themselves when they have something for it.
     let activity = HubActivity()
