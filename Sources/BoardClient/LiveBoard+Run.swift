@@ -42,7 +42,7 @@ extension LiveBoard {
         guard !running else { throw LiveBoardError.alreadyRunning }
         running = true
         var attempt = 0
-        var delay = sync.firstDelay
+        var backoff = Backoff(first: sync.firstDelay, max: sync.maximumDelay)
         var refreshedToken = false
         var failure: Refusal?
         connecting: while !Task.isCancelled && !closeIsDue {
@@ -61,7 +61,7 @@ extension LiveBoard {
                     // Only a link that stayed live a while resets the backoff: one that went
                     // live and dropped at once keeps doubling it.
                     attempt = 0
-                    delay = sync.firstDelay
+                    backoff.reset()
                 }
                 if wasLive {
                     // A live link that ended for its token keeps the mark: a server that lets
@@ -95,8 +95,7 @@ extension LiveBoard {
             }
             if Task.isCancelled || closeIsDue { break }
             var generator = SystemRandomNumberGenerator()
-            let wait = delay * Double.random(in: 0.5...1.5, using: &generator)
-            delay = min(delay * 2, sync.maximumDelay)
+            let wait = backoff.next() * Double.random(in: 0.5...1.5, using: &generator)
             setState(.offline(retryAt: Date().addingTimeInterval(wait), attempt: attempt, lastError: lastError))
             let until = Self.now() + wait
             await sleep(until: min(until, closeDeadline ?? until))

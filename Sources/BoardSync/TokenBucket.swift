@@ -30,7 +30,8 @@ public struct TokenBucket: Sendable, Equatable {
 /// Exponential backoff for redialing: `first`, doubling after each failure up to `max`, and
 /// back to `first` once a connection proved it works (`reset`). The one backoff of the
 /// project: a peer's dial targets (`SyncEndpoint.Options.reconnectDelay`) and the Redis links
-/// (`RedisCluster`). Jitter is the caller's (sans-IO: no randomness here).
+/// (`RedisCluster`), and `LiveBoard`'s reconnects (reset only after `Sync.backoffResetAfter`
+/// live). Jitter is the caller's (sans-IO: no randomness here).
 public struct Backoff: Sendable, Equatable {
     public let first: Double
     public let max: Double
