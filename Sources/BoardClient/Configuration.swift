@@ -46,6 +46,9 @@ extension LiveBoard {
         public var maxImageBytes: Int = SessionLimits().maxAsset
         public var maxImages: Int? = 10_000
         public var maxOperationsPerSecond: Double?
+        /// Presence updates (`updatePresence`) go out at most this often, the latest winning:
+        /// a pointer moving at 120 Hz costs 20 frames a second, not 120.
+        public var presenceInterval: Double = 0.05
 
         public init(server: String, board: String) {
             self.server = server
@@ -81,12 +84,15 @@ extension LiveBoard {
     /// when a package or a memory board is created; nil: a random one).
     public struct Identity: Sendable, Equatable {
         public var replicaID: ReplicaID?
-        /// A display name (for presence; kept for later slices).
+        /// The display name others see in this replica's presence (`updatePresence`).
         public var name: String
+        /// The colour others see it in.
+        public var color: Color8
 
-        public init(replicaID: ReplicaID? = nil, name: String = "") {
+        public init(replicaID: ReplicaID? = nil, name: String = "", color: Color8 = Color8(red: 0x2E, green: 0x6B, blue: 0xD1, alpha: 255)) {
             self.replicaID = replicaID
             self.name = name
+            self.color = color
         }
     }
 }

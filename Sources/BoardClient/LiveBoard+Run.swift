@@ -160,7 +160,13 @@ extension LiveBoard {
         self.endpoint = endpoint
         linkEnded = nil
         endpoint.dialed(id, now: Self.now())
-        defer { if sessionID == id { self.endpoint = nil } }
+        presenceDirty = localPresence != nil  // said again on every connection
+        defer {
+            if sessionID == id {
+                self.endpoint = nil
+                publishPeers([])  // whoever the server showed is not known to be here any more
+            }
+        }
         return await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 do {
@@ -191,9 +197,15 @@ extension LiveBoard {
     /// from it); nothing else it reports concerns a client.
     func drainEvents() {
         guard let endpoint else { return }
+        var rosterMoved = false
         while let event = endpoint.pollEvent() {
-            if case .boardChanged = event { changes.changed = true }
+            switch event {
+            case .boardChanged: changes.changed = true
+            case .presence: rosterMoved = true
+            default: continue
+            }
         }
+        if rosterMoved { publishPeers(endpoint.presences()) }
     }
 
     func linkClosed(_ error: String?, on id: SessionID) {
@@ -218,6 +230,7 @@ extension LiveBoard {
             let now = Self.now()
             func liveFor() -> Double { liveSince.map { Self.now() - $0 } ?? 0 }
             endpoint.handleTimers(now: now)
+            let presenceDue = sendPresenceIfDue(endpoint, board, open: endpoint.session(id)?.isOpen == true, now: now)
             drainEvents()
             publishRemoteChange()
             // What the session says now, before writing (a write can fail on a link the server
@@ -272,6 +285,7 @@ extension LiveBoard {
             var deadline = endpoint.nextDeadline
             if let closeDeadline, !saidGoodbye { deadline = min(deadline ?? closeDeadline, closeDeadline) }
             if !answered && !saidGoodbye { deadline = min(deadline ?? helloDeadline, helloDeadline) }
+            if let presenceDue, !saidGoodbye { deadline = min(deadline ?? presenceDue, presenceDue) }
             await sleep(until: deadline)
         }
     }

@@ -36,6 +36,13 @@ public actor LiveBoard {
 
     let updateChannel: Multicast<BoardUpdate>
     let statusChannel: Multicast<LiveStatus>
+    let peersChannel = Multicast<[Presence]>([], combine: { $1 })
+    let identity: Identity
+    /// What this replica last said it is doing (`updatePresence`), and whether the current
+    /// connection still has to send it (throttled by `Sync.presenceInterval`).
+    var localPresence: Presence?
+    var presenceDirty = false
+    var presenceSentAt = -Double.infinity
     var version: UInt64 = 0
     var vector: VersionVector
     var state: LiveStatus.State = .idle
@@ -91,10 +98,11 @@ public actor LiveBoard {
                 store = try BoardPackage.create(at: path, fileSystem: fileSystem, replicaID: replicaID)
             }
         }
-        return LiveBoard(store: store, storage: storage, sync: sync, credentials: credentials, transport: transport)
+        return LiveBoard(store: store, storage: storage, sync: sync, credentials: credentials, transport: transport, identity: identity)
     }
 
-    private init(store: any HostedStore, storage: Storage, sync: Sync?, credentials: Credentials, transport: any BoardTransport) {
+    private init(store: any HostedStore, storage: Storage, sync: Sync?, credentials: Credentials, transport: any BoardTransport, identity: Identity) {
+        self.identity = identity
         self.store = store
         self.storage = storage
         self.sync = sync
@@ -313,6 +321,8 @@ public actor LiveBoard {
         setState(final)
         updateChannel.finish()
         statusChannel.finish()
+        peersChannel.publish([])
+        peersChannel.finish()
         closeTimer?.cancel()
         closeTimer = nil
         let waiters = closeWaiters
