@@ -80,8 +80,8 @@ extension BoardHub {
         // Memory a crowd of handshakes can cost: deltas not yet acknowledged plus output queued
         // here and in the transport stay under the budget (one delta is always allowed, so a
         // board larger than the budget can still be served, one peer at a time).
-        let inFlight = peers.values.reduce(0) { $0 + $1.deltaInFlight }
-        var queued = peers.values.reduce(0) { $0 + $1.transportQueued }
+        let (inFlight, inTransport) = peers.values.reduce((0, 0)) { ($0.0 + $1.deltaInFlight, $0.1 + $1.transportQueued) }
+        var queued = inTransport
         forEachSession { _, session in queued += session.pendingOutputCount }
         if (inFlight > 0 || queued > 0), inFlight + queued + bytes.count > maxQueuedOutput {
             log?("session \(id): turned away replica \(hello.replica): \(inFlight + queued) bytes already on their way to other peers")

@@ -49,7 +49,7 @@ public struct Scenario: Sendable {
     /// Runs the scenario; a malformed line throws, a failed expectation is reported.
     public func run() throws -> Outcome {
         if lines.first?.text.hasPrefix("world ") == true { return try runWorld() }
-        var runner = try Runner(lines)
+        var runner = try ScenarioRunner(lines)
         return try runner.run()
     }
 
@@ -78,7 +78,7 @@ public struct Scenario: Sendable {
         outcome.transcript.append("faults hit: " + report.faultsHit.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         outcome.transcript.append(report.convergedAfter.map { String(format: "converged %.2f s after the heal", $0) } ?? "did not converge")
         for (host, board) in world.finalBoards {
-            outcome.boards.append("\(host):\n" + (board.map { Runner.describe($0, labels: [:]) } ?? "  (down)"))
+            outcome.boards.append("\(host):\n" + (board.map { ScenarioRunner.describe($0, labels: [:]) } ?? "  (down)"))
             if let board { outcome.snapshots.append((host, board)) }
         }
         outcome.failures = report.failures
@@ -86,8 +86,8 @@ public struct Scenario: Sendable {
     }
 }
 
-/// The machinery behind `Scenario.run`.
-private struct Runner {
+/// The machinery behind `Scenario.run` (its expectations in Scenario+Expectations.swift).
+struct ScenarioRunner {
     final class Peer {
         let name: String
         let fs = MemoryFileSystem()
@@ -126,7 +126,7 @@ private struct Runner {
     init(_ lines: [Scenario.Line]) throws {
         self.lines = lines
         try serverFS.createDirectory("/data")
-        server = Runner.makeServer(serverFS)
+        server = ScenarioRunner.makeServer(serverFS)
     }
 
     static func makeServer(_ fs: MemoryFileSystem) -> SyncEndpoint {
@@ -150,12 +150,12 @@ private struct Runner {
         }
         for peer in peers {
             let board = peer.package.replica.snapshot()
-            outcome.boards.append("\(peer.name):\n" + Runner.describe(board, labels: items))
+            outcome.boards.append("\(peer.name):\n" + ScenarioRunner.describe(board, labels: items))
             outcome.snapshots.append((peer.name, board))
         }
         if let replica = server.boards["scenario"]?.store.replica {
             let board = replica.snapshot()
-            outcome.boards.append("server:\n" + Runner.describe(board, labels: items))
+            outcome.boards.append("server:\n" + ScenarioRunner.describe(board, labels: items))
             outcome.snapshots.append(("server", board))
         }
         return outcome
@@ -267,9 +267,9 @@ private struct Runner {
                 var index = 1
                 while index < args.count {
                     switch args[index] {
-                    case "color": color = try Runner.color(args[min(index + 1, args.count - 1)], line); index += 2
-                    case "width": width = try Runner.number(args.count > index + 1 ? args[index + 1] : nil, line); index += 2
-                    default: points.append(try Runner.point(args[index], line)); index += 1
+                    case "color": color = try ScenarioRunner.color(args[min(index + 1, args.count - 1)], line); index += 2
+                    case "width": width = try ScenarioRunner.number(args.count > index + 1 ? args[index + 1] : nil, line); index += 2
+                    default: points.append(try ScenarioRunner.point(args[index], line)); index += 1
                     }
                 }
                 let edit = try replica.beginStroke(color: color, width: width, points: points)
@@ -280,10 +280,10 @@ private struct Runner {
                 guard args.count >= 1 else { throw fail("`draw LABEL X,Y ...`") }
                 label = args[0]
                 return try replica.beginStroke(color: RGBAColor(red: 0, green: 0, blue: 0), width: 2,
-                                               points: try args.dropFirst().map { try Runner.point($0, line) })
+                                               points: try args.dropFirst().map { try ScenarioRunner.point($0, line) })
             case "append":
                 // append X,Y ...: more points for the stroke this peer is drawing
-                return try replica.appendPoints(try args.map { try Runner.point($0, line) })
+                return try replica.appendPoints(try args.map { try ScenarioRunner.point($0, line) })
             case "finish":
                 replica.finishStroke()
                 return LocalEdit()
@@ -292,15 +292,15 @@ private struct Runner {
                 guard args.count >= 3, args[1] == "at" else { throw fail("`sticker LABEL at X,Y [image red|green|blue]`") }
                 label = args[0]
                 let image = args.count >= 5 && args[3] == "image" ? args[4] : "red"
-                guard let png = Runner.images[image] else { throw fail("images are red, green and blue") }
-                return try replica.addSticker(imagePNG: png, at: try Runner.point(args[2], line))
-            case "move": return try replica.move(try item(args.first ?? "", line), to: try Runner.point(args.count > 1 ? args[1] : "", line))
-            case "scale": return try replica.setScale(try item(args.first ?? "", line), to: try Runner.number(args.count > 1 ? args[1] : nil, line))
-            case "rotate": return try replica.setRotation(try item(args.first ?? "", line), to: try Runner.number(args.count > 1 ? args[1] : nil, line))
-            case "color": return try replica.setColor(try item(args.first ?? "", line), to: try Runner.color(args.count > 1 ? args[1] : "", line))
-            case "width": return try replica.setWidth(try item(args.first ?? "", line), to: try Runner.number(args.count > 1 ? args[1] : nil, line))
+                guard let png = ScenarioRunner.images[image] else { throw fail("images are red, green and blue") }
+                return try replica.addSticker(imagePNG: png, at: try ScenarioRunner.point(args[2], line))
+            case "move": return try replica.move(try item(args.first ?? "", line), to: try ScenarioRunner.point(args.count > 1 ? args[1] : "", line))
+            case "scale": return try replica.setScale(try item(args.first ?? "", line), to: try ScenarioRunner.number(args.count > 1 ? args[1] : nil, line))
+            case "rotate": return try replica.setRotation(try item(args.first ?? "", line), to: try ScenarioRunner.number(args.count > 1 ? args[1] : nil, line))
+            case "color": return try replica.setColor(try item(args.first ?? "", line), to: try ScenarioRunner.color(args.count > 1 ? args[1] : "", line))
+            case "width": return try replica.setWidth(try item(args.first ?? "", line), to: try ScenarioRunner.number(args.count > 1 ? args[1] : nil, line))
             case "image":
-                guard let png = Runner.images[args.count > 1 ? args[1] : ""] else { throw fail("images are red, green and blue") }
+                guard let png = ScenarioRunner.images[args.count > 1 ? args[1] : ""] else { throw fail("images are red, green and blue") }
                 return try replica.replaceImage(try item(args.first ?? "", line), withPNG: png)
             case "delete", "erase": return try replica.delete(try item(args.first ?? "", line))
             case "restore": return try replica.restore(try item(args.first ?? "", line))
@@ -380,7 +380,7 @@ private struct Runner {
         if name == "server" {
             for peer in peers { disconnect(peer) }
             serverFS.restart(.powerLoss(tornTail: true))
-            server = Runner.makeServer(serverFS)
+            server = ScenarioRunner.makeServer(serverFS)
         } else {
             let peer = try peer(name, line)
             disconnect(peer)
@@ -389,106 +389,5 @@ private struct Runner {
             peer.endpoint = SyncEndpoint(board: "scenario", store: peer.package, now: now)
         }
         sync()
-    }
-
-    // MARK: Expectations
-
-    /// `expect [PEER:] LABEL at X,Y | LABEL scale S | LABEL rotation R | LABEL deleted |
-    /// LABEL visible | LABEL color #RRGGBB | LABEL width W | LABEL points N | LABEL image NAME |
-    /// order A B C | canvas WxH | converged`
-    mutating func expect(_ words: [String], _ line: Scenario.Line) throws {
-        var words = words
-        var who = peers
-        if let first = words.first, first.hasSuffix(":") {
-            who = [try peer(String(first.dropLast()), line)]
-            words.removeFirst()
-        }
-        let text = line.text
-        var problems: [String] = []
-        if words == ["converged"] {
-            let boards = try peers.map { try $0.package.replica.snapshot().canonicalJSON() }
-            let serverBoard = try server.boards["scenario"]?.store.replica.snapshot().canonicalJSON()
-            if Set(boards).count > 1 || (serverBoard != nil && serverBoard != boards.first) {
-                problems.append("the replicas hold different boards")
-            }
-        } else {
-            for peer in who {
-                if let problem = try check(words, on: peer.package.replica.snapshot(), line) {
-                    problems.append("\(peer.name): \(problem)")
-                }
-            }
-        }
-        if problems.isEmpty {
-            outcome.transcript.append("\(line.number): \(text) — ok")
-        } else {
-            outcome.transcript.append("\(line.number): \(text) — FAILED: \(problems.joined(separator: "; "))")
-            outcome.failures.append("line \(line.number): \(text): \(problems.joined(separator: "; "))")
-        }
-    }
-
-    func check(_ words: [String], on board: BoardSnapshot, _ line: Scenario.Line) throws -> String? {
-        func fail(_ message: String) -> Scenario.ScenarioError { Scenario.ScenarioError(line: line.number, message: message) }
-        if words.first == "order" {
-            let wanted = try words.dropFirst().map { try item($0, line).uuid }
-            let shown = (board.paintOrder ?? []).filter { wanted.contains($0) }
-            return shown == wanted ? nil : "order is \(shown.map { label(for: $0) }.joined(separator: " "))"
-        }
-        if words.first == "canvas" {
-            let size = (words.count > 1 ? words[1] : "").split(separator: "x").compactMap { Double($0) }
-            guard size.count == 2 else { throw fail("`canvas WxH`") }
-            let shown = board.canvasSize
-            return shown == CodableSize(width: size[0], height: size[1]) ? nil : "canvas is \(shown.width)x\(shown.height)"
-        }
-        guard words.count >= 2 else { throw fail("`expect LABEL PROPERTY [VALUE]`") }
-        let id = try item(words[0], line).uuid
-        let sticker = board.stickers.first { $0.id == id }
-        let stroke = board.strokes.first { $0.id == id }
-        let value = words.count > 2 ? words[2] : nil
-        switch words[1] {
-        case "deleted", "erased": return sticker == nil && stroke == nil ? nil : "\(words[0]) is visible"
-        case "visible": return sticker != nil || stroke != nil ? nil : "\(words[0]) is not visible"
-        case "at":
-            let point = try Runner.point(value ?? "", line)
-            guard let sticker else { return "\(words[0]) is not a visible sticker" }
-            return sticker.position == point ? nil : "\(words[0]) is at \(sticker.position.x),\(sticker.position.y)"
-        case "scale":
-            guard let sticker else { return "\(words[0]) is not a visible sticker" }
-            return sticker.scale == (try Runner.number(value, line)) ? nil : "\(words[0]) has scale \(sticker.scale)"
-        case "rotation":
-            guard let sticker else { return "\(words[0]) is not a visible sticker" }
-            return sticker.rotationRadians == (try Runner.number(value, line)) ? nil : "\(words[0]) has rotation \(sticker.rotationRadians)"
-        case "image":
-            guard let sticker, let png = Runner.images[value ?? ""] else { return "\(words[0]) is not a visible sticker, or no such image" }
-            return sticker.imageSHA256 == AssetHash.of(png).hex ? nil : "\(words[0]) shows another image"
-        case "color":
-            guard let stroke else { return "\(words[0]) is not a visible stroke" }
-            return Color8(stroke.color) == Color8(try Runner.color(value ?? "", line)) ? nil : "\(words[0]) has another colour"
-        case "width":
-            guard let stroke else { return "\(words[0]) is not a visible stroke" }
-            return stroke.width == (try Runner.number(value, line)) ? nil : "\(words[0]) has width \(stroke.width)"
-        case "points":
-            guard let stroke else { return "\(words[0]) is not a visible stroke" }
-            return Double(stroke.points.count) == (try Runner.number(value, line)) ? nil : "\(words[0]) has \(stroke.points.count) points"
-        default:
-            throw fail("unknown expectation `\(words[1])`")
-        }
-    }
-
-    func label(for id: UUID) -> String {
-        items.first { $0.value.uuid == id }?.key ?? String(id.uuidString.prefix(8))
-    }
-
-    static func describe(_ board: BoardSnapshot, labels: [String: ItemID]) -> String {
-        func label(_ id: UUID) -> String { labels.first { $0.value.uuid == id }?.key ?? String(id.uuidString.prefix(8)) }
-        var lines = ["  canvas \(board.canvasSize.width)x\(board.canvasSize.height)"]
-        for id in board.paintOrder ?? [] {
-            if let sticker = board.stickers.first(where: { $0.id == id }) {
-                let image = images.first { AssetHash.of($0.value).hex == sticker.imageSHA256 }?.key ?? "?"
-                lines.append("  sticker \(label(id)) at \(sticker.position.x),\(sticker.position.y) scale \(sticker.scale) rotation \(sticker.rotationRadians) image \(image)")
-            } else if let stroke = board.strokes.first(where: { $0.id == id }) {
-                lines.append("  stroke \(label(id)) \(stroke.points.count) points width \(stroke.width)")
-            }
-        }
-        return lines.joined(separator: "\n")
     }
 }
