@@ -138,7 +138,7 @@ extension LiveBoard {
     /// its bound passed.
     var closeIsDue: Bool {
         guard let closeDeadline else { return false }
-        return unacknowledgedOperations == 0 || Self.now() >= closeDeadline
+        return (unacknowledgedOperations == 0 && unacknowledgedImages == 0) || Self.now() >= closeDeadline
     }
 
     /// One connection: a sans-IO endpoint for this board, the bytes of `connection` fed to it
@@ -240,6 +240,11 @@ extension LiveBoard {
             if let session, session.isOpen, let peer = session.peer {
                 let acknowledged = hub?.acknowledged(by: id)?[replicaID] ?? 0
                 serverHolds = max(peer.version[replicaID], acknowledged)
+                // Sticky across links: an image the server asked for is waiting until this
+                // link has taken all its bytes (a dropped link's is asked for again).
+                let queued = Set(session.queuedAssets)
+                let sent = session.sentAssets
+                imagesInFlight = imagesInFlight.filter { queued.contains($0) || !sent.contains($0) }.union(queued)
                 let synced = hub?.hasSynced(id) ?? false
                 if synced && liveSince == nil { liveSince = now }
                 if !saidGoodbye, !session.isClosed { setState(synced ? .live : .catchingUp) } else { refreshStatus() }

@@ -50,6 +50,13 @@ public actor LiveBoard {
     /// an acknowledgement said in this process (nothing is recorded across runs, so a board
     /// opened again counts its earlier edits as unacknowledged until a server says it has them).
     var serverHolds: UInt64 = 0
+    /// The images this replica's own operations show, by sequence number (ascending): those
+    /// beyond `serverHolds` may not have reached the server.
+    var ownImages: [(seq: UInt64, hash: AssetHash)] = []
+    /// Images the server asked for on the current connection whose bytes are not all written.
+    var imagesInFlight: Set<AssetHash> = []
+    /// Open `undoGroup` calls (only the outermost one opens and closes the replica's group).
+    var undoGroupDepth = 0
 
     var running = false
     var closeDeadline: Double?
@@ -111,10 +118,16 @@ public actor LiveBoard {
         let replica = store.replica
         replicaID = replica.id
         vector = replica.versionVector
+        var others = replica.versionVector.entries
+        others[replica.id] = 0
+        ownImages = replica.operations(since: VersionVector(others)).operations.compactMap { op in
+            op.id.replica == replica.id ? op.payload.asset.map { (op.id.seq, $0) } : nil
+        }
         let snapshot = replica.snapshot()
         updateChannel = Multicast(BoardUpdate(snapshot: snapshot, changes: BoardChanges(), origins: [.loaded], version: 0),
                                   combine: BoardUpdate.folding)
-        statusChannel = Multicast(LiveStatus(state: .idle, unacknowledgedOperations: Int(vector[replica.id])), combine: { $1 })
+        statusChannel = Multicast(LiveStatus(state: .idle, unacknowledgedOperations: Int(vector[replica.id]),
+                                             unacknowledgedImages: Set(ownImages.map(\.hash)).count), combine: { $1 })
     }
 
     static func randomReplicaID() -> ReplicaID {
@@ -156,6 +169,21 @@ public actor LiveBoard {
         Int(replica.versionVector[replicaID] &- min(serverHolds, replica.versionVector[replicaID]))
     }
 
+    /// Images this replica's edits show that may not have reached the server
+    /// (`LiveStatus.unacknowledgedImages`).
+    public var unacknowledgedImages: Int {
+        // The first own image beyond what the server holds (ascending by sequence number).
+        var low = 0, high = ownImages.count
+        while low < high {
+            let middle = (low + high) / 2
+            if ownImages[middle].seq <= serverHolds { low = middle + 1 } else { high = middle }
+        }
+        if low == ownImages.count { return imagesInFlight.count }
+        var waiting = imagesInFlight
+        for entry in ownImages[low...] { waiting.insert(entry.hash) }
+        return waiting.count
+    }
+
     // MARK: Editing
 
     /// Runs `body` on the replica and makes its operations durable (the package's op log,
@@ -182,6 +210,24 @@ public actor LiveBoard {
         return true
     }
 
+    /// Runs `body` on the board's actor with every edit made in it undone (and redone) as one
+    /// step: a drag of many `move`s, a pasted group. `body` may call `edit` any number of times
+    /// and may await; edits other tasks make on this board while it is suspended join the group
+    /// too (they are this replica's as well), others' replicas' never do. Groups nest; only the
+    /// outermost makes the step. An `undo()` inside the group first closes it (the step so far is
+    /// undone). The group closes when `body` returns or throws (edits it made before throwing stay).
+    @discardableResult
+    public func undoGroup<T: Sendable>(_ body: @Sendable (isolated LiveBoard) async throws -> T) async throws -> T {
+        guard store != nil else { throw LiveBoardError.closed }
+        undoGroupDepth += 1
+        if undoGroupDepth == 1 { _ = try? commitRaw { $0.beginUndoGroup(); return LocalEdit() } }
+        defer {
+            undoGroupDepth -= 1
+            if undoGroupDepth == 0, store != nil { _ = try? commitRaw { $0.endUndoGroup(); return LocalEdit() } }
+        }
+        return try await body(self)
+    }
+
     private func commitRaw(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
         guard let store else { throw LiveBoardError.closed }
         if let endpoint, let sync {
@@ -192,6 +238,9 @@ public actor LiveBoard {
 
     private func commit(origin: UpdateOrigin, _ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
         let edit = try commitRaw(body)
+        for op in edit.operations where op.id.replica == replicaID {
+            if let hash = op.payload.asset { ownImages.append((op.id.seq, hash)) }
+        }
         drainEvents()
         changes.changed = false
         publishChange(origins: [origin])
@@ -230,7 +279,10 @@ public actor LiveBoard {
     }
 
     func refreshStatus() {
-        let status = LiveStatus(state: state, unacknowledgedOperations: store == nil ? (closeReport?.unacknowledgedOperations ?? 0) : unacknowledgedOperations)
+        let status = store == nil
+            ? LiveStatus(state: state, unacknowledgedOperations: closeReport?.unacknowledgedOperations ?? 0,
+                         unacknowledgedImages: closeReport?.unacknowledgedImages ?? 0)
+            : LiveStatus(state: state, unacknowledgedOperations: unacknowledgedOperations, unacknowledgedImages: unacknowledgedImages)
         if status != statusChannel.current { statusChannel.publish(status) }
     }
 
@@ -313,7 +365,9 @@ public actor LiveBoard {
     func release(final: LiveStatus.State) {
         guard let store else { return }
         let unacknowledged = unacknowledgedOperations
-        closeReport = CloseReport(allAcknowledged: unacknowledged == 0, unacknowledgedOperations: unacknowledged)
+        let images = unacknowledgedImages
+        closeReport = CloseReport(allAcknowledged: unacknowledged == 0 && images == 0, unacknowledgedOperations: unacknowledged,
+                                  unacknowledgedImages: images)
         closedReplica = store.replica
         try? store.saveView()
         store.closeStore()

@@ -24,8 +24,21 @@ public struct LiveStatus: Sendable, Equatable {
     /// Operations this replica made that the server has not acknowledged (as far as this
     /// process knows: edits made before `open` count once a handshake says the server lacks them).
     public var unacknowledgedOperations: Int
+    /// Images this replica's edits show that may not have reached the server yet: those its
+    /// unacknowledged operations reference, and those the server asked for whose bytes are not
+    /// all written ("saved on this device · 12 changes and 2 images waiting").
+    public var unacknowledgedImages: Int
+
+    public init(state: State, unacknowledgedOperations: Int, unacknowledgedImages: Int = 0) {
+        self.state = state
+        self.unacknowledgedOperations = unacknowledgedOperations
+        self.unacknowledgedImages = unacknowledgedImages
+    }
 
     public var isLive: Bool { state == .live }
+
+    /// Nothing this replica made is waiting for the server (operations or images).
+    public var isAllAcknowledged: Bool { unacknowledgedOperations == 0 && unacknowledgedImages == 0 }
 }
 
 /// Why the server turned a connection away, classified.
@@ -75,14 +88,18 @@ public enum LiveBoardError: Error, Sendable, Equatable, CustomStringConvertible 
 
 /// What `close()` achieved.
 public struct CloseReport: Sendable, Equatable {
-    /// The server acknowledged every operation this replica made (nothing is waiting).
+    /// The server acknowledged every operation this replica made and took every image it
+    /// asked for (nothing is waiting).
     public var allAcknowledged: Bool
     /// Operations still unacknowledged when the bound passed (kept on disk for a package: they
     /// go at the next `run()`).
     public var unacknowledgedOperations: Int
+    /// Images (`LiveStatus.unacknowledgedImages`) still waiting when the bound passed.
+    public var unacknowledgedImages: Int
 
-    public init(allAcknowledged: Bool, unacknowledgedOperations: Int) {
+    public init(allAcknowledged: Bool, unacknowledgedOperations: Int, unacknowledgedImages: Int = 0) {
         self.allAcknowledged = allAcknowledged
         self.unacknowledgedOperations = unacknowledgedOperations
+        self.unacknowledgedImages = unacknowledgedImages
     }
 }

@@ -130,6 +130,12 @@ public struct SyncSession: Sendable {
         return []
     }
 
+    /// Assets the peer asked for whose bytes are not all taken as output yet.
+    public var queuedAssets: [AssetHash] {
+        if case .open(let link) = state { return link.assetQueue.filter { $0.data.count > $0.offset }.map(\.hash) }
+        return []
+    }
+
     /// Assets queued or sent on this link: each crosses a link at most once.
     public var sentAssets: Set<AssetHash> {
         if case .open(let link) = state { return link.sentAssets }
