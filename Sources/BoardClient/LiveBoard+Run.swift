@@ -24,7 +24,8 @@ extension LiveBoard {
         case finished
         /// The link dropped or the server ended it (`refusal`: its ERROR); `liveFor`: seconds
         /// it was live (0 when it never was).
-        case dropped(reason: String, refusal: SessionError?, wasLive: Bool, liveFor: Double = 0)
+        /// `closeReason`: the session's own (nil when the link ended under it).
+        case dropped(reason: String, refusal: SessionError?, wasLive: Bool, liveFor: Double = 0, closeReason: SessionError? = nil)
     }
 
     /// Keeps the board live until the task is cancelled or `close()` is called: dials the
@@ -56,7 +57,8 @@ extension LiveBoard {
             switch outcome {
             case .finished:
                 break connecting
-            case .dropped(let reason, let refusal, let wasLive, let liveFor):
+            case .dropped(let reason, let refusal, let wasLive, let liveFor, _):
+                lastLinkError = reason
                 if wasLive && liveFor >= sync.backoffResetAfter {
                     // Only a link that stayed live a while resets the backoff: one that went
                     // live and dropped at once keeps doubling it.
@@ -107,7 +109,7 @@ extension LiveBoard {
 
     /// One connection attempt (credentials, connect, session) in a task of its own; nil when it
     /// was cancelled and left behind (`abandonAttempt`).
-    private func connectOnce(_ sync: Sync, attempt: Int) async -> LinkOutcome? {
+    func connectOnce(_ sync: Sync, attempt: Int) async -> LinkOutcome? {
         attemptGeneration += 1
         let generation = attemptGeneration
         let credentials = self.credentials
@@ -224,6 +226,7 @@ extension LiveBoard {
         var liveSince: Double?
         var wasLive: Bool { liveSince != nil }
         let helloDeadline = Self.now() + sync.handshakeTimeout
+        var sendFailed: (error: String, until: Double)?
         while true {
             // Left behind (close's bound or cancellation passed): the board is no longer ours.
             guard id == sessionID else { return .finished }
@@ -237,6 +240,7 @@ extension LiveBoard {
             // has already dropped, after it made the session live).
             let session = endpoint.session(id)
             let hub = endpoint.boards[board]?.hub
+            if let session { noteOneShot(session, hub: hub, id: id) }
             if let session, session.isOpen, let peer = session.peer {
                 let acknowledged = hub?.acknowledged(by: id)?[replicaID] ?? 0
                 serverHolds = max(peer.version[replicaID], acknowledged)
@@ -249,6 +253,19 @@ extension LiveBoard {
                 if synced && liveSince == nil { liveSince = now }
                 if !saidGoodbye, !session.isClosed { setState(synced ? .live : .catchingUp) } else { refreshStatus() }
             }
+            if let failed = sendFailed {
+                // A write failed: what the server said before the link went (an ERROR that
+                // refused this connection at once) may still sit unread. The receiving side
+                // hands it over and then ends; its reason, not the write's, is the outcome.
+                if linkEnded == nil, !endpoint.isFinished(id), now < failed.until {
+                    await sleep(until: failed.until)
+                    continue
+                }
+                let reason = endpoint.session(id)?.closeReason
+                endpoint.closed(id, now: Self.now())
+                return .dropped(reason: reason.map { "\($0)" } ?? failed.error, refusal: Self.refusal(reason), wasLive: wasLive,
+                                liveFor: liveFor(), closeReason: reason)
+            }
             // At most a send buffer's worth at a time: a 64 MiB image is cut into chunks as the
             // socket takes them, not held whole a second time.
             let output = endpoint.output(for: id, maxBytes: Self.outputSlice, now: now)
@@ -257,9 +274,12 @@ extension LiveBoard {
                     try await connection.send(output)
                 } catch {
                     guard id == sessionID else { return .finished }
-                    let reason = endpoint.session(id)?.closeReason
-                    endpoint.closed(id, now: Self.now())
-                    return saidGoodbye ? .finished : .dropped(reason: "\(error)", refusal: Self.refusal(reason), wasLive: wasLive, liveFor: liveFor())
+                    if saidGoodbye || error is CancellationError || Task.isCancelled {
+                        let reason = endpoint.session(id)?.closeReason
+                        endpoint.closed(id, now: Self.now())
+                        return saidGoodbye ? .finished : .dropped(reason: "\(error)", refusal: Self.refusal(reason), wasLive: wasLive, liveFor: liveFor(), closeReason: reason)
+                    }
+                    sendFailed = ("\(error)", Self.now() + Self.unreadGrace)
                 }
                 continue  // more may have queued meanwhile
             }
@@ -268,21 +288,21 @@ extension LiveBoard {
                 endpoint.closed(id, now: Self.now())
                 if saidGoodbye { return .finished }
                 let refusal = Self.refusal(reason)
-                return .dropped(reason: reason.map { "\($0)" } ?? "the session ended", refusal: refusal, wasLive: wasLive, liveFor: liveFor())
+                return .dropped(reason: reason.map { "\($0)" } ?? "the session ended", refusal: refusal, wasLive: wasLive, liveFor: liveFor(), closeReason: reason)
             }
             if let ended = linkEnded {
                 let reason = session?.closeReason
                 endpoint.closed(id, now: Self.now())
                 if saidGoodbye { return .finished }
                 let refusal = Self.refusal(reason)
-                return .dropped(reason: reason.map { "\($0)" } ?? ended ?? "the server closed the connection", refusal: refusal, wasLive: wasLive, liveFor: liveFor())
+                return .dropped(reason: reason.map { "\($0)" } ?? ended ?? "the server closed the connection", refusal: refusal, wasLive: wasLive, liveFor: liveFor(), closeReason: reason)
             }
             let answered = session?.peer != nil
             if !answered && !saidGoodbye && now >= helloDeadline {
                 endpoint.closed(id, now: Self.now())
                 return .dropped(reason: "the server did not answer HELLO within \(Self.seconds(sync.handshakeTimeout)) s", refusal: nil, wasLive: false)
             }
-            if !saidGoodbye && (Task.isCancelled || closeIsDue) {
+            if !saidGoodbye && (Task.isCancelled || closeIsDue || oneShotIsDone) {
                 endpoint.shutdown(save: true, now: now)
                 saidGoodbye = true
                 continue
@@ -294,6 +314,9 @@ extension LiveBoard {
             await sleep(until: deadline)
         }
     }
+
+    /// After a failed write, how long the bytes already received may take to be read.
+    static let unreadGrace = 1.0
 
     /// Bytes taken from the endpoint per `send`.
     static let outputSlice = 256 << 10

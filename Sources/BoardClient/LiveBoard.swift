@@ -46,6 +46,8 @@ public actor LiveBoard {
     var version: UInt64 = 0
     var vector: VersionVector
     var state: LiveStatus.State = .idle
+    /// Why the last connection ended (`LiveStatus.lastError`).
+    var lastLinkError: String?
     /// How many of this replica's operations a server is known to hold: what a handshake or
     /// an acknowledgement said in this process (nothing is recorded across runs, so a board
     /// opened again counts its earlier edits as unacknowledged until a server says it has them).
@@ -59,6 +61,8 @@ public actor LiveBoard {
     var undoGroupDepth = 0
 
     var running = false
+    /// The `syncOnce` in progress, if any.
+    var oneShot: OneShotSync?
     var closeDeadline: Double?
     var closeWaiters: [CheckedContinuation<Void, Never>] = []
     var closeReport: CloseReport?
@@ -282,7 +286,8 @@ public actor LiveBoard {
         let status = store == nil
             ? LiveStatus(state: state, unacknowledgedOperations: closeReport?.unacknowledgedOperations ?? 0,
                          unacknowledgedImages: closeReport?.unacknowledgedImages ?? 0)
-            : LiveStatus(state: state, unacknowledgedOperations: unacknowledgedOperations, unacknowledgedImages: unacknowledgedImages)
+            : LiveStatus(state: state, unacknowledgedOperations: unacknowledgedOperations, unacknowledgedImages: unacknowledgedImages,
+                         lastError: lastLinkError)
         if status != statusChannel.current { statusChannel.publish(status) }
     }
 

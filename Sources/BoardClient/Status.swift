@@ -28,11 +28,15 @@ public struct LiveStatus: Sendable, Equatable {
     /// unacknowledged operations reference, and those the server asked for whose bytes are not
     /// all written ("saved on this device · 12 changes and 2 images waiting").
     public var unacknowledgedImages: Int
+    /// Why the last connection ended (nil until one has): what `.connecting` retries after, and
+    /// what `.offline` shows as `lastError`.
+    public var lastError: String?
 
-    public init(state: State, unacknowledgedOperations: Int, unacknowledgedImages: Int = 0) {
+    public init(state: State, unacknowledgedOperations: Int, unacknowledgedImages: Int = 0, lastError: String? = nil) {
         self.state = state
         self.unacknowledgedOperations = unacknowledgedOperations
         self.unacknowledgedImages = unacknowledgedImages
+        self.lastError = lastError
     }
 
     public var isLive: Bool { state == .live }

@@ -195,36 +195,14 @@ struct NetCommands {
 
     private func sync(_ raw: [String]) throws {
         let args = try Arguments(raw, options: Set(["server", "board", "timeout", "token", "token-file"] + Access.clientTLSOptions), flags: ["json", "tls"])
-        let credentials = try Access.token(args)
-        let tls = try Access.clientTLS(args)
         let path = try args.positionals(["<package>"])[0]
         guard let serverText = args.value("server") else { throw UsageError("missing --server HOST:PORT") }
         guard let board = args.value("board") else { throw UsageError("missing --board NAME") }
         guard Hello.isValidBoardName(board) else { throw UsageError("--board '\(board)' is not a plain name (letters, digits, '-', '_', '.')") }
         let server = try address(serverText, "--server")
         let timeout = try args.value("timeout").map { try Parse.number($0, "--timeout") } ?? 60
-        guard FileManager.default.fileExists(atPath: path) else {
-            throw Failure("no board package at \(path) (create one with `board-sync new \(path)`)")
-        }
-        let package = try BoardPackage.open(at: path, fileSystem: PosixFileSystem(), newReplicaID: Commands.randomReplicaID)
-        defer { package.close() }
-        let report: OneShotSync.Report
-        do {
-            report = try OneShotSync.run(package: package, board: board, server: server, timeout: timeout, credentials: credentials, tls: tls)
-        } catch let failure as OneShotSync.Failure {
-            throw Failure("\(server): \(failure)")
-        }
-        if args.has("json") {
-            try printJSON(["server": server.description, "board": board, "operationsReceived": report.operationsReceived,
-                           "operationsSent": report.operationsSent, "bytesSent": report.bytesSent,
-                           "bytesReceived": report.bytesReceived, "missingAssets": report.missingAssets,
-                           "seconds": report.seconds])
-        } else {
-            print("synced \(path) with board '\(board)' on \(server): received \(report.operationsReceived) operations, sent \(report.operationsSent); \(report.bytesSent) bytes up, \(report.bytesReceived) bytes down in \(String(format: "%.2f", report.seconds)) s")
-            if report.missingAssets > 0 {
-                print("note: \(report.missingAssets) image(s) are still pending: no peer has sent their bytes yet")
-            }
-        }
+        guard timeout > 0, timeout <= 86_400 else { throw UsageError("--timeout must be between 0 and 86400 seconds") }
+        try ClientCommands.sync(path: path, board: board, server: server, timeout: timeout, args: args)
     }
 
     /// How long a minted token is valid unless `--expires` says otherwise.
@@ -302,7 +280,6 @@ struct NetCommands {
 
     private func peer(_ raw: [String]) throws {
         let args = try Arguments(raw, options: Set(["listen", "connect", "board", "token", "token-file", "secret-file", "name", "color"] + Access.serverTLSOptions + Access.clientTLSOptions), flags: ["tls"])
-        let credentials = try Access.token(args)
         let path = try args.positionals(["<package>"])[0]
         let listen = try args.value("listen").map { try address($0, "--listen") }
         let dials = try args.values("connect").map { try address($0, "--connect") }
@@ -313,6 +290,19 @@ struct NetCommands {
         guard FileManager.default.fileExists(atPath: path) else {
             throw Failure("no board package at \(path) (create one with `board-sync new \(path)`)")
         }
+        let name = Presence.clipped(args.value("name") ?? ProcessInfo.processInfo.environment["USER"] ?? "peer")
+        let color = try args.value("color").map { text -> Color8 in
+            guard let color = Color8(hex: text) else { throw UsageError("--color '\(text)' is not #RRGGBB or #RRGGBBAA") }
+            return color
+        } ?? Color8(red: 90, green: 90, blue: 90, alpha: 255)
+        if listen == nil, dials.count == 1 {
+            // A replica of one server's board: the library's live client.
+            if Access.serverTLSOptions.contains(where: { args.value($0) != nil }) { throw UsageError("--tls-cert and --tls-key serve --listen; give both") }
+            if args.value("secret-file") != nil { throw UsageError("--secret-file guards --listen; give both") }
+            return try ClientCommands.peer(path: path, board: board, server: dials[0], name: name, color: color, args: args)
+        }
+        // A mesh peer (accepting peers, or relaying between several): a host of its own.
+        let credentials = try Access.token(args)
         let package = try BoardPackage.open(at: path, fileSystem: PosixFileSystem(), newReplicaID: Commands.randomReplicaID)
         defer { package.close() }
         let loop = try EventLoop()
@@ -332,11 +322,6 @@ struct NetCommands {
         } else if listen != nil {
             NetCommands.log("WARNING: no --secret-file: anyone who can reach the --listen address can read and write this board")
         }
-        let name = Presence.clipped(args.value("name") ?? ProcessInfo.processInfo.environment["USER"] ?? "peer")
-        let color = try args.value("color").map { text -> Color8 in
-            guard let color = Color8(hex: text) else { throw UsageError("--color '\(text)' is not #RRGGBB or #RRGGBBAA") }
-            return color
-        } ?? Color8(red: 90, green: 90, blue: 90, alpha: 255)
         let host = try SyncHost(board: board, store: package, listen: listen, loop: loop, options: options)
         slot.host = host
         // Who is on the board: logged as replicas arrive and leave (not every pointer move).

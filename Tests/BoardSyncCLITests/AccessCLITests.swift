@@ -160,7 +160,8 @@ import Glibc
         // Keep-alives keep the link busy; the token's expiry ends it (within 10 s).
         #expect(peer.waitFor("token expired (code 22)") != nil, "\(peer.log)")
         #expect(peer.waitFor("expired: connect again with a fresh token") != nil, "\(peer.log)")
-        #expect(peer.terminate() == 0)
+        // Asked once more (the same file-less token, expired still), the peer stops: exit 1.
+        #expect(peer.terminate() == 1, "\(peer.log)")
         let late = try cli.run("sync", "A.boardpkg", "--server", address, "--board", "team", "--token", text, "--timeout", "10")
         #expect(late.status == 1 && late.stderr.contains("the token expired") && late.stderr.contains("board-sync token"), "\(late.stderr)")
         #expect(server.terminate() == 0)
@@ -188,7 +189,7 @@ import Glibc
         let revoked = try cli.run("token", "revoke", "--secret-file", "secret", "--subject", "ann")
         #expect(revoked.status == 0 && revoked.stdout.contains("revoked: subject ann"), "\(revoked.stdout) \(revoked.stderr)")
         #expect(annPeer.waitFor("access revoked") != nil, "\(annPeer.log)")
-        #expect(annPeer.terminate() == 0)
+        #expect(annPeer.terminate() == 1, "a revoked peer stops with exit 1: \(annPeer.log)")
         let refused = try cli.run("sync", "A.boardpkg", "--server", address, "--board", "team", "--token", ann["token"] as! String, "--timeout", "10")
         #expect(refused.status == 1 && refused.stderr.contains("access denied"), "\(refused.stderr)")
         // A token minted for ann after the revocation works.
@@ -199,7 +200,7 @@ import Glibc
         let byID = try cli.run("token", "revoke", "--secret-file", "secret", "--token-id", try #require(bob["tokenId"] as? String, "\(bob)"))
         #expect(byID.status == 0, "\(byID.stderr)")
         #expect(bobPeer.waitFor("access revoked") != nil, "\(bobPeer.log)")
-        #expect(bobPeer.terminate() == 0)
+        #expect(bobPeer.terminate() == 1, "a revoked peer stops with exit 1: \(bobPeer.log)")
         // ...or by the token itself.
         let byToken = try cli.run("token", "revoke", "--secret-file", "secret", "--token", annAgain["token"] as! String)
         #expect(byToken.status == 0 && byToken.stdout.contains("revoked: token \(annAgain["tokenId"] as? String ?? "?")"), "\(byToken.stdout)")

@@ -25,14 +25,27 @@ final class Daemon {
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             if let line = log.split(separator: "\n").first(where: { $0.contains(marker) }) { return String(line) }
-            // `availableData` blocks until the process writes: a silent one would hang the test
-            // past its deadline, so it is read only once poll says there is something.
-            var ready = pollfd(fd: errors.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
-            guard poll(&ready, 1, 100) > 0 else { continue }
-            let data = errors.fileHandleForReading.availableData
-            if data.isEmpty { usleep(20_000) } else { log += String(decoding: data, as: UTF8.self) }
+            readSome()
         }
         return nil
+    }
+
+    /// Reads the log until `marker` occurs `count` times (or `seconds` pass).
+    func waitFor(_ marker: String, count: Int, within seconds: Double = 15) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        func seen() -> Bool { log.components(separatedBy: marker).count - 1 >= count }
+        while Date() < deadline, !seen() { readSome() }
+        return seen()
+    }
+
+    /// Appends what the process wrote, waiting at most 0.1 s for something.
+    private func readSome() {
+        // `availableData` blocks until the process writes: a silent one would hang the test
+        // past its deadline, so it is read only once poll says there is something.
+        var ready = pollfd(fd: errors.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
+        guard poll(&ready, 1, 100) > 0 else { return }
+        let data = errors.fileHandleForReading.availableData
+        if data.isEmpty { usleep(20_000) } else { log += String(decoding: data, as: UTF8.self) }
     }
 
     /// The HOST:PORT after "listening on ".

@@ -531,7 +531,7 @@ final class RedisProcess {
         let revoked = try cli.run("token", "revoke", "--secret-file", "secret-one", "--subject", "ann")
         #expect(revoked.status == 0, "\(revoked.stderr)")
         #expect(peer.waitFor("access revoked") != nil, "server two closed the connection: \(peer.log)")
-        #expect(peer.terminate() == 0)
+        #expect(peer.terminate() == 1, "a revoked peer stops with exit 1: \(peer.log)")
         let refused = try cli.run("sync", "A.boardpkg", "--server", addressTwo, "--board", "team", "--token", token, "--timeout", "10")
         #expect(refused.status == 1 && refused.stderr.contains("access denied"), "\(refused.stderr)")
         #expect(RedisProcess.command(redis.port, ["SMEMBERS", "bs:revocations"])?.contains("subject ann ") == true)

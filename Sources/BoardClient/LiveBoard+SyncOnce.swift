@@ -1,0 +1,171 @@
+import BoardCRDT
+import BoardSync
+import Foundation
+
+/// What `syncOnce` did. The counts add up across replicas: what one replica's sync sent is
+/// what the next replica's sync of the same board receives (operations are counted by version
+/// vectors, so operations compaction dropped on the way count too: their effect travels).
+public struct SyncReport: Sendable, Equatable {
+    /// Operations the server lacked at the handshake that this replica held (its own and any
+    /// it learned from others), and so sent.
+    public var operationsSent: Int
+    /// Of those, the operations the server acknowledged (durable there): all of them once
+    /// `syncOnce` returns.
+    public var operationsAcknowledged: Int
+    /// Operations this replica lacked and now holds.
+    public var operationsReceived: Int
+    /// Images the server asked for and this replica sent.
+    public var imagesSent: Int
+    /// Stickers' images still missing here: no one connected had their bytes (a later sync
+    /// fetches them).
+    public var imagesMissing: Int
+    public var bytesSent: Int
+    public var bytesReceived: Int
+    public var seconds: Double
+}
+
+/// Why `syncOnce` did not finish.
+public enum SyncOnceError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The connection could not be made.
+    case unreachable(String)
+    /// The connection ended after the handshake, before both sides were in sync.
+    case closed(String)
+    /// The server ended the session with an ERROR (`Refusal.isRetryable` says whether trying
+    /// again later is worth it).
+    case refused(Refusal)
+    /// The server's token refusal survived one fresh ask of the credentials.
+    case tokenExpired(String)
+    /// This side ended the session: the server broke the protocol or went silent.
+    case abandoned(String)
+    /// Nothing decided within the bound; the text says what was still awaited.
+    case timedOut(Double, waitingFor: String)
+
+    public var description: String {
+        switch self {
+        case .unreachable(let why): return "cannot reach the server: \(why)"
+        case .closed(let why): return "the server closed the connection: \(why)"
+        case .refused(let refusal): return "the server refused: \(refusal)"
+        case .tokenExpired(let why): return "the token expired (\(why)): get a fresh token (`board-sync token`) and sync again"
+        case .abandoned(let why): return "closed the connection to the server: \(why)"
+        case .timedOut(let seconds, let awaited):
+            return "no result after \(LiveBoard.seconds(seconds)) s (still waiting for \(awaited)); the server may be overloaded or unreachable"
+        }
+    }
+
+    /// Worth trying again later: the server was busy, stopping or waiting for its storage.
+    public var isRetryable: Bool {
+        if case .refused(let refusal) = self { return refusal.recovery == .retry }
+        return false
+    }
+}
+
+/// The state of a `syncOnce` in progress (the pump reads and updates it).
+struct OneShotSync {
+    let started: Double
+    let deadline: Double
+    let startVector: VersionVector
+    /// What the server held at the handshake.
+    var serverHad: VersionVector?
+    var sawOpen = false
+    var done = false
+    var awaiting = "the connection"
+    var bytesSent = 0
+    var bytesReceived = 0
+    var imagesSent = 0
+}
+
+extension LiveBoard {
+    /// Meets the server once, both directions, images included, and returns when each side
+    /// holds the other's operations: the server has acknowledged everything this replica holds,
+    /// this replica has everything the server held (its SYNCED), every image the server asked
+    /// for is written and every image this side asked for answered. Then it says goodbye. The
+    /// board stays open (status `.idle`): edit on, `syncOnce` again, or `run()`.
+    ///
+    /// One connection, no retries: a refusal, a dropped link or the bound passing throws
+    /// `SyncOnceError` (a `token expired` refusal asks `credentials` once more and redials).
+    /// What was merged before a failure stays merged and saved.
+    @discardableResult
+    public func syncOnce(within timeout: Double = 60) async throws -> SyncReport {
+        guard store != nil else { throw LiveBoardError.closed }
+        guard let sync else { throw LiveBoardError.noServer }
+        guard !running else { throw LiveBoardError.alreadyRunning }
+        running = true
+        let start = Self.now()
+        oneShot = OneShotSync(started: start, deadline: start + max(0, timeout), startVector: replica.versionVector)
+        let timer = Task { [weak self] in
+            try? await Task.sleep(nanoseconds: UInt64(min(max(0, timeout), 86_400) * 1e9) + 1)
+            if Task.isCancelled { return }
+            await self?.interruptAttempt()
+        }
+        defer {
+            timer.cancel()
+            running = false
+            oneShot = nil
+            if store != nil { setState(.idle) }
+        }
+        var refreshedToken = false
+        while true {
+            setState(.connecting(attempt: 1))
+            let outcome = await connectOnce(sync, attempt: 1)
+            let shot = oneShot!
+            if shot.done { return report(shot) }
+            if Task.isCancelled { throw CancellationError() }
+            guard let outcome, Self.now() < shot.deadline, case .dropped(let reason, let refusal, _, _, let closeReason) = outcome else {
+                throw SyncOnceError.timedOut(timeout, waitingFor: shot.awaiting)
+            }
+            if let error = closeReason ?? refusal {
+                if error.remote {
+                    if error.code == .tokenExpired {
+                        if !refreshedToken {
+                            refreshedToken = true
+                            continue
+                        }
+                        throw SyncOnceError.tokenExpired(error.message)
+                    }
+                    throw SyncOnceError.refused(Refusal(error))
+                }
+                throw SyncOnceError.abandoned(error.summary)
+            }
+            throw shot.sawOpen ? SyncOnceError.closed(reason) : SyncOnceError.unreachable(reason)
+        }
+    }
+
+    private func report(_ shot: OneShotSync) -> SyncReport {
+        let replica = self.replica
+        let had = shot.serverHad ?? .empty
+        let sent = shot.startVector.entries.reduce(0) { $0 + Int($1.value > had[$1.key] ? $1.value - had[$1.key] : 0) }
+        return SyncReport(operationsSent: sent, operationsAcknowledged: sent,
+                          operationsReceived: Int(replica.versionVector.totalCount &- shot.startVector.totalCount),
+                          imagesSent: shot.imagesSent, imagesMissing: replica.missingAssets.count,
+                          bytesSent: shot.bytesSent, bytesReceived: shot.bytesReceived, seconds: Self.now() - shot.started)
+    }
+
+    /// The pump's look at a one-shot sync: notes progress, and whether both sides are in sync.
+    func noteOneShot(_ session: SyncSession, hub: BoardHub?, id: SessionID) {
+        guard var shot = oneShot, !shot.done else { return }
+        defer { oneShot = shot }
+        shot.bytesSent = max(shot.bytesSent, session.bytesSent)
+        shot.bytesReceived = max(shot.bytesReceived, session.bytesReceived)
+        guard session.isOpen, let peer = session.peer, let hub else {
+            shot.awaiting = session.isOpen ? "the server's answer to the handshake" : "the connection"
+            return
+        }
+        shot.sawOpen = true
+        if shot.serverHad == nil { shot.serverHad = peer.version }
+        shot.imagesSent = session.sentAssets.count
+        let serverHolds = (hub.acknowledged(by: id) ?? .empty).merged(with: peer.version)
+        if !hub.hasSynced(id) {
+            shot.awaiting = "the server's operations"
+        } else if !session.outstandingWants.isEmpty {
+            shot.awaiting = "images asked for"
+        } else if !serverHolds.dominates(replica.versionVector) {
+            shot.awaiting = "the server to acknowledge this replica's operations: it does so once its storage holds them"
+        } else if !session.queuedAssets.isEmpty || session.hasOutput {
+            shot.awaiting = "the last bytes to be written"
+        } else {
+            shot.done = true
+        }
+    }
+
+    var oneShotIsDone: Bool { oneShot?.done == true }
+}

@@ -1,0 +1,74 @@
+import BoardClient
+import BoardCRDT
+import BoardModel
+import BoardNet
+import BoardSync
+import Foundation
+import Testing
+
+@Suite struct SyncOnceTests {
+    @Test func aSyncOnceSendsReceivesAndLeavesTheBoardOpen() async throws {
+        let server = MemoryServer()
+        let sync = LiveBoard.Sync(server: "memory", board: "once")
+        let alice = try LiveBoard.open(storage: .memory, sync: sync, transport: MemoryTransport(server: server))
+        let bob = try LiveBoard.open(storage: .memory, sync: sync, transport: MemoryTransport(server: server))
+        try await alice.edit { try $0.beginStroke(color: .black, width: 2, points: line(10)) }
+        try await alice.edit { try $0.addSticker(imagePNG: redPNG, at: CodablePoint(x: 5, y: 5)) }
+        let sent = try await alice.syncOnce(within: 20)
+        #expect(sent.operationsSent == 2 && sent.operationsAcknowledged == 2 && sent.operationsReceived == 0, "\(sent)")
+        #expect(sent.imagesSent == 1)
+        #expect(alice.currentStatus.state == .idle && alice.currentStatus.isAllAcknowledged)
+
+        let received = try await bob.syncOnce(within: 20)
+        #expect(received.operationsReceived == 2 && received.operationsSent == 0 && received.imagesMissing == 0, "\(received)")
+        #expect(bob.snapshot == alice.snapshot)
+
+        // Still open: edit, sync again, then go live.
+        try await bob.edit { try $0.beginStroke(color: .black, width: 2, points: line(30)) }
+        #expect(try await bob.syncOnce().operationsSent == 1)
+        #expect(try await alice.syncOnce().operationsReceived == 1)
+        #expect(alice.snapshot == bob.snapshot)
+        let run = Running(alice)
+        try await live(alice, "alice")
+        _ = await alice.close()
+        _ = try await run.ended()
+        _ = await bob.close()
+        await #expect(throws: LiveBoardError.closed) { try await bob.syncOnce() }
+    }
+
+    @Test func aSyncOnceFailsClearlyWithoutRetrying() async throws {
+        // Nothing listens on the port: one attempt, an error naming it, the board still editable.
+        let probe = try LocalSyncServer(dataDirectory: TempDirectory().path + "/gone")
+        let address = probe.address
+        await probe.stop()
+        let board = try LiveBoard.open(storage: .memory, sync: LiveBoard.Sync(server: address, board: "gone"))
+        do {
+            try await board.syncOnce(within: 10)
+            Issue.record("synced with nothing listening")
+        } catch let error as SyncOnceError {
+            guard case .unreachable = error else { Issue.record("\(error)"); return }
+            #expect("\(error)".contains("cannot reach the server"))
+        }
+        try await board.edit { try $0.beginStroke(color: .black, width: 2, points: line(10)) }
+        // A server that refuses for good: the refusal, classified.
+        let dir = TempDirectory()
+        let authority = try TokenAuthority(secret: Array(repeating: 7, count: 32))
+        var options = SyncHost.Options()
+        options.access = SyncEndpoint.AccessControl(authority: authority, wallClock: { Date().timeIntervalSince1970 })
+        let refusing = try LocalSyncServer(dataDirectory: dir.path + "/server", options: options)
+        let token = try authority.mint(board: "ro", role: .read, expires: nil, subject: "bob")
+        let reader = try LiveBoard.open(storage: .memory, sync: LiveBoard.Sync(server: refusing.address, board: "ro"), credentials: .token(token))
+        try await reader.edit { try $0.beginStroke(color: .black, width: 2, points: line(10)) }
+        do {
+            try await reader.syncOnce(within: 10)
+            Issue.record("a read-only token sent an edit")
+        } catch let error as SyncOnceError {
+            guard case .refused(let refusal) = error else { Issue.record("\(error)"); return }
+            #expect(refusal.code == .readOnly && !refusal.isRetryable)
+            #expect("\(error)".hasPrefix("the server refused: read-only"), "\(error)")
+        }
+        _ = await reader.close()
+        _ = await board.close()
+        await refusing.stop()
+    }
+}
