@@ -71,7 +71,7 @@ let package = Package(
         // Benchmarks: run through bin/bench in release builds; never timed assertions in tests.
         .executableTarget(
             name: "board-bench",
-            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardSimulation", "BoardRender", "BoardRedis", "BoardRedisNet"],
+            dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardSimulation", "BoardRender", "BoardRedis", "BoardRedisNet", "BoardClient"],
             path: "Benchmarks/BoardBench"
         ),
         // A load generator against a real server process: run through bin/load (release).

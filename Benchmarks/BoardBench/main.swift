@@ -109,6 +109,12 @@ if let index = arguments.firstIndex(of: "--import-peak"), index + 1 < arguments.
     withExtendedLifetime((fresh, board)) {}
     exit(0)
 }
+if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "client" {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("board-bench-client-\(ProcessInfo.processInfo.processIdentifier)").path
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    for (key, unit, value) in try await ClientBench.measure(scratch: directory) { print(key, value, unit) }
+    exit(0)
+}
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "throughput" {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("board-bench-tp-\(ProcessInfo.processInfo.processIdentifier)").path
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)

@@ -189,6 +189,7 @@ extension LiveBoard {
 
     func received(_ bytes: [UInt8], on id: SessionID) {
         guard let endpoint, id == sessionID else { return }
+        trafficSoFar.received += bytes.count
         endpoint.receive(id, bytes, now: Self.now())
         drainEvents()
         publishRemoteChange()
@@ -272,6 +273,7 @@ extension LiveBoard {
             if !output.isEmpty {
                 do {
                     try await connection.send(output)
+                    trafficSoFar.sent += output.count
                 } catch {
                     guard id == sessionID else { return .finished }
                     if saidGoodbye || error is CancellationError || Task.isCancelled {

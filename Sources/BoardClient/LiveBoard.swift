@@ -57,6 +57,8 @@ public actor LiveBoard {
     var ownImages: [(seq: UInt64, hash: AssetHash)] = []
     /// Images the server asked for on the current connection whose bytes are not all written.
     var imagesInFlight: Set<AssetHash> = []
+    /// Bytes written to and read from every connection so far (`traffic`).
+    var trafficSoFar = Traffic()
     /// Open `undoGroup` calls (only the outermost one opens and closes the replica's group).
     var undoGroupDepth = 0
 
@@ -164,6 +166,16 @@ public actor LiveBoard {
 
     /// The replica (a copy: the full CRDT state, for reads beyond the snapshot).
     public var replica: Replica { store?.replica ?? closedReplica! }
+
+    /// Bytes this board has exchanged with servers, over every connection since it opened.
+    public struct Traffic: Sendable, Equatable {
+        public var sent = 0
+        public var received = 0
+        public init() {}
+    }
+
+    /// What crossed the wire so far (`Traffic`).
+    public var traffic: Traffic { trafficSoFar }
 
     public var canUndo: Bool { replica.canUndo }
     public var canRedo: Bool { replica.canRedo }

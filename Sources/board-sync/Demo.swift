@@ -54,11 +54,6 @@ struct Demo {
         }
     }
 
-    /// A peer's name from its replica id (presence "gone" messages carry only the id).
-    static func name(of replica: ReplicaID, _ packages: [BoardPackage], _ names: [String]) -> String {
-        packages.firstIndex { $0.replica.id == replica }.map { names[$0] } ?? "\(replica)"
-    }
-
     /// A log line of `source` (a server, its Redis link, a peer) with `--verbose`.
     func trace(_ source: String, _ line: String, since start: Double) {
         guard verbose else { return }
@@ -92,15 +87,10 @@ struct Demo {
 
     private func perform() throws {
         try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
-        let loop = try EventLoop()
-        var serverOptions = SyncHost.Options()
-        var serverLog: [String] = []
         let began = EventLoop.now()
-        serverOptions.log = { serverLog.append($0); trace("server", $0, since: began) }
         // One embedded server, or (--servers N) several sharing one Redis: its own redis-server
-        // on a free port unless --redis names one.
-        var servers: [SyncHost] = []
-        var clusters: [RedisCluster] = []
+        // on a free port unless --redis names one. They run on an event loop thread of their
+        // own; the peers are three `LiveBoard`s, the library's client, as an app would embed it.
         var redisProcess: Process?
         defer {
             if let redisProcess, redisProcess.isRunning {
@@ -119,259 +109,228 @@ struct Demo {
             } else {
                 (redisProcess, redisAddress) = try Self.startRedis(in: out)
             }
-            for index in 1...serverCount {
-                var options = serverOptions
-                options.log = { [index] in serverLog.append($0); trace("server \(index)", $0, since: began) }
-                let host = try SyncHost(serverDataDirectory: "\(out)/server-\(index)", listen: SocketAddress(host: "127.0.0.1", port: 0),
-                                        loop: loop, options: options)
-                var redisOptions = RedisBoardLog.Options(node: "demo-server-\(index)")
-                redisOptions.log = { [index] in serverLog.append($0); trace("server \(index) redis", $0, since: began) }
-                let cluster = RedisCluster(address: redisAddress!, options: redisOptions, loop: loop)
-                cluster.attach(to: host)
-                servers.append(host)
-                clusters.append(cluster)
-            }
-        } else {
-            servers.append(try SyncHost(serverDataDirectory: out + "/server", listen: SocketAddress(host: "127.0.0.1", port: 0),
-                                        loop: loop, options: serverOptions))
         }
-        let addresses = servers.map { $0.listenAddress! }
-        let address = addresses[0]
+        let hosts = try DemoServers(count: serverCount, out: out, redis: redisAddress, trace: { trace($0, $1, since: began) })
+        defer { hosts.stop() }
+        let addresses = hosts.addresses
         if let redisAddress {
             say("BoardSync demo: three peers, one board, \(serverCount) sync servers (\(addresses.map(\.description).joined(separator: ", "))) sharing Redis at \(redisAddress)\(redisProcess != nil ? " (started for the demo)" : "")")
         } else {
-            say("BoardSync demo: three peers, one board, an embedded sync server on \(address)")
+            say("BoardSync demo: three peers, one board, an embedded sync server on \(addresses[0])")
         }
         say("writing packages to \(out)")
+        let redisStarted = redisProcess != nil
+        let outcome = ClientCommands.blocking { [self] () -> Result<Summary, any Error> in
+            do { return .success(try await edit(on: hosts, redisStarted: redisStarted, began: began)) } catch { return .failure(error) }
+        }
+        let summary = try outcome.get()
+        hosts.stop()
+        try report(summary, addresses: addresses, redisAddress: redisAddress)
+    }
 
-        let names = ["alice", "bob", "carol"]
-        let colors: [(UInt8, UInt8, UInt8)] = [(220, 40, 60), (40, 120, 220), (40, 170, 80)]
+    /// What the peers did and saw.
+    struct Summary: Sendable {
+        var made: [Int]
+        var boards: [BoardSnapshot]
+        var serverBoards: [BoardSnapshot]
+        var totalOperations: UInt64
+        var wireBytes: Int
+        var convergeMS: Int
+        var seen: [[String]]
+        var presenceUpdates: Int
+        var departures: [String]
+        var offline: ClosedRange<Int>
+    }
+
+    static let names = ["alice", "bob", "carol"]
+    static let colors: [(UInt8, UInt8, UInt8)] = [(220, 40, 60), (40, 120, 220), (40, 170, 80)]
+
+    /// The session: three live boards drawing and dragging at once, carol offline for the middle
+    /// half (her link cut, her edits kept), then every replica converged.
+    private func edit(on hosts: DemoServers, redisStarted: Bool, began: Double) async throws -> Summary {
+        try await hosts.waitForStorage(redisStarted: redisStarted)
+        let names = Self.names, colors = Self.colors
         var rng = SeededRandom(seed: 2026)
-        var peers: [SyncHost] = []
-        var packages: [BoardPackage] = []
-        for name in names {
-            let package = try BoardPackage.create(at: "\(out)/\(name).boardpkg", fileSystem: PosixFileSystem(),
-                                                  replicaID: ReplicaID(rng.next()))
-            var options = SyncHost.Options()
-            options.reconnectDelay = (0.05, 0.5)
-            options.log = { [name] in trace(name, $0, since: began) }
-            let host = try SyncHost(board: "demo", store: package, listen: nil, loop: loop, options: options)
-            peers.append(host)
-            packages.append(package)
-        }
-        // Presence: each peer shows its name, colour, pointer and the stroke it is drawing; what
-        // each one saw of the others is reported at the end.
-        var seen: [Set<String>] = Array(repeating: [], count: names.count)
-        var presenceUpdates = 0
-        var departures: [String] = []
-        for (index, host) in peers.enumerated() {
-            host.onPresence = { _, presence in
-                if presence.isGone {
-                    departures.append("\(names[index]) saw \(Self.name(of: presence.replica, packages, names)) leave")
-                } else {
-                    seen[index].insert(presence.name)
-                    presenceUpdates += 1
-                }
-            }
-        }
-        func show(_ index: Int, pointer: CodablePoint, stroke: [CodablePoint]? = nil) {
+        let carolsLink = OfflineSwitch()
+        var peers: [LiveBoard] = []
+        for (index, name) in names.enumerated() {
+            var sync = LiveBoard.Sync(server: hosts.addresses[index % hosts.addresses.count].description, board: "demo")
+            sync.firstDelay = 0.05
+            sync.maximumDelay = 0.5
             let color = Color8(red: colors[index].0, green: colors[index].1, blue: colors[index].2, alpha: 255)
-            peers[index].setPresence(Presence(
-                replica: packages[index].replica.id, name: names[index], color: color, pointer: GridPoint(pointer),
-                stroke: stroke.map { InkPreview(color: color, width: 48, points: $0.compactMap(GridPoint.init)) }, ttl: 2))
+            peers.append(try LiveBoard.open(storage: .package(path: "\(out)/\(name).boardpkg"), sync: sync,
+                                            identity: LiveBoard.Identity(replicaID: ReplicaID(rng.next()), name: name, color: color),
+                                            transport: index == 2 ? OfflineSwitch.Transport(carolsLink) : TCPTransport()))
         }
-        let images = colors.map { color in
-            Data(PNGEncoder.solid(width: 32, height: 32, red: color.0, green: color.1, blue: color.2))
+        let runs = peers.map { peer in Task { try await peer.run() } }
+        let watch = PresenceWatch()
+        let watchers = peers.enumerated().map { index, peer in
+            Task { await watch.follow(peer, as: names[index], isCut: { index == 2 && carolsLink.isOffline }) }
         }
-
+        for (index, peer) in peers.enumerated() {
+            let deadline = EventLoop.now() + 10
+            while peer.currentStatus.state != .live {
+                if EventLoop.now() > deadline { throw Failure("\(names[index]) could not go live on \(peer.sync!.server) within 10 s: \(peer.currentStatus.lastError ?? "no answer")") }
+                try await Task.sleep(nanoseconds: 5_000_000)
+            }
+            trace(names[index], "live on \(peer.sync!.server)", since: began)
+        }
+        let images = colors.map { Data(PNGEncoder.solid(width: 32, height: 32, red: $0.0, green: $0.1, blue: $0.2)) }
         var made = [0, 0, 0]
-        var step = 0
-        let offlineFrom = steps / 4
-        let offlineUntil = (3 * steps) / 4
-        var lastEdit = 0.0
-        var failure: Error?
+        let offlineFrom = steps / 4, offlineUntil = (3 * steps) / 4
+        for step in 0..<steps {
+            if step == offlineFrom { carolsLink.isOffline = true; say("  step \(step): carol goes offline (keeps editing)") }
+            if step == offlineFrom + 2 {
+                say("  step \(step): alice sees on the board: \(peers[0].currentPeers.map(\.name).joined(separator: ", "))")
+            }
+            if step == offlineUntil { carolsLink.isOffline = false; say("  step \(step): carol comes back online") }
+            for index in peers.indices {
+                made[index] += try await Self.edit(peers[index], index: index, step: step, image: images[index], rng: &rng)
+            }
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        say("  step \(steps): editing done; waiting for convergence")
+        trace("demo", "editing done", since: began)
+        let lastEdit = EventLoop.now()
         var converged: Double?
-        var troubleSince: Double?
-        var dialed = false
-        let start = EventLoop.now()
-
-        func edit(_ index: Int) throws {
-            let replica = packages[index].replica
-            let stickers = replica.itemIDs.filter { replica.kind(of: $0) == .sticker && replica.isVisible($0) }
-            var pen = CodablePoint(x: Double(Int.random(in: 50...1500, using: &rng)), y: Double(Int.random(in: 50...1100, using: &rng)))
-            func walk() -> CodablePoint {
-                pen.x += Double(Int.random(in: -24...24, using: &rng)) / 4
-                pen.y += Double(Int.random(in: -24...24, using: &rng)) / 4
-                return pen
+        while converged == nil {
+            var vectors: [VersionVector] = []
+            var complete = true
+            for peer in peers {
+                let replica = await peer.replica
+                vectors.append(replica.versionVector)
+                complete = complete && replica.missingAssets.isEmpty && peer.currentStatus.isLive && peer.currentStatus.isAllAcknowledged
             }
-            let host = peers[index]
-            show(index, pointer: pen)
-            if step % 8 == index || stickers.isEmpty {
-                made[index] += try host.edit { try $0.addSticker(imagePNG: images[index], at: walk(), scale: 1.5) }.operations.count
-            } else if step % 3 == 0 {
-                let sticker = rng.pick(stickers)
-                made[index] += try host.edit { replica in
-                    replica.beginUndoGroup()
-                    defer { replica.endUndoGroup() }
-                    var ops: [Op] = []
-                    for _ in 0..<4 { ops += try replica.move(sticker, to: walk()).operations }
-                    return LocalEdit(operations: ops)
-                }.operations.count
-            } else {
-                let color = RGBAColor(red: Double(colors[index].0) / 255, green: Double(colors[index].1) / 255, blue: Double(colors[index].2) / 255)
-                var ink = (0..<4).map { _ in walk() }
-                show(index, pointer: pen, stroke: ink)
-                made[index] += try host.edit { try $0.beginStroke(color: color, width: 3, points: ink) }.operations.count
-                for _ in 0..<2 {
-                    let more = (0..<4).map { _ in walk() }
-                    ink += more
-                    show(index, pointer: pen, stroke: ink)
-                    made[index] += try host.edit { try $0.appendPoints(more) }.operations.count
+            if complete, vectors.allSatisfy({ $0 == vectors[0] }), await hosts.hold(vectors[0]) {
+                converged = EventLoop.now()
+                break
+            }
+            if EventLoop.now() - lastEdit > 60 {
+                var state = "the peers did not converge within 60 s:"
+                for (index, peer) in peers.enumerated() {
+                    state += "\n  \(names[index]): \(vectors[index]) status \(peer.currentStatus.state) \(peer.currentStatus.lastError ?? "")"
                 }
-                made[index] += try host.edit { replica in replica.finishStroke(); return LocalEdit() }.operations.count
+                state += await hosts.describe()
+                throw Failure(state)
             }
+            try await Task.sleep(nanoseconds: 10_000_000)
         }
-
-        func isConverged() -> Bool {
-            let vector = packages[0].replica.versionVector
-            for server in servers {
-                guard let hub = server.boards["demo"]?.hub, hub.store.replica.versionVector == vector,
-                      hub.store.replica.missingAssets.isEmpty, server.isQuiet("demo") else { return false }
-            }
-            return packages.allSatisfy { $0.replica.versionVector == vector && $0.replica.missingAssets.isEmpty }
-                && peers.allSatisfy { $0.isQuiet("demo") }
-                && clusters.allSatisfy { $0.boardLog.unconfirmedAppends == 0 }
-        }
-
-        func tick() {
-            do {
-                if step == 0, !clusters.allSatisfy({ $0.isConnected && $0.boardLog.storageTrouble == nil }) {
-                    // Servers reach Redis first (a few milliseconds on loopback; the demo's own
-                    // redis-server may take a moment to listen). One that names its trouble
-                    // for 3 s (a --redis nobody serves) ends the demo with that reason.
-                    if let trouble = clusters.lazy.compactMap(\.boardLog.storageTrouble).first {
-                        troubleSince = troubleSince ?? EventLoop.now()
-                        if EventLoop.now() - troubleSince! > (redisProcess == nil ? 3 : 10) {
-                            failure = Failure("the demo's servers cannot use Redis: \(trouble)"
-                                              + (redisProcess == nil ? " (is redis-server running there? Leave out --redis and the demo starts its own)" : ""))
-                            loop.stop()
-                            return
-                        }
-                    } else {
-                        troubleSince = nil
-                    }
-                    if EventLoop.now() - start > 10 {
-                        failure = Failure("the demo's servers could not reach Redis at \(redisAddress!) within 10 s")
-                        loop.stop()
-                        return
-                    }
-                    loop.schedule(after: 0.02) { tick() }
-                    return
-                }
-                if step == 0, !dialed {
-                    // The servers can serve: the peers dial (before, they would be told to retry later).
-                    for (index, host) in peers.enumerated() { host.connect(to: addresses[index % addresses.count]) }
-                    dialed = true
-                }
-                if step < steps {
-                    if step == offlineFrom { peers[2].setOffline(true); say("  step \(step): carol goes offline (keeps editing)") }
-                    if step == offlineFrom + 2 {
-                        say("  step \(step): alice sees on the board: \(peers[0].presences().map(\.name).joined(separator: ", "))")
-                    }
-                    if step == offlineUntil { peers[2].setOffline(false); say("  step \(step): carol comes back online") }
-                    for index in peers.indices { try edit(index) }
-                    step += 1
-                    lastEdit = EventLoop.now()
-                    if step == steps { say("  step \(step): editing done; waiting for convergence") }
-                } else if isConverged() {
-                    converged = EventLoop.now()
-                    loop.stop()
-                    return
-                }
-                if EventLoop.now() - start > 60 {
-                    var state = "the peers did not converge within 60 s:"
-                    for (index, package) in packages.enumerated() {
-                        state += "\n  \(names[index]): \(package.replica.versionVector) missing \(package.replica.missingAssets.count) quiet \(peers[index].isQuiet("demo")) links \(peers[index].connectionCount)"
-                    }
-                    for (index, server) in servers.enumerated() {
-                        if let hub = server.boards["demo"]?.hub {
-                            state += "\n  server \(index + 1): \(hub.store.replica.versionVector) missing \(hub.store.replica.missingAssets.count) sessions \(hub.sessionCount)"
-                        }
-                    }
-                    let notes = serverLog.filter { $0.contains("refused") || $0.contains("skipped") || $0.contains("Redis") }
-                    if !notes.isEmpty { state += "\n  server log: " + notes.suffix(8).joined(separator: "\n    ") }
-                    failure = Failure(state)
-                    loop.stop()
-                    return
-                }
-                loop.schedule(after: 0.02) { tick() }
-            } catch {
-                failure = error
-                loop.stop()
-            }
-        }
-        loop.schedule(after: 0.1) { tick() }
-        loop.run()
-        if let failure { throw failure }
-
+        let convergeMS = Int((converged! - lastEdit) * 1000)
+        trace("demo", "converged", since: began)
+        await watch.stop()  // leaving at the end is not news
         var wireBytes = 0
-        for host in peers { wireBytes += host.sessionBytes.sent + host.sessionBytes.received }
-        for host in peers { host.onPresence = nil }  // leaving at the end is not news
-        for host in peers { host.shutdown() }
-        for server in servers { server.shutdown() }
-        loop.schedule(after: 0.05) { loop.stop() }
-        loop.run()
-        for cluster in clusters { cluster.stop() }
+        for peer in peers { let traffic = await peer.traffic; wireBytes += traffic.sent + traffic.received }
+        for peer in peers {
+            let closing = await peer.close(within: 5)
+            if !closing.allAcknowledged { throw Failure("a peer closed with \(closing.unacknowledgedOperations) operations unacknowledged") }
+        }
+        for run in runs { _ = try? await run.value }
+        trace("demo", "closed", since: began)
+        for watcher in watchers { await watcher.value }
+        var boards: [BoardSnapshot] = []
+        for peer in peers { boards.append(await peer.replica.snapshot()) }
+        let serverBoards = await hosts.shutdownAndSnapshot()
+        trace("demo", "servers stopped", since: began)
+        let (seen, updates, departures) = await watch.results(names)
+        return Summary(made: made, boards: boards, serverBoards: serverBoards, totalOperations: await peers[0].replica.versionVector.totalCount,
+                       wireBytes: wireBytes, convergeMS: convergeMS, seen: seen, presenceUpdates: updates, departures: departures,
+                       offline: offlineFrom...offlineUntil)
+    }
 
-        let snapshots = try packages.map { try $0.replica.snapshot().canonicalJSON() }
-        let serverSnapshots = try servers.map { try $0.boards["demo"]!.package!.replica.snapshot().canonicalJSON() }
-        let identical = snapshots.allSatisfy { $0 == snapshots[0] } && serverSnapshots.allSatisfy { $0 == snapshots[0] }
-        let serverPackages = servers.count == 1 ? ["\(out)/server/demo.boardpkg"] : (1...servers.count).map { "\(out)/server-\($0)/demo.boardpkg" }
-        let board = packages[0].replica.snapshot()
-        for package in packages { try package.save(); package.close() }
+    /// One peer's editing step: a sticker now and then, a drag of a sticker (one undo step), or
+    /// a stroke drawn in three parts with the ink in progress shown to the others. Returns the
+    /// operations it made.
+    private static func edit(_ peer: LiveBoard, index: Int, step: Int, image: Data, rng: inout SeededRandom) async throws -> Int {
+        let replica = await peer.replica
+        let stickers = replica.itemIDs.filter { replica.kind(of: $0) == .sticker && replica.isVisible($0) }
+        var pen = CodablePoint(x: Double(Int.random(in: 50...1500, using: &rng)), y: Double(Int.random(in: 50...1100, using: &rng)))
+        func walk() -> CodablePoint {
+            pen.x += Double(Int.random(in: -24...24, using: &rng)) / 4
+            pen.y += Double(Int.random(in: -24...24, using: &rng)) / 4
+            return pen
+        }
+        let color = colors[index]
+        let ink = Color8(red: color.0, green: color.1, blue: color.2, alpha: 255)
+        await peer.updatePresence(pointer: GridPoint(pen))
+        var made = 0
+        if step % 8 == index || stickers.isEmpty {
+            let at = walk()
+            made += try await peer.edit { try $0.addSticker(imagePNG: image, at: at, scale: 1.5) }.operations.count
+        } else if step % 3 == 0 {
+            let sticker = rng.pick(stickers)
+            let path = (0..<4).map { _ in walk() }
+            made += try await peer.undoGroup { peer in
+                var count = 0
+                for point in path { count += try peer.edit { try $0.move(sticker, to: point) }.operations.count }
+                return count
+            }
+        } else {
+            let rgba = RGBAColor(red: Double(color.0) / 255, green: Double(color.1) / 255, blue: Double(color.2) / 255)
+            var points = (0..<4).map { _ in walk() }
+            func preview() -> InkPreview { InkPreview(color: ink, width: 48, points: points.compactMap(GridPoint.init)) }
+            await peer.updatePresence(pointer: GridPoint(pen), stroke: preview())
+            let first = points
+            made += try await peer.edit { try $0.beginStroke(color: rgba, width: 3, points: first) }.operations.count
+            for _ in 0..<2 {
+                let more = (0..<4).map { _ in walk() }
+                points += more
+                await peer.updatePresence(pointer: GridPoint(pen), stroke: preview())
+                made += try await peer.edit { try $0.appendPoints(more) }.operations.count
+            }
+            made += try await peer.edit { replica in replica.finishStroke(); return LocalEdit() }.operations.count
+        }
+        return made
+    }
+
+    private func report(_ summary: Summary, addresses: [SocketAddress], redisAddress: SocketAddress?) throws {
+        let names = Self.names
+        let canonical = try summary.boards.map { try $0.canonicalJSON() }
+        let identical = try canonical.allSatisfy { $0 == canonical[0] } && summary.serverBoards.allSatisfy { try $0.canonicalJSON() == canonical[0] }
+        let servers = addresses.count
+        let serverPackages = servers == 1 ? ["\(out)/server/demo.boardpkg"] : (1...servers).map { "\(out)/server-\($0)/demo.boardpkg" }
+        let board = summary.boards[0]
         // A picture of the converged board, so a new user sees the result.
         let picture = out + "/board.png"
         let pictureReport = try BoardWriter(configuration: WriteConfiguration(contentType: .png, fileSystem: PosixFileSystem()))
             .write(content: board, to: picture, previous: nil)
-        let convergeMS = Int(((converged ?? lastEdit) - lastEdit) * 1000)
-        let totalOps = packages[0].replica.versionVector.totalCount
         if json {
             try printJSON([
-                "folder": out, "server": address.description, "servers": addresses.map(\.description),
-                "redis": redisAddress?.description ?? NSNull(), "operations": totalOps,
-                "operationsByPeer": Dictionary(uniqueKeysWithValues: zip(names, made)),
-                "bytesOnWire": wireBytes / 2, "millisecondsToConvergeAfterLastEdit": convergeMS,
+                "folder": out, "server": addresses[0].description, "servers": addresses.map(\.description),
+                "redis": redisAddress?.description ?? NSNull(), "operations": summary.totalOperations,
+                "operationsByPeer": Dictionary(uniqueKeysWithValues: zip(names, summary.made)),
+                "bytesOnWire": summary.wireBytes / 2, "millisecondsToConvergeAfterLastEdit": summary.convergeMS,
                 "identical": identical, "strokes": board.strokes.count, "stickers": board.stickers.count,
                 "packages": names.map { "\(out)/\($0).boardpkg" } + serverPackages,
                 "picture": picture, "pictureWarnings": pictureReport.warnings,
-                "presenceSeen": Dictionary(uniqueKeysWithValues: zip(names, seen.map { $0.sorted() })),
-                "presenceUpdates": presenceUpdates, "presenceDepartures": departures,
+                "presenceSeen": Dictionary(uniqueKeysWithValues: zip(names, summary.seen)),
+                "presenceUpdates": summary.presenceUpdates, "presenceDepartures": summary.departures,
             ])
         } else {
             say("")
             for (index, name) in names.enumerated() {
-                say("  \(name.padding(toLength: 6, withPad: " ", startingAt: 0)) made \(made[index]) operations\(index == 2 ? " (offline for steps \(offlineFrom)-\(offlineUntil))" : "")")
+                say("  \(name.padding(toLength: 6, withPad: " ", startingAt: 0)) made \(summary.made[index]) operations\(index == 2 ? " (offline for steps \(summary.offline.lowerBound)-\(summary.offline.upperBound))" : "")")
             }
-            say("  presence: " + names.indices.map { "\(names[$0]) saw \(seen[$0].sorted().joined(separator: " and "))" }.joined(separator: "; ")
-                + " (\(presenceUpdates) cursor and ink updates)")
+            say("  presence: " + names.indices.map { "\(names[$0]) saw \(summary.seen[$0].joined(separator: " and "))" }.joined(separator: "; ")
+                + " (\(summary.presenceUpdates) cursor and ink updates)")
             var said = Set<String>()
-            let left = departures.filter { said.insert($0).inserted }
+            let left = summary.departures.filter { said.insert($0).inserted }
             if !left.isEmpty { say("  departures seen: " + left.joined(separator: ", ")) }
-            if servers.count > 1 {
-                say("  " + names.indices.map { "\(names[$0]) on server \($0 % servers.count + 1)" }.joined(separator: ", ")
+            if servers > 1 {
+                say("  " + names.indices.map { "\(names[$0]) on server \($0 % servers + 1)" }.joined(separator: ", ")
                     + "; the servers shared every edit and presence through Redis")
             }
-            say("  converged: \(identical ? "yes, all three peers and \(servers.count == 1 ? "the server" : "all \(servers.count) servers") hold byte-identical boards" : "NO")")
-            say("  board: \(board.strokes.count) strokes, \(board.stickers.count) stickers, \(totalOps) operations")
-            say("  bytes on the wire: \(wireBytes / 2) (each byte counted once)")
-            say("  time to converge after the last edit: \(convergeMS) ms")
+            say("  converged: \(identical ? "yes, all three peers and \(servers == 1 ? "the server" : "all \(servers) servers") hold byte-identical boards" : "NO")")
+            say("  board: \(board.strokes.count) strokes, \(board.stickers.count) stickers, \(summary.totalOperations) operations")
+            say("  bytes on the wire: \(summary.wireBytes / 2) (each byte counted once)")
+            say("  time to converge after the last edit: \(summary.convergeMS) ms")
             say("  packages:")
             for name in names { say("    \(out)/\(name).boardpkg") }
             for package in serverPackages { say("    \(package)") }
             say("  picture of the board: \(picture)")
             say("  look inside: bin/board-sync show \(out)/alice.boardpkg")
             say("  export it yourself: bin/board-sync export \(out)/alice.boardpkg board.pdf")
-            say("  open it in a browser: bin/board-sync serve --data \(servers.count == 1 ? "\(out)/server" : "\(out)/server-1") --web 127.0.0.1:7421, then http://127.0.0.1:7421/b/demo")
+            say("  open it in a browser: bin/board-sync serve --data \(servers == 1 ? "\(out)/server" : "\(out)/server-1") --web 127.0.0.1:7421, then http://127.0.0.1:7421/b/demo")
+            say("  the peers are LiveBoards (docs/CLIENT.md): Sources/board-sync/Demo.swift is an app's code")
         }
         if !identical { throw Failure("the replicas differ after converging") }
     }

@@ -1,0 +1,99 @@
+import BoardClient
+import BoardCRDT
+import BoardModel
+import BoardSimulation
+import BoardStore
+import Foundation
+
+/// The live client's figures (`BENCH_ONLY=client`): an edit in one LiveBoard reaching the
+/// `updates` of seven others through a loopback server, the same on the workload board, and
+/// the resident memory of a LiveBoard holding the workload board.
+enum ClientBench {
+    static func percentile(_ values: [Double], _ p: Double) -> Double {
+        let sorted = values.sorted()
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+    }
+
+    /// Milliseconds from `edit` returning on `author` to each of `watchers` publishing an update
+    /// that holds it (one sample per watcher per round).
+    static func fanOut(author: LiveBoard, watchers: [LiveBoard], rounds: Int,
+                       edit: @escaping @Sendable (Int) -> (inout Replica) throws -> LocalEdit,
+                       holds: @escaping @Sendable (BoardSnapshot, Int) -> Bool) async throws -> [Double] {
+        var samples: [Double] = []
+        for round in 0..<rounds {
+            let started = ContinuousClock.now
+            let arrivals = await withTaskGroup(of: Double.self) { group in
+                for watcher in watchers {
+                    group.addTask {
+                        for await update in watcher.updates where holds(update.snapshot, round) { break }
+                        return seconds(ContinuousClock.now - started) * 1000
+                    }
+                }
+                _ = try? await author.edit(edit(round))
+                var values: [Double] = []
+                for await value in group { values.append(value) }
+                return values
+            }
+            samples += arrivals
+        }
+        return samples
+    }
+
+    static func measure(scratch: String) async throws -> [(String, String, Double)] {
+        var figures: [(String, String, Double)] = []
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        let server = try LocalSyncServer(dataDirectory: scratch + "/server")
+        defer { Task { await server.stop() } }
+
+        // 1. Eight small boards: one draws, seven watch.
+        let sync = LiveBoard.Sync(server: server.address, board: "fanout")
+        let boards = try (0..<8).map { _ in try LiveBoard.open(storage: .memory, sync: sync) }
+        let runs = boards.map { board in Task { try await board.run() } }
+        for board in boards { while board.currentStatus.state != .live { try await Task.sleep(nanoseconds: 5_000_000) } }
+        let small = try await fanOut(author: boards[0], watchers: Array(boards.dropFirst()), rounds: 300, edit: { round in
+            { try $0.beginStroke(color: .black, width: 2, points: [CodablePoint(x: Double(round), y: 1), CodablePoint(x: 5, y: 5)]) }
+        }, holds: { snapshot, round in snapshot.strokes.count > round })
+        figures.append(("client_edit_to_7_updates_p50", "ms", percentile(small, 0.5)))
+        figures.append(("client_edit_to_7_updates_p99", "ms", percentile(small, 0.99)))
+        for board in boards { _ = await board.close() }
+        for run in runs { _ = try? await run.value }
+
+        // 2. The workload board (82,400 operations, 100 images) in a package, opened live.
+        progress("client: the workload board")
+        let workload = Workload().generate(seed: 1)
+        let path = scratch + "/workload.boardpkg"
+        let package = try BoardPackage.create(at: path, fileSystem: PosixFileSystem(), replicaID: ReplicaID(0xC11E))
+        for (_, data) in workload.assets { try package.addAsset(data) }
+        try package.merge(workload.replica.fullState())
+        try package.save()
+        package.close()
+        let before = residentBytes()
+        let big = try LiveBoard.open(storage: .package(path: path), sync: LiveBoard.Sync(server: server.address, board: "workload"))
+        figures.append(("client_resident_workload_board", "MB", Double(residentBytes() - before) / 1_048_576))
+        let bigRun = Task { try await big.run() }
+        while !(big.currentStatus.state == .live && big.currentStatus.isAllAcknowledged) { try await Task.sleep(nanoseconds: 20_000_000) }
+        let mover = try LiveBoard.open(storage: .memory, sync: LiveBoard.Sync(server: server.address, board: "workload"))
+        let moverRun = Task { try await mover.run() }
+        while mover.currentStatus.state != .live { try await Task.sleep(nanoseconds: 20_000_000) }
+        let sticker = try require(workload.replica.itemIDs.first { workload.replica.kind(of: $0) == .sticker && workload.replica.isVisible($0) }, "a sticker")
+        let uuid = sticker.uuid
+        let remote = try await fanOut(author: mover, watchers: [big], rounds: 200, edit: { round in
+            { try $0.move(sticker, to: CodablePoint(x: Double(round) + 0.5, y: 3)) }
+        }, holds: { snapshot, round in snapshot.stickers.first { $0.id == uuid }?.position.x == Double(round) + 0.5 })
+        figures.append(("client_remote_move_to_update_workload_p50", "ms", percentile(remote, 0.5)))
+        figures.append(("client_remote_move_to_update_workload_p99", "ms", percentile(remote, 0.99)))
+        _ = await mover.close()
+        _ = await big.close()
+        _ = try? await moverRun.value
+        _ = try? await bigRun.value
+        return figures
+    }
+}
+
+/// `#require` without Testing: the value, or a failure naming what was missing.
+func require<T>(_ value: T?, _ what: String = "a value") throws -> T {
+    guard let value else { throw BenchFailure(description: "missing \(what)") }
+    return value
+}
+
+struct BenchFailure: Error, CustomStringConvertible { var description: String }
