@@ -23,14 +23,41 @@ extension Replica {
             }
         }
         var board = BoardSnapshot(strokes: strokes, stickers: stickers, paintOrder: order)
+        setBoardFields(of: &board)
+        return board
+    }
+
+    /// The board's own fields (canvas size, background) as a snapshot shows them, set on `board`.
+    public func setBoardFields(of board: inout BoardSnapshot) {
         if case .canvas(let width, let height) = canvas.value {
             board.canvasSize = CodableSize(width: FixedPoint.points(width), height: FixedPoint.points(height))
         }
         if case .background(let hash?) = background.value {
             board.backgroundSHA256 = hash.hex
             board.backgroundPNG = assets.data(for: hash)
+        } else {
+            board.backgroundSHA256 = nil
+            board.backgroundPNG = nil
         }
-        return board
+    }
+
+    /// One item as `snapshot()` shows it, with its paint-order key; nil when it is not visible
+    /// (unknown, not created yet, deleted). What an incremental view recomputes for the items an
+    /// operation touched, instead of the whole board.
+    public func visibleItem(_ item: ItemID) -> VisibleItem? {
+        guard let state = items[item], state.isVisible else { return nil }
+        let z = state.z ?? ZKey.initial
+        if let stroke = makeStroke(item.uuid, state) { return VisibleItem(id: item, z: z, stroke: stroke) }
+        if let sticker = makeSticker(item.uuid, state) {
+            // A pending sticker's image hash (what to watch for), from its registers.
+            var pending: AssetHash?
+            if sticker.imagePNG.isEmpty, case .sticker(let start)? = state.creation?.kind {
+                pending = start.asset
+                if case .asset(let value) = state[.asset] { pending = value }
+            }
+            return VisibleItem(id: item, z: z, sticker: sticker, pendingAsset: pending)
+        }
+        return nil
     }
 
     /// A sticker's current registers, typed (nil for an unknown item or a stroke).
@@ -96,6 +123,28 @@ extension Replica {
         sticker.imagePNG = assets.data(for: asset) ?? Data()
         return sticker
     }
+}
+
+/// One visible item (`Replica.visibleItem(_:)`): a stroke or a sticker, and where it paints.
+public struct VisibleItem: Sendable, Equatable {
+    public var id: ItemID
+    /// Its paint-order key: items paint by (z, id), lowest first.
+    public var z: ZKey
+    public var stroke: InkStroke?
+    public var sticker: PlacedSticker?
+    /// A sticker whose image bytes are missing: their hash.
+    public var pendingAsset: AssetHash?
+
+    public init(id: ItemID, z: ZKey, stroke: InkStroke? = nil, sticker: PlacedSticker? = nil, pendingAsset: AssetHash? = nil) {
+        self.id = id
+        self.z = z
+        self.stroke = stroke
+        self.sticker = sticker
+        self.pendingAsset = pendingAsset
+    }
+
+    /// Whether it paints before (under) `other`.
+    public func paintsBefore(_ other: VisibleItem) -> Bool { (z, id) < (other.z, other.id) }
 }
 
 /// A sticker's registers as `Replica.sticker(_:)` reads them.

@@ -44,6 +44,11 @@ public actor LiveBoard {
     var presenceDirty = false
     var presenceSentAt = -Double.infinity
     var version: UInt64 = 0
+    /// The board as last published, kept up to date at the cost of each change.
+    var view: IncrementalView
+    /// Updates published since one's snapshot was last made (`snapshotEvery` bounds the chain
+    /// of unmade snapshots a board keeps).
+    var updatesSinceSnapshot = 0
     var vector: VersionVector
     var state: LiveStatus.State = .idle
     /// Why the last connection ended (`LiveStatus.lastError`).
@@ -130,6 +135,7 @@ public actor LiveBoard {
             op.id.replica == replica.id ? op.payload.asset.map { (op.id.seq, $0) } : nil
         }
         let snapshot = replica.snapshot()
+        view = IncrementalView(replica, snapshot: snapshot)
         updateChannel = Multicast(BoardUpdate(snapshot: snapshot, changes: BoardChanges(), origins: [.loaded], version: 0),
                                   combine: BoardUpdate.folding)
         statusChannel = Multicast(LiveStatus(state: .idle, unacknowledgedOperations: Int(vector[replica.id]),
@@ -264,19 +270,29 @@ public actor LiveBoard {
         return edit
     }
 
-    /// Publishes an update when the board changed (a snapshot diffed against the previous one).
+    /// Publishes an update when the board changed: the changes of the operations since the
+    /// last one (and images that arrived), at their cost; the snapshot is made when read.
     func publishChange(origins: Set<UpdateOrigin>) {
         guard let store else { return }
         let replica = store.replica
-        let previous = updateChannel.current.snapshot
-        let snapshot = replica.snapshot()
-        let changes = BoardChanges(from: previous, to: snapshot)
+        let changes = view.update(to: replica, since: vector)
         vector = replica.versionVector
         refreshStatus()
         guard !changes.isEmpty else { return }
         version += 1
-        updateChannel.publish(BoardUpdate(snapshot: snapshot, changes: changes, origins: origins, version: version))
+        let source = SnapshotSource(previous: updateChannel.current.source, changes: changes)
+        updatesSinceSnapshot += 1
+        if updatesSinceSnapshot >= Self.snapshotEvery {
+            // Nobody read the last `snapshotEvery` snapshots: make this one, so the chain of
+            // changes held for them stays bounded (amortized O(board) / snapshotEvery).
+            _ = source.snapshot
+            updatesSinceSnapshot = 0
+        }
+        updateChannel.publish(BoardUpdate(source: source, changes: changes, origins: origins, version: version))
     }
+
+    /// At most this many updates' snapshots stay unmade in a row.
+    static let snapshotEvery = 128
 
     /// Remote operations or images merged: an update naming the replicas whose operations came.
     func publishRemoteChange() {
