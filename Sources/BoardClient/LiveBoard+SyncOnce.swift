@@ -142,12 +142,14 @@ extension LiveBoard {
 
     /// The pump's look at a one-shot sync: notes progress, and whether both sides are in sync.
     func noteOneShot(_ session: SyncSession, hub: BoardHub?, id: SessionID) {
-        guard var shot = oneShot, !shot.done else { return }
+        // A closed session (the goodbye at the bound, or the server's end) says nothing new
+        // about what was awaited.
+        guard var shot = oneShot, !shot.done, !session.isClosed else { return }
         defer { oneShot = shot }
         shot.bytesSent = max(shot.bytesSent, session.bytesSent)
         shot.bytesReceived = max(shot.bytesReceived, session.bytesReceived)
         guard session.isOpen, let peer = session.peer, let hub else {
-            shot.awaiting = session.isOpen ? "the server's answer to the handshake" : "the connection"
+            shot.awaiting = "the server's answer to the handshake"  // connected, HELLO sent
             return
         }
         shot.sawOpen = true

@@ -17,6 +17,8 @@ final class HostileServer: Sendable {
         case handshakeThenStopReading(wants: [AssetHash])
         /// Answers HELLO and SYNCED (the client goes live), then closes at once.
         case handshakeThenDrop
+        /// Answers HELLO, never sends SYNCED, reads (and drops) whatever comes.
+        case handshakeNeverSynced
     }
 
     let address: String
@@ -91,6 +93,11 @@ final class HostileServer: Sendable {
             session.sendSynced(VersionVector())
             write(fd, session.takeOutput())
             shutdown(fd, Int32(SHUT_RDWR))
+        case .handshakeNeverSynced:
+            guard var session = handshake(fd) else { return }
+            write(fd, session.takeOutput())
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while recv(fd, &buffer, buffer.count, 0) > 0 {}
         }
     }
 

@@ -72,3 +72,50 @@ import Testing
         await refusing.stop()
     }
 }
+
+/// `syncOnce` against servers that never finish: its bound holds on every path, and the error
+/// says what was still awaited.
+@Suite struct SyncOnceHostileServerTests {
+    func timedOut(_ board: LiveBoard, within bound: Double) async throws -> String {
+        do {
+            let report = try await finishes("syncOnce(within: \(bound))", within: bound + 3) { try await board.syncOnce(within: bound) }
+            Issue.record("synced with a server that never finishes: \(report)")
+            return ""
+        } catch let error as SyncOnceError {
+            guard case .timedOut(_, let awaited) = error else { Issue.record("\(error)"); return "" }
+            return awaited
+        }
+    }
+
+    @Test func aServerThatNeverAnswersHello() async throws {
+        let server = try HostileServer(.silent)
+        defer { server.stop() }
+        let board = try LiveBoard.open(storage: .memory, sync: LiveBoard.Sync(server: server.address, board: "silent"))
+        let awaited = try await timedOut(board, within: 1)
+        #expect(awaited.contains("handshake"), "\(awaited)")
+        #expect(board.currentStatus.state == .idle)
+        try await board.edit { try $0.beginStroke(color: .black, width: 2, points: line(10)) }  // still open
+        _ = await board.close()
+    }
+
+    @Test func aServerThatNeverSaysSynced() async throws {
+        let server = try HostileServer(.handshakeNeverSynced)
+        defer { server.stop() }
+        let board = try LiveBoard.open(storage: .memory, sync: LiveBoard.Sync(server: server.address, board: "never"))
+        let awaited = try await timedOut(board, within: 1)
+        #expect(awaited == "the server's operations", "\(awaited)")
+        _ = await board.close()
+    }
+
+    @Test func aServerThatAsksForAnImageAndStopsReading() async throws {
+        let image = await offPool { incompressibleImage(bytes: 8 << 20, seed: 25_101) }
+        let server = try HostileServer(.handshakeThenStopReading(wants: [AssetHash.of(image)]))
+        defer { server.stop() }
+        let board = try LiveBoard.open(storage: .memory, sync: LiveBoard.Sync(server: server.address, board: "stall"))
+        try await board.edit { try $0.addSticker(imagePNG: image, at: CodablePoint(x: 10, y: 10)) }
+        // The server never says SYNCED either; what is awaited first is its operations.
+        #expect(try await timedOut(board, within: 1.5) == "the server's operations")
+        #expect(board.currentStatus.unacknowledgedImages == 1)
+        _ = try await finishes("close", within: 5) { await board.close(within: 0) }
+    }
+}
