@@ -137,6 +137,21 @@ import Testing
         #expect(model.snapshot.strokes.count == 2)
     }
 
+    @Test func theModelGoesAwayWithItsLastReference() async throws {
+        let board = try LiveBoard.open(storage: .memory)
+        weak var released: LiveBoardModel?
+        do {
+            let model = LiveBoardModel(board: board)
+            model.edit { try $0.beginStroke(color: .black, width: 2, points: line(4)) }
+            await model.flush()
+            released = model
+        }
+        // Its queue's task holds it weakly (a SwiftUI view's @State can let it go).
+        try await until("the model to be released") { released == nil }
+        #expect(board.snapshot.strokes.count == 1)
+        _ = await board.close()
+    }
+
     @Test func peersAndStatusMirror() async throws {
         let server = MemoryServer()
         let sync = LiveBoard.Sync(server: "memory", board: "peers")
