@@ -50,7 +50,8 @@ let package = Package(
         // `SyncHost`'s event loop.
         .target(name: "BoardRedisNet", dependencies: ["BoardSync", "BoardNet", "BoardRedis"]),
         // The live client an app embeds (docs/CLIENT.md): LiveBoard, its transports, streams; and
-        // the seed-shaped document model (BoardDocument), whose writer renders exports.
+        // LiveBoardModel, the observable model for apps and the seed-shaped document model, whose
+        // writer renders exports.
         .target(name: "BoardClient", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardRender"]),
         // The live client's example (README, Using the library).
         .executableTarget(name: "LiveBoardExample", dependencies: ["BoardClient", "BoardCRDT", "BoardModel"], path: "Examples/LiveBoardExample"),

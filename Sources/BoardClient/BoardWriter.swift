@@ -2,8 +2,9 @@ import BoardModel
 import BoardRender
 import BoardStore
 
-// The seed's writer and reader, which a `BoardDocument` hands out: they route by content type
-// (board packages through BoardStore, exports through BoardRender).
+// The seed's writer and reader, which a `LiveBoardModel` hands out (and the CLI's export uses
+// directly): they route by content type (board packages through BoardStore, exports through
+// BoardRender).
 
 /// What a writer is asked to write.
 public struct WriteConfiguration: Sendable {

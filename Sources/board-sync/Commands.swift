@@ -246,7 +246,8 @@ struct Commands {
     }
 
     /// Renders the board to a PNG, PDF or SVG file (by the output's extension), through the
-    /// document's snapshot and the writer, as the seed routes exports.
+    /// package's snapshot and the writer, as the seed routes exports (no live board: the
+    /// package is only read).
     private func export(_ raw: [String]) throws {
         let args = try Arguments(raw, options: ["scale"], flags: ["transparent", "json"])
         let paths = try args.positionals(["<package>", "<output>"])
@@ -262,9 +263,8 @@ struct Commands {
         }
         let policy = ExportPolicy(scale: scale, transparent: args.has("transparent"))
         let report = try withPackage(path) { package -> PackageWriter.Report in
-            let document = BoardDocument(package: package)
-            let snapshot = try document.snapshot(contentType: type)
-            let writer = document.writer(configuration: WriteConfiguration(contentType: type, fileSystem: fileSystem, export: policy))
+            let snapshot = package.replica.snapshot()
+            let writer = BoardWriter(configuration: WriteConfiguration(contentType: type, fileSystem: fileSystem, export: policy))
             do {
                 return try writer.write(content: snapshot, to: output, previous: nil)
             } catch let error as ExportError {
