@@ -111,20 +111,22 @@ public final class FaultTransport: BoardTransport, Sendable {
     // MARK: Controls
 
     /// Partitions the network until `heal()`: open connections are cut now, and every connect
-    /// fails with a `TransportError` ("partitioned") until then.
-    public func partition() {
+    /// fails with a `TransportError` ("partitioned") until then. Returns how many connections
+    /// it cut (those already dead are not counted).
+    @discardableResult
+    public func partition() -> Int {
         let links = state.withLock { state -> [FaultLink] in
             state.partitioned = true
             state.partitionGeneration += 1
             return Array(state.links.values)
         }
-        for link in links { cut(link, "FaultTransport: the network is partitioned", drop: false) }
+        return links.count { cut($0, "FaultTransport: the network is partitioned", drop: false) }
     }
 
     /// Partitions the network now and heals it `seconds` later (real time), unless `heal()` or
     /// another `partition` came first.
     public func partition(for seconds: Double) {
-        partition()
+        _ = partition()
         let generation = state.withLock { $0.partitionGeneration }
         Task { [weak self] in
             try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))
@@ -149,10 +151,11 @@ public final class FaultTransport: BoardTransport, Sendable {
         }
     }
 
-    /// Cuts every open connection now (new connects are not affected).
-    public func killConnections() {
+    /// Cuts every open connection now (new connects are not affected). Returns how many it cut.
+    @discardableResult
+    public func killConnections() -> Int {
         let links = state.withLock { Array($0.links.values) }
-        for link in links { cut(link, "FaultTransport: the connection was killed", drop: false) }
+        return links.count { cut($0, "FaultTransport: the connection was killed", drop: false) }
     }
 
     // MARK: BoardTransport
@@ -198,13 +201,15 @@ public final class FaultTransport: BoardTransport, Sendable {
         state.withLock { _ = $0.links.removeValue(forKey: link.number) }
     }
 
-    /// Kills `link` (counted once, however many causes reach it).
-    func cut(_ link: FaultLink, _ reason: String, drop: Bool) {
-        guard link.kill(reason) else { return }
+    /// Kills `link` (counted once, however many causes reach it); false when it was dead already.
+    @discardableResult
+    func cut(_ link: FaultLink, _ reason: String, drop: Bool) -> Bool {
+        guard link.kill(reason) else { return false }
         state.withLock { state in
             state.counters.connectionsKilled += 1
             if drop { state.counters.drops += 1 }
         }
+        return true
     }
 
     func count(sent: Bool) {
