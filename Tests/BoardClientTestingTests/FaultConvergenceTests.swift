@@ -50,12 +50,12 @@ import Testing
         try await round(6)
 
         // A partition while every board is live: their connections are cut, redials refused.
-        try await eventually("every board to be live before the partition (\(rerun))", within: 60) {
+        try await eventually("every board to be live before the partition (\(rerun))", within: 300) {
             boards.allSatisfy { $0.currentStatus.state == .live }
         }
         // (A link can drop between that look and the partition: at least one is cut.)
         #expect(faults.partition() >= 1, "\(rerun)")
-        try await eventually("every board to be offline (\(rerun))") {
+        try await eventually("every board to be offline (\(rerun))", within: 120) {
             boards.allSatisfy { $0.currentStatus.state != .live } && faults.counters.connectionsRefused > 0
         }
         try await round(6)  // offline edits
@@ -81,25 +81,33 @@ import Testing
             boards.allSatisfy { $0.currentStatus.unacknowledgedOperations == 0 && $0.snapshot.pendingStickerIDs.isEmpty }
                 && boards.allSatisfy { $0.snapshot == boards[0].snapshot }
         }
-        func itemIDs(_ board: LiveBoard) -> Set<UUID> {
-            Set(board.snapshot.strokes.map(\.id) + board.snapshot.stickers.map(\.id))
+        /// The board with every sticker's image bytes left out (a pending sticker's are empty).
+        func withoutImages(_ board: LiveBoard) -> BoardSnapshot {
+            var snapshot = board.snapshot
+            for index in snapshot.stickers.indices { snapshot.stickers[index].imagePNG = Data() }
+            return snapshot
+        }
+        // Every operation everywhere first (images may lag behind: see below).
+        do {
+            try await eventually("every operation to reach every board (\(rerun))", within: 300) {
+                boards.allSatisfy { $0.currentStatus.unacknowledgedOperations == 0 && withoutImages($0) == withoutImages(boards[0]) }
+            }
+        } catch {
+            Issue.record("operations not converged, \(rerun):\n\(diagnosis())")
+            throw error
         }
         if try await !holds(within: 20, converged) {
             // Known gap (BoardSync, not this transport): a replica that asked the server for an
             // image the server did not have yet (its uploader's link had dropped) is answered
             // NO_ASSET and not offered the image when it arrives later; it asks again only on
-            // its next link (docs/PROTOCOL.md, "Assets"). Anything else not converged fails.
-            let imagesOnly = boards.allSatisfy {
-                $0.currentStatus.unacknowledgedOperations == 0 && itemIDs($0) == itemIDs(boards[0])
-            }
-            #expect(imagesOnly, "not converged, and not only for images, \(rerun):\n\(diagnosis())")
+            // its next link (docs/PROTOCOL.md, "Assets").
             withKnownIssue("a live replica told NO_ASSET waits for its next link for the image", isIntermittent: true) {
                 Issue.record("images still pending 20 s after the faults stopped, \(rerun):\n\(diagnosis())")
             }
             faults.killConnections()  // every new link asks for what is missing
         }
         do {
-            try await eventually("the three boards to converge (\(rerun))", within: 90, converged)
+            try await eventually("the three boards to converge (\(rerun))", within: 300, converged)
         } catch {
             Issue.record("not converged, \(rerun):\n\(diagnosis())")
             throw error
@@ -107,12 +115,12 @@ import Testing
         let converged = boards[0].snapshot
         #expect(Set(converged.strokes.map(\.id) + converged.stickers.map(\.id)) == expected, "\(rerun)")
         #expect(!expected.isEmpty)
-        #expect(try converged.canonicalJSON() == boards[2].snapshot.canonicalJSON(), "\(rerun)")
+        for board in boards { #expect(try board.snapshot.canonicalJSON() == converged.canonicalJSON(), "\(rerun)") }
 
         // The server's board: what a fresh replica gets from it, past the faults.
         let observer = try LiveBoard.open(storage: .memory, sync: sync, transport: MemoryTransport(server: server))
         let observing = Running(observer)
-        try await eventually("a fresh replica to receive the server's board (\(rerun))", within: 60) {
+        try await eventually("a fresh replica to receive the server's board (\(rerun))", within: 300) {
             observer.currentStatus.state == .live && observer.snapshot == converged
         }
 
@@ -122,7 +130,7 @@ import Testing
         }
         _ = await observer.close()
         for run in runs + [observing] {
-            if case .threw(let error) = try await run.ended() { Issue.record("run() threw \(error) (\(rerun))") }
+            if case .threw(let error) = try await run.ended(within: 120) { Issue.record("run() threw \(error) (\(rerun))") }
         }
         let counters = faults.counters
         print("FaultConvergenceTests seed \(seed): \(counters); \(expected.count) items")
