@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "BoardRedis", targets: ["BoardRedis"]),
         .library(name: "BoardRedisNet", targets: ["BoardRedisNet"]),
         .library(name: "BoardClient", targets: ["BoardClient"]),
+        .library(name: "BoardClientTesting", targets: ["BoardClientTesting"]),
     ],
     targets: [
         // Values, canonical encoding, content hashes. Pure: no OS access.
@@ -53,6 +54,9 @@ let package = Package(
         // LiveBoardModel, the observable model for apps and the seed-shaped document model, whose
         // writer renders exports.
         .target(name: "BoardClient", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardRender"]),
+        // For apps' tests of the live client (docs/CLIENT.md, "Testing your conflict handling"):
+        // FaultTransport wraps any BoardTransport with seeded latency, link drops and partitions.
+        .target(name: "BoardClientTesting", dependencies: ["BoardClient"]),
         // The live client's example (README, Using the library).
         .executableTarget(name: "LiveBoardExample", dependencies: ["BoardClient", "BoardCRDT", "BoardModel"], path: "Examples/LiveBoardExample"),
         // The command-line tool, wrapped by bin/board-sync.
@@ -97,6 +101,7 @@ let package = Package(
         .testTarget(name: "BoardNetTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet"]),
         .testTarget(name: "BoardSyncCLITests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardRedis"]),
         .testTarget(name: "BoardClientTests", dependencies: ["BoardClient", "BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardRender"]),
+        .testTarget(name: "BoardClientTestingTests", dependencies: ["BoardClientTesting", "BoardClient", "BoardModel", "BoardCRDT"]),
         .testTarget(name: "BoardStoreTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardSimulation", "BoardRender"]),
     ],
     swiftLanguageModes: [.v6]
