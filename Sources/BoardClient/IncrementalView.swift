@@ -16,6 +16,8 @@ struct IncrementalView {
     /// Stickers waiting for their image bytes, by hash (and the other way round).
     private var pending: [AssetHash: Set<ItemID>] = [:]
     private var pendingHash: [ItemID: AssetHash] = [:]
+    /// Operations looked at that lie beyond a gap in their author's sequence.
+    private var ahead: Set<OpID> = []
     private var canvasSize: CodableSize
     private var background: BoardChanges.Background
 
@@ -73,11 +75,18 @@ struct IncrementalView {
     mutating func update(to replica: Replica, since old: VersionVector) -> BoardChanges {
         var touched: [ItemID] = []
         var seen: Set<ItemID> = []
-        if replica.versionVector != old {
-            for op in replica.operations(since: old).operations {
-                if let item = op.payload.item, seen.insert(item).inserted { touched.append(item) }
-            }
+        // Operations beyond a gap in their author's sequence are integrated but not counted by
+        // the version vector: each is looked at once, when it arrives, not again per update
+        // until the gap fills (`ahead`).
+        let vector = replica.versionVector
+        var stillAhead: Set<OpID> = []
+        for op in replica.operations(since: old).operations {
+            let beyondGap = op.id.seq > vector[op.id.replica]
+            if beyondGap { stillAhead.insert(op.id) }
+            if ahead.contains(op.id) { continue }
+            if let item = op.payload.item, seen.insert(item).inserted { touched.append(item) }
         }
+        ahead = stillAhead
         // Stickers whose images arrived since.
         for (hash, items) in pending where replica.assets.contains(hash) {
             for item in items.sorted() where seen.insert(item).inserted { touched.append(item) }

@@ -233,6 +233,21 @@ extension LiveBoard {
             guard id == sessionID else { return .finished }
             let now = Self.now()
             func liveFor() -> Double { liveSince.map { Self.now() - $0 } ?? 0 }
+            if let failed = sendFailed {
+                // A write failed: what the server said before the link went (an ERROR that
+                // refused this connection at once) may still sit unread. The receiving side
+                // hands it over and then ends; its reason, not the write's, is the outcome.
+                // Nothing else is judged meanwhile (bytes taken for the failed write never
+                // left), and a cancelled attempt does not wait.
+                if linkEnded == nil, !endpoint.isFinished(id), Self.now() < failed.until, !Task.isCancelled {
+                    await sleep(until: failed.until)
+                    continue
+                }
+                let reason = endpoint.session(id)?.closeReason
+                endpoint.closed(id, now: Self.now())
+                return .dropped(reason: reason.map { "\($0)" } ?? failed.error, refusal: Self.refusal(reason), wasLive: wasLive,
+                                liveFor: liveFor(), closeReason: reason)
+            }
             endpoint.handleTimers(now: now)
             let presenceDue = sendPresenceIfDue(endpoint, board, open: endpoint.session(id)?.isOpen == true, now: now)
             drainEvents()
@@ -251,21 +266,14 @@ extension LiveBoard {
                 let sent = session.sentAssets
                 imagesInFlight = imagesInFlight.filter { queued.contains($0) || !sent.contains($0) }.union(queued)
                 let synced = hub?.hasSynced(id) ?? false
+                if synced, serverHolds >= (store?.replica.versionVector[replicaID] ?? 0) {
+                    // A server asks for an image as it merges the operation showing it, before
+                    // acknowledging that: one that holds every operation of ours and has not
+                    // asked this link for an image an earlier link was sending has it.
+                    imagesInFlight = imagesInFlight.filter { queued.contains($0) }
+                }
                 if synced && liveSince == nil { liveSince = now }
                 if !saidGoodbye, !session.isClosed { setState(synced ? .live : .catchingUp) } else { refreshStatus() }
-            }
-            if let failed = sendFailed {
-                // A write failed: what the server said before the link went (an ERROR that
-                // refused this connection at once) may still sit unread. The receiving side
-                // hands it over and then ends; its reason, not the write's, is the outcome.
-                if linkEnded == nil, !endpoint.isFinished(id), now < failed.until {
-                    await sleep(until: failed.until)
-                    continue
-                }
-                let reason = endpoint.session(id)?.closeReason
-                endpoint.closed(id, now: Self.now())
-                return .dropped(reason: reason.map { "\($0)" } ?? failed.error, refusal: Self.refusal(reason), wasLive: wasLive,
-                                liveFor: liveFor(), closeReason: reason)
             }
             // At most a send buffer's worth at a time: a 64 MiB image is cut into chunks as the
             // socket takes them, not held whole a second time.
@@ -308,6 +316,12 @@ extension LiveBoard {
                 endpoint.shutdown(save: true, now: now)
                 saidGoodbye = true
                 continue
+            }
+            if saidGoodbye && Task.isCancelled {
+                // The goodbye is written (the output above is empty); a cancelled attempt does
+                // not wait for the answer (`sleep` would return at once: a spin on the actor).
+                endpoint.closed(id, now: Self.now())
+                return .finished
             }
             var deadline = endpoint.nextDeadline
             if let closeDeadline, !saidGoodbye { deadline = min(deadline ?? closeDeadline, closeDeadline) }

@@ -69,8 +69,10 @@ struct OneShotSync {
     var sawOpen = false
     var done = false
     var awaiting = "the connection"
-    var bytesSent = 0
-    var bytesReceived = 0
+    /// Traffic when the sync began (the report counts what crossed since, over every attempt).
+    let startTraffic: LiveBoard.Traffic
+    /// Images sent on earlier attempts (a token refresh redials) and on this one.
+    var imagesSentEarlier = 0
     var imagesSent = 0
 }
 
@@ -91,7 +93,7 @@ extension LiveBoard {
         guard !running else { throw LiveBoardError.alreadyRunning }
         running = true
         let start = Self.now()
-        oneShot = OneShotSync(started: start, deadline: start + max(0, timeout), startVector: replica.versionVector)
+        oneShot = OneShotSync(started: start, deadline: start + max(0, timeout), startVector: replica.versionVector, startTraffic: trafficSoFar)
         let timer = Task { [weak self] in
             try? await Task.sleep(nanoseconds: UInt64(min(max(0, timeout), 86_400) * 1e9) + 1)
             if Task.isCancelled { return }
@@ -101,7 +103,8 @@ extension LiveBoard {
             timer.cancel()
             running = false
             oneShot = nil
-            if store != nil { setState(.idle) }
+            // A close() that came meanwhile waits for the run to release the board: this was it.
+            if closeDeadline != nil { release(final: .closed) } else if store != nil { setState(.idle) }
         }
         var refreshedToken = false
         while true {
@@ -110,14 +113,18 @@ extension LiveBoard {
             let shot = oneShot!
             if shot.done { return report(shot) }
             if Task.isCancelled { throw CancellationError() }
+            if closeDeadline != nil { throw LiveBoardError.closed }
             guard let outcome, Self.now() < shot.deadline, case .dropped(let reason, let refusal, _, _, let closeReason) = outcome else {
                 throw SyncOnceError.timedOut(timeout, waitingFor: shot.awaiting)
             }
             if let error = closeReason ?? refusal {
                 if error.remote {
                     if error.code == .tokenExpired {
-                        if !refreshedToken {
+                        if !refreshedToken, Self.now() < shot.deadline {
                             refreshedToken = true
+                            oneShot?.imagesSentEarlier += shot.imagesSent
+                            oneShot?.imagesSent = 0
+                            oneShot?.serverHad = nil
                             continue
                         }
                         throw SyncOnceError.tokenExpired(error.message)
@@ -133,11 +140,19 @@ extension LiveBoard {
     private func report(_ shot: OneShotSync) -> SyncReport {
         let replica = self.replica
         let had = shot.serverHad ?? .empty
-        let sent = shot.startVector.entries.reduce(0) { $0 + Int($1.value > had[$1.key] ? $1.value - had[$1.key] : 0) }
-        return SyncReport(operationsSent: sent, operationsAcknowledged: sent,
-                          operationsReceived: Int(replica.versionVector.totalCount &- shot.startVector.totalCount),
-                          imagesSent: shot.imagesSent, imagesMissing: replica.missingAssets.count,
-                          bytesSent: shot.bytesSent, bytesReceived: shot.bytesReceived, seconds: Self.now() - shot.started)
+        // What this replica held that the server lacked: what it held at the start, and its
+        // own edits made while the sync ran.
+        var held = shot.startVector.entries
+        held[replicaID] = replica.versionVector[replicaID]
+        let sent = held.reduce(0) { $0 + Int($1.value > had[$1.key] ? $1.value - had[$1.key] : 0) }
+        // Received: others' operations this replica gained (its own edits meanwhile are not).
+        let received = replica.versionVector.entries.reduce(0) { total, entry in
+            entry.key == replicaID ? total : total + Int(entry.value &- min(entry.value, shot.startVector[entry.key]))
+        }
+        return SyncReport(operationsSent: sent, operationsAcknowledged: sent, operationsReceived: received,
+                          imagesSent: shot.imagesSentEarlier + shot.imagesSent, imagesMissing: replica.missingAssets.count,
+                          bytesSent: trafficSoFar.sent - shot.startTraffic.sent,
+                          bytesReceived: trafficSoFar.received - shot.startTraffic.received, seconds: Self.now() - shot.started)
     }
 
     /// The pump's look at a one-shot sync: notes progress, and whether both sides are in sync.
@@ -146,8 +161,6 @@ extension LiveBoard {
         // about what was awaited.
         guard var shot = oneShot, !shot.done, !session.isClosed else { return }
         defer { oneShot = shot }
-        shot.bytesSent = max(shot.bytesSent, session.bytesSent)
-        shot.bytesReceived = max(shot.bytesReceived, session.bytesReceived)
         guard session.isOpen, let peer = session.peer, let hub else {
             shot.awaiting = "the server's answer to the handshake"  // connected, HELLO sent
             return
@@ -160,7 +173,7 @@ extension LiveBoard {
             shot.awaiting = "the server's operations"
         } else if !session.outstandingWants.isEmpty {
             shot.awaiting = "images asked for"
-        } else if !serverHolds.dominates(replica.versionVector) {
+        } else if !serverHolds.dominates(heldByThisReplica(shot)) {
             shot.awaiting = "the server to acknowledge this replica's operations: it does so once its storage holds them"
         } else if !session.queuedAssets.isEmpty || session.hasOutput {
             shot.awaiting = "the last bytes to be written"
@@ -170,4 +183,13 @@ extension LiveBoard {
     }
 
     var oneShotIsDone: Bool { oneShot?.done == true }
+
+    /// What the server must hold for the sync to be done: what this replica held when it began,
+    /// and its own edits since (others' operations relayed meanwhile are the server's anyway;
+    /// no ACK covers them).
+    private func heldByThisReplica(_ shot: OneShotSync) -> VersionVector {
+        var entries = shot.startVector.entries
+        entries[replicaID] = replica.versionVector[replicaID]
+        return VersionVector(entries)
+    }
 }

@@ -46,10 +46,36 @@ enum Access {
         case (nil, nil): return []
         case (let token?, nil): return Array(token.utf8)
         case (nil, let file?):
-            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { throw Failure("cannot read the token file \(file)") }
-            return Array(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+            return Array(try readTokenFile(file).utf8)
         default: throw UsageError("give --token or --token-file, not both")
         }
+    }
+
+    /// The largest token file read (a HELLO carries at most 4 KiB of credentials).
+    static let maxTokenFile = 4096
+
+    /// A token file's text, trimmed: a regular file of at most `maxTokenFile` bytes (a FIFO, a
+    /// device such as /dev/zero or a huge file is refused, never waited on or read whole).
+    static func readTokenFile(_ path: String) throws -> String {
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { throw Failure("cannot read the token file \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            throw Failure("the token file \(path) is not a regular file")
+        }
+        var bytes = [UInt8](repeating: 0, count: maxTokenFile + 1)
+        var count = 0
+        while count < bytes.count {
+            let got = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
+            if got < 0 && errno == EINTR { continue }
+            guard got >= 0 else { throw Failure("cannot read the token file \(path): \(String(cString: strerror(errno)))") }
+            if got == 0 { break }
+            count += got
+        }
+        guard count <= maxTokenFile else { throw Failure("the token file \(path) is larger than \(maxTokenFile) bytes: not a token") }
+        guard let text = String(bytes: bytes[0..<count], encoding: .utf8) else { throw Failure("the token file \(path) is not UTF-8 text") }
+        return text.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// Where `token revoke` writes, and servers read, the revocations of tokens signed with the

@@ -22,10 +22,7 @@ enum ClientCommands {
         case (nil, let file?):
             _ = try Access.token(args)  // readable now, or a clear error before anything starts
             return .provider {
-                guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
-                    throw TransportError("cannot read the token file \(file)")
-                }
-                return text.trimmingCharacters(in: .whitespacesAndNewlines)
+                do { return try Access.readTokenFile(file) } catch let failure as Failure { throw TransportError(failure.message) }
             }
         default: throw UsageError("give --token or --token-file, not both")
         }
@@ -72,10 +69,12 @@ enum ClientCommands {
         let transport = TCPTransport(tls: try Access.clientTLS(args))
         let live = try LiveBoard.open(storage: .package(path: path), sync: LiveBoard.Sync(server: server.description, board: board),
                                       credentials: credentials, identity: LiveBoard.Identity(name: name, color: color), transport: transport)
+        let stopAsked = Mutex(false)
         let signals = [SIGINT, SIGTERM].map { number in
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
                 NetCommands.log("signal \(number == SIGINT ? "SIGINT" : "SIGTERM"): stopping (waiting up to 5 s for the server to acknowledge every edit)")
+                stopAsked.withLock { $0 = true }
                 Task { await live.close(within: 5) }
             }
             source.resume()
@@ -101,6 +100,8 @@ enum ClientCommands {
         case .success(let report):
             NetCommands.log(report.allAcknowledged ? "stopped: the server holds every edit"
                 : "stopped: \(report.unacknowledgedOperations) operation(s) and \(report.unacknowledgedImages) image(s) not acknowledged yet (kept in \(path); they go at the next sync or peer)")
+        case .failure(LiveBoardError.closed) where stopAsked.withLock({ $0 }):
+            NetCommands.log("stopped before going online")  // a signal during startup
         case .failure(let refusal as Refusal):
             throw Failure("\(server) refused the board for good: \(refusal)")
         case .failure(let error):
