@@ -4,6 +4,7 @@ import BoardModel
 import BoardSimulation
 import BoardStore
 import Foundation
+import Synchronization
 
 /// The live client's figures (`BENCH_ONLY=client`): an edit in one LiveBoard reaching the
 /// `updates` of seven others through a loopback server, the same on the workload board, and
@@ -15,27 +16,38 @@ enum ClientBench {
     }
 
     /// Milliseconds from `edit` returning on `author` to each of `watchers` publishing an update
-    /// that holds it (one sample per watcher per round).
+    /// that holds it (one sample per watcher per round). Each watcher is one subscriber for the
+    /// whole run (its first element, the board as loaded, is taken before the first round).
     static func fanOut(author: LiveBoard, watchers: [LiveBoard], rounds: Int,
                        edit: @escaping @Sendable (Int) -> (inout Replica) throws -> LocalEdit,
-                       holds: @escaping @Sendable (BoardSnapshot, Int) -> Bool) async throws -> [Double] {
-        var samples: [Double] = []
-        for round in 0..<rounds {
-            let started = ContinuousClock.now
-            let arrivals = await withTaskGroup(of: Double.self) { group in
-                for watcher in watchers {
-                    group.addTask {
-                        for await update in watcher.updates where holds(update.snapshot, round) { break }
-                        return seconds(ContinuousClock.now - started) * 1000
-                    }
-                }
-                _ = try? await author.edit(edit(round))
-                var values: [Double] = []
-                for await value in group { values.append(value) }
-                return values
-            }
-            samples += arrivals
+                       holds: @escaping @Sendable (BoardUpdate, Int) -> Bool) async throws -> [Double] {
+        final class Shared: Sendable {
+            let arrivals = Mutex<[Int: [ContinuousClock.Instant]]>([:])
+            let round = Mutex(-1)
+            let subscribed = Mutex(0)
         }
+        let shared = Shared()
+        let followers = watchers.map { watcher in
+            Task {
+                var first = true
+                for await update in watcher.updates {
+                    if first { first = false; shared.subscribed.withLock { $0 += 1 }; continue }
+                    let now = ContinuousClock.now
+                    let current = shared.round.withLock { $0 }
+                    if current >= 0, holds(update, current) { shared.arrivals.withLock { $0[current, default: []].append(now) } }
+                }
+            }
+        }
+        while shared.subscribed.withLock({ $0 }) < watchers.count { try await Task.sleep(nanoseconds: 1_000_000) }
+        var samples: [Double] = []
+        for index in 0..<rounds {
+            shared.round.withLock { $0 = index }
+            let started = ContinuousClock.now
+            _ = try await author.edit(edit(index))
+            while shared.arrivals.withLock({ $0[index]?.count ?? 0 }) < watchers.count { try await Task.sleep(nanoseconds: 200_000) }
+            samples += shared.arrivals.withLock { $0[index]! }.map { seconds($0 - started) * 1000 }
+        }
+        for follower in followers { follower.cancel() }
         return samples
     }
 
@@ -52,7 +64,7 @@ enum ClientBench {
         for board in boards { while board.currentStatus.state != .live { try await Task.sleep(nanoseconds: 5_000_000) } }
         let small = try await fanOut(author: boards[0], watchers: Array(boards.dropFirst()), rounds: 300, edit: { round in
             { try $0.beginStroke(color: .black, width: 2, points: [CodablePoint(x: Double(round), y: 1), CodablePoint(x: 5, y: 5)]) }
-        }, holds: { snapshot, round in snapshot.strokes.count > round })
+        }, holds: { update, round in update.snapshot.strokes.count > round })
         figures.append(("client_edit_to_7_updates_p50", "ms", percentile(small, 0.5)))
         figures.append(("client_edit_to_7_updates_p99", "ms", percentile(small, 0.99)))
         for board in boards { _ = await board.close() }
@@ -67,9 +79,19 @@ enum ClientBench {
         try package.merge(workload.replica.fullState())
         try package.save()
         package.close()
-        let before = residentBytes()
+        // Resident memory in a fresh process (this one holds the generated workload too).
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+        child.arguments = ["--measure-liveboard", path]
+        let pipe = Pipe()
+        child.standardOutput = pipe
+        try child.run()
+        child.waitUntilExit()
+        if let text = String(data: pipe.fileHandleForReading.readDataToEndOfFile(), encoding: .utf8),
+           let bytes = Double(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
+            figures.append(("client_resident_workload_board", "MB", bytes / 1_048_576))
+        }
         let big = try LiveBoard.open(storage: .package(path: path), sync: LiveBoard.Sync(server: server.address, board: "workload"))
-        figures.append(("client_resident_workload_board", "MB", Double(residentBytes() - before) / 1_048_576))
         let bigRun = Task { try await big.run() }
         while !(big.currentStatus.state == .live && big.currentStatus.isAllAcknowledged) { try await Task.sleep(nanoseconds: 20_000_000) }
         let mover = try LiveBoard.open(storage: .memory, sync: LiveBoard.Sync(server: server.address, board: "workload"))
@@ -79,7 +101,13 @@ enum ClientBench {
         let uuid = sticker.uuid
         let remote = try await fanOut(author: mover, watchers: [big], rounds: 200, edit: { round in
             { try $0.move(sticker, to: CodablePoint(x: Double(round) + 0.5, y: 3)) }
-        }, holds: { snapshot, round in snapshot.stickers.first { $0.id == uuid }?.position.x == Double(round) + 0.5 })
+        }, holds: { update, round in
+            // From the typed changes, as a view that draws them would (the snapshot is not read).
+            update.changes.changed.contains { item in
+                if case .sticker(let sticker) = item { return sticker.id == uuid && sticker.position.x == Double(round) + 0.5 }
+                return false
+            }
+        })
         figures.append(("client_remote_move_to_update_workload_p50", "ms", percentile(remote, 0.5)))
         figures.append(("client_remote_move_to_update_workload_p99", "ms", percentile(remote, 0.99)))
         _ = await mover.close()

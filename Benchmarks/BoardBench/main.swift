@@ -1,5 +1,6 @@
 // board-bench: measures BoardSync on the realistic workload (see Workload.swift).
 // Run through bin/bench (release build). Figures go to docs/PERFORMANCE.md.
+import BoardClient
 import BoardCRDT
 import BoardModel
 import BoardRender
@@ -82,6 +83,16 @@ if let index = arguments.firstIndex(of: "--measure-load"), index + 1 < arguments
     exit(0)
 }
 
+// Child mode: open a LiveBoard on a package holding the workload board in a fresh process and
+// report the growth of the resident set.
+if let index = arguments.firstIndex(of: "--measure-liveboard"), index + 1 < arguments.count {
+    let before = residentBytes()
+    let board = try LiveBoard.open(storage: .package(path: arguments[index + 1]))
+    let after = residentBytes()
+    print(after - before)
+    _ = await board.close()
+    exit(0)
+}
 // bin/bench --peers: the workload's trace for Yrs and Loro, BoardSync's figures, peak memory.
 if let index = arguments.firstIndex(of: "--export-trace"), index + 1 < arguments.count {
     let workload = Workload().generate(seed: 1)
