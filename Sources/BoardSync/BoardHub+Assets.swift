@@ -37,7 +37,11 @@ extension BoardHub {
 
     /// A session said it does not have an image: ask someone else, or tell whoever waits.
     func peerLacks(_ hash: AssetHash, _ id: SessionID) {
-        peers[id]?.unavailable.insert(hash)
+        if let peer = peers[id] {
+            let wait = peer.unavailable[hash].map { min(BoardHub.assetRetryMax, $0.wait * 2) } ?? BoardHub.assetRetryFirst
+            peers[id]?.unavailable[hash] = (now + wait, wait)
+            noteAssetRetry(at: now + wait)
+        }
         if fetching[hash] == id { fetching[hash] = nil }
         requestMissing(preferring: nil)
         if fetching[hash] == nil && !fetchingFromLog.contains(hash) { answerNoAsset(hash) }
@@ -63,7 +67,9 @@ extension BoardHub {
         open.sort()
         for hash in missing {
             let candidates = ([preferred].compactMap { $0 } + open).filter { id in
-                withPeer(id) { $0.session.isOpen && !$0.readOnly && !$0.unavailable.contains(hash) } ?? false
+                withPeer(id) { peer in
+                    peer.session.isOpen && !peer.readOnly && (peer.unavailable[hash].map { now >= $0.askAgainAt } ?? true)
+                } ?? false
             }
             guard let peer = candidates.first else {
                 if fetchingFromLog.contains(hash) { continue }
@@ -81,6 +87,32 @@ extension BoardHub {
             byPeer[peer, default: []].append(AssetRequest(hash: hash, offset: assembler.offset(for: hash)))
         }
         for (peer, requests) in byPeer { withSession(peer) { $0.want(requests) } }
+    }
+
+    /// How long after a peer said NO_ASSET it is asked for that image again (doubling per
+    /// image up to `assetRetryMax`, while the image is still missing and the link stays up).
+    public static let assetRetryFirst = 2.0
+    public static let assetRetryMax = 60.0
+
+    /// A peer may be asked again for an image at `time`: the hub's timers wake then.
+    func noteAssetRetry(at time: Double) {
+        nextAssetRetry = min(nextAssetRetry ?? time, time)
+        lowerDeadlineBound(to: time)
+    }
+
+    /// At the retry deadline: images still missing are asked again of peers whose NO_ASSET
+    /// has aged (and forgotten for images no longer missing).
+    func retryUnavailableAssets() {
+        guard let due = nextAssetRetry, due <= now else { return }
+        nextAssetRetry = nil
+        let missing = Set(store.replica.missingAssets)
+        for id in Array(peers.keys) {
+            guard var entries = peers[id]?.unavailable, !entries.isEmpty else { continue }
+            entries = entries.filter { missing.contains($0.key) }
+            peers[id]?.unavailable = entries
+            for entry in entries.values where entry.askAgainAt > now { noteAssetRetry(at: entry.askAgainAt) }
+        }
+        requestMissing(preferring: nil)
     }
 
     /// Answers a WANT at once unless the bytes are on their way from a *different* peer: two

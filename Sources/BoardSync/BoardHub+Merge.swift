@@ -51,7 +51,7 @@ extension BoardHub {
         operationsMerged += fresh.count
         // A peer that said it lacks an image may have it by now if it sends operations using it.
         if peers[id]?.unavailable.isEmpty == false {
-            for op in fresh { if let hash = op.payload.asset { peers[id]?.unavailable.remove(hash) } }
+            for op in fresh { if let hash = op.payload.asset { peers[id]?.unavailable[hash] = nil } }
         }
         // Only images the new operations name can have gone missing by this merge: no scan of
         // every item on the board per frame (session events rescan all).

@@ -43,6 +43,8 @@ public final class BoardHub {
 
     /// Every session's peer record.
     var peers: [SessionID: HubPeer] = [:]
+    /// When a peer that said NO_ASSET may next be asked again (`retryUnavailableAssets`).
+    var nextAssetRetry: Double?
     /// Never later than the earliest deadline of any session or presence (nil: none), so that
     /// `nextDeadline`, which a host asks after every event, does not visit every session (with
     /// 1,000 connections that was a fifth of a server's time). A session's deadline only moves
@@ -314,6 +316,8 @@ public final class BoardHub {
         expirePresences()
         var fired: [(SessionID, SessionEvent)] = []
         deadlineBound = presences.values.lazy.map(\.expires).min()
+        retryUnavailableAssets()
+        if let retry = nextAssetRetry { lowerDeadlineBound(to: retry) }
         for id in Array(peers.keys) {
             let events = withSession(id) { $0.handleTimer(now: now) } ?? []  // lowers the bound to the session's next deadline
             fired += events.map { (id, $0) }
@@ -329,7 +333,7 @@ public final class BoardHub {
     /// The earliest deadline of every session and presence, found by visiting them all (what
     /// `deadlineBound` stands for; tests compare the two).
     var exactSessionDeadline: Double? {
-        var earliest = presences.values.lazy.map(\.expires).min()
+        var earliest = [presences.values.lazy.map(\.expires).min(), nextAssetRetry].compactMap { $0 }.min()
         forEachSession { _, session in
             if let deadline = session.nextDeadline { earliest = min(earliest ?? deadline, deadline) }
         }

@@ -42,8 +42,10 @@ struct HubPeer {
     var bucket: TokenBucket?
 
     // Assets (BoardHub+Assets.swift).
-    /// Assets it said it does not have.
-    var unavailable: Set<AssetHash> = []
+    /// Assets it said it does not have, and when it may be asked again: it may get them later
+    /// (from their uploader, reconnecting) while this link stays up, and nothing in the protocol
+    /// tells the asker so. The wait doubles per hash from `assetRetryFirst` to `assetRetryMax`.
+    var unavailable: [AssetHash: (askAgainAt: Double, wait: Double)] = [:]
 
     init(session: SyncSession) {
         self.session = session
