@@ -142,9 +142,7 @@ extension LiveBoard {
         let had = shot.serverHad ?? .empty
         // What this replica held that the server lacked: what it held at the start, and its
         // own edits made while the sync ran.
-        var held = shot.startVector.entries
-        held[replicaID] = replica.versionVector[replicaID]
-        let sent = held.reduce(0) { $0 + Int($1.value > had[$1.key] ? $1.value - had[$1.key] : 0) }
+        let sent = heldByThisReplica(shot).entries.reduce(0) { $0 + Int($1.value > had[$1.key] ? $1.value - had[$1.key] : 0) }
         // Received: others' operations this replica gained (its own edits meanwhile are not).
         let received = replica.versionVector.entries.reduce(0) { total, entry in
             entry.key == replicaID ? total : total + Int(entry.value &- min(entry.value, shot.startVector[entry.key]))

@@ -82,13 +82,8 @@ public struct TokenAuthority: Sendable {
         self.secret = secret
     }
 
-    /// A token id drawn from `generator` (hosts pass the system's; this type draws nothing
-    /// itself): 16 hex digits.
-    public static func newTokenID(using generator: inout some RandomNumberGenerator) -> String {
-        hex16(UInt64.random(in: 1...UInt64.max, using: &generator))
-    }
-
-    private static func hex16(_ value: UInt64) -> String {
+    /// 16 hex digits (a token id's form).
+    public static func hex16(_ value: UInt64) -> String {
         let hex = String(value, radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex
     }

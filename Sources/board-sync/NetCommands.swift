@@ -234,7 +234,8 @@ struct NetCommands {
         let subject = args.value("subject") ?? String(format: "%016llx", UInt64.random(in: 1...UInt64.max, using: &generator))
         guard TokenAuthority.isValidSubject(subject) else { throw UsageError("--subject is 1-64 letters, digits, '-', '_' or '.'") }
         let authority = try TokenAuthority(secret: Access.secret(at: secretFile, create: false))
-        let tokenID = TokenAuthority.newTokenID(using: &generator)
+        // The token id is drawn here, by the host: the sans-IO layer draws no randomness.
+        let tokenID = TokenAuthority.hex16(UInt64.random(in: 1...UInt64.max, using: &generator))
         let token = try authority.mint(board: board, role: role, expires: expires, subject: subject, tokenID: tokenID, issued: now)
         let expiry = expires.map { ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: $0)) } ?? "never"
         if args.has("json") {

@@ -39,8 +39,9 @@ import Testing
         #expect(Set(ids).count == 20 && !ids.contains(nil))
         // ...and ids a host draws from its generator (`token` draws one per token) are its own too.
         var generator = SystemRandomNumberGenerator()
-        let drawn = (0..<20).map { _ in TokenAuthority.newTokenID(using: &generator) }
+        let drawn = (0..<20).map { _ in TokenAuthority.hex16(UInt64.random(in: 1...UInt64.max, using: &generator)) }
         #expect(Set(drawn).count == 20 && drawn.allSatisfy { $0.count == 16 })
+        #expect(TokenAuthority.hex16(0xAB) == "00000000000000ab")
     }
 
     /// A token minted before tokens had ids and issue times (`board=...;exp=...;sub=...` only).
