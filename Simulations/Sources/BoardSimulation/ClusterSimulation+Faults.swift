@@ -205,44 +205,28 @@ extension ClusterSimulation {
     /// failure), as `World.shrink` does: delta debugging over the events, then slow links and
     /// latency. Every candidate is a full deterministic run (a cluster run is cheap), at most `budget`.
     public static func shrink(_ plan: ClusterPlan, budget: Int = 1500, progress: (Int, Int) -> Void = { _, _ in }) -> Shrunk? {
-        let first = ClusterSimulation(plan).run()
-        guard let kind = first.failureKind else { return nil }
-        var best = plan
-        var bestReport = first
-        var runs = 1
-        func stillFails(_ candidate: ClusterPlan) -> Bool {
-            guard runs < budget else { return false }
-            runs += 1
-            let report = ClusterSimulation(candidate).run()
-            progress(runs, candidate.events.count)
-            guard report.failureKind == kind else { return false }
-            best = candidate
-            bestReport = report
-            return true
-        }
-        var chunk = max(1, best.events.count / 2)
-        while runs < budget {
-            var removedAny = false
-            var start = 0
-            while start < best.events.count, runs < budget {
-                var candidate = best
-                candidate.events.removeSubrange(start..<min(start + chunk, best.events.count))
-                if !stillFails(candidate) { start += chunk } else { removedAny = true }
-            }
-            if chunk == 1 && !removedAny { break }
-            if !removedAny { chunk = max(1, chunk / 2) }
-        }
-        for client in best.bandwidth.keys.sorted() {
-            var candidate = best
-            candidate.bandwidth[client] = nil
-            _ = stillFails(candidate)
-        }
-        if best.latency != 0.005...0.005 {
-            var candidate = best
-            candidate.latency = 0.005...0.005
-            _ = stillFails(candidate)
-        }
-        return Shrunk(plan: best, report: bestReport, runs: runs, originalEvents: plan.events.count)
+        let shrinker = Shrinker<ClusterPlan, ClusterPlan.Event, Report>(
+            events: \.events, run: { ClusterSimulation($0).run() }, failureKind: \.failureKind,
+            shapes: { best in
+                // The cluster's shape: slow links, then latency.
+                let slow: [(ClusterPlan) -> ClusterPlan?] = best.bandwidth.keys.sorted().map { client in
+                    { plan in
+                        var candidate = plan
+                        candidate.bandwidth[client] = nil
+                        return candidate
+                    }
+                }
+                let latency: (ClusterPlan) -> ClusterPlan? = { plan in
+                    guard plan.latency != 0.005...0.005 else { return nil }
+                    var candidate = plan
+                    candidate.latency = 0.005...0.005
+                    return candidate
+                }
+                return slow + [latency]
+            },
+            budget: budget)
+        guard let (best, report, runs) = shrinker.shrink(plan, progress: progress) else { return nil }
+        return Shrunk(plan: best, report: report, runs: runs, originalEvents: plan.events.count)
     }
 }
 

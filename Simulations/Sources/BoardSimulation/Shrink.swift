@@ -28,51 +28,35 @@ extension World {
     /// then over slow links and extra dials. Every candidate is a full deterministic run, at
     /// most `budget` of them. Returns nil when the plan does not fail.
     public static func shrink(_ plan: Plan, budget: Int = 400, progress: (Int, Int) -> Void = { _, _ in }) -> Shrunk? {
-        let first = simulate(plan)
-        guard let kind = first.failureKind else { return nil }
-        var best = plan
-        var bestReport = first
-        var runs = 1
-        func stillFails(_ candidate: Plan) -> Bool {
-            guard runs < budget else { return false }
-            runs += 1
-            let report = simulate(candidate)
-            progress(runs, candidate.events.count)
-            guard report.failureKind == kind else { return false }
-            best = candidate
-            bestReport = report
-            return true
-        }
-
-        // Events: remove chunks, halving the chunk size when nothing more can go.
-        var chunk = max(1, best.events.count / 2)
-        while runs < budget {
-            var removedAny = false
-            var start = 0
-            while start < best.events.count, runs < budget {
-                var candidate = best
-                candidate.events.removeSubrange(start..<min(start + chunk, best.events.count))
-                if !stillFails(candidate) { start += chunk } else { removedAny = true }
-            }
-            if chunk == 1 && !removedAny { break }
-            if !removedAny { chunk = max(1, chunk / 2) }
-        }
-        // The world's shape: slow links, then second dials, then latency.
-        for peer in best.bandwidth.keys.sorted() {
-            var candidate = best
-            candidate.bandwidth[peer] = nil
-            _ = stillFails(candidate)
-        }
-        for peer in best.dials.indices where best.dials[peer].count > 1 {
-            var candidate = best
-            candidate.dials[peer] = [best.server]
-            _ = stillFails(candidate)
-        }
-        if best.latency != 0.01...0.01 {
-            var candidate = best
-            candidate.latency = 0.01...0.01
-            _ = stillFails(candidate)
-        }
-        return Shrunk(plan: best, report: bestReport, runs: runs, originalEvents: plan.events.count)
+        let shrinker = Shrinker<Plan, Plan.Event, Report>(
+            events: \.events, run: { simulate($0) }, failureKind: \.failureKind,
+            shapes: { best in
+                // The world's shape: slow links, then second dials, then latency.
+                let slow: [(Plan) -> Plan?] = best.bandwidth.keys.sorted().map { peer in
+                    { plan in
+                        var candidate = plan
+                        candidate.bandwidth[peer] = nil
+                        return candidate
+                    }
+                }
+                let dials: [(Plan) -> Plan?] = best.dials.indices.map { peer in
+                    { plan in
+                        guard plan.dials[peer].count > 1 else { return nil }
+                        var candidate = plan
+                        candidate.dials[peer] = [plan.server]
+                        return candidate
+                    }
+                }
+                let latency: (Plan) -> Plan? = { plan in
+                    guard plan.latency != 0.01...0.01 else { return nil }
+                    var candidate = plan
+                    candidate.latency = 0.01...0.01
+                    return candidate
+                }
+                return slow + dials + [latency]
+            },
+            budget: budget)
+        guard let (best, report, runs) = shrinker.shrink(plan, progress: progress) else { return nil }
+        return Shrunk(plan: best, report: report, runs: runs, originalEvents: plan.events.count)
     }
 }
