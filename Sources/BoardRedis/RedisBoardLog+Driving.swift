@@ -22,8 +22,7 @@ extension RedisBoardLog {
             send(.auth, auth, on: link)
         }
         if link == .tail {
-            tailClientID = nil
-            readInFlight = false
+            tailState.linkReset()
             send(.clientID, strings: ["CLIENT", "ID"], on: .tail)
         }
         pump()
@@ -50,10 +49,7 @@ extension RedisBoardLog {
             return channel.requests.values.map(\.request)
         }
         for request in lost { forget(request) }
-        if link == .tail {
-            readInFlight = false
-            tailClientID = nil
-        }
+        if link == .tail { tailState.linkReset() }
     }
 
     /// Bytes to write on a link.
@@ -110,7 +106,7 @@ extension RedisBoardLog {
         for entry in assetGets.values where !entry.sent { deadlines.append(max(entry.notBefore, now)) }
         for entry in authorRequests.values where !entry.sent && entry.notBefore > now { deadlines.append(entry.notBefore) }
         for entry in replicaMarks.values where !entry.sent && entry.notBefore > now { deadlines.append(entry.notBefore) }
-        if !readInFlight, readNotBefore > now { deadlines.append(readNotBefore) }
+        if let notBefore = tailState.notBefore, notBefore > now { deadlines.append(notBefore) }
         return deadlines.min()
     }
 

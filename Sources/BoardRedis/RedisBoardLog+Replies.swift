@@ -21,7 +21,7 @@ extension RedisBoardLog {
         case .getAsset(let hash): assetRead(hash, value)
         case .author(let board, let request): authorshipAnswered(board, request, value)
         case .markReplicas(let board): replicaMarks[board] = nil
-        case .clientID: if case .integer(let id) = value { tailClientID = id }
+        case .clientID: if case .integer(let id) = value { tailState.clientIDAnswered(id) }
         case .unblock, .publish, .auth: break
         case .read(let starts): tailRead(starts, value)
         }
@@ -41,8 +41,8 @@ extension RedisBoardLog {
         case .getAsset(let hash), .getChunks(let hash, _): assetGets[hash]?.sent = false
         case .author(let board, let request): authorRequests[AuthorKey(board: board, request: request)]?.sent = false
         case .markReplicas(let board): replicaMarks[board]?.sent = false
-        case .read: readInFlight = false
-        case .unblock: unblockSent = false
+        case .read: tailState.readEnded()
+        case .unblock: tailState.unblockEnded()
         case .clientID, .publish, .auth: break
         }
     }
@@ -86,8 +86,7 @@ extension RedisBoardLog {
                 entry.notBefore = at
             }
         case .read:
-            readInFlight = false
-            readNotBefore = at
+            tailState.readEnded(retryAt: at)
             // An unblocked read ends with an error reply when unblocked with ERROR; plain
             // UNBLOCK gives a null reply. Either way the next read starts.
             if !message.hasPrefix("UNBLOCKED") { options.log("Redis refused the tail read (retrying): \(message)") }
@@ -105,7 +104,7 @@ extension RedisBoardLog {
         case .clientID:
             options.log("Redis refused CLIENT ID: \(message)")
         case .unblock:
-            unblockSent = false
+            tailState.unblockEnded()
         case .publish:
             break
         case .auth:

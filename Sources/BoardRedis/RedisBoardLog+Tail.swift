@@ -10,29 +10,31 @@ extension RedisBoardLog {
     func sendTailRead() {
         let tailing = boards.filter { $0.value.phase.isTailing }.map { (name: $0.key, lastID: $0.value.lastID) }.sorted { $0.name < $1.name }
         let names = tailing.map(\.name)
-        guard up.contains(.tail), tailClientID != nil, !tailing.isEmpty else { return }
-        if !readInFlight, readNotBefore <= now {
+        guard up.contains(.tail), let id = tailState.clientID, !tailing.isEmpty else { return }
+        switch tailState {
+        case .idle(_, let notBefore) where notBefore <= now:
             let keys = names.map { streamKey($0) }
             let ids = tailing.map(\.lastID)
             let parts = ["XREAD", "COUNT", String(options.readCount), "BLOCK", String(options.blockMilliseconds), "STREAMS"] + keys + ids
             send(.read(Dictionary(uniqueKeysWithValues: zip(names, ids))), strings: parts, on: .tail)
-            readInFlight = true
-            unblockSent = false
-        } else if readInFlight, !unblockSent, up.contains(.commands), let id = tailClientID,
-                  let reading = tailChannel.requests.values.compactMap({ entry -> [String]? in
-                      if case .read(let starts) = entry.request { return starts.keys.sorted() }
-                      return nil
-                  }).first, reading != names {
+            tailState = .reading(clientID: id, unblocking: false)
+        case .reading(_, unblocking: false) where up.contains(.commands):
+            guard let reading = tailChannel.requests.values.compactMap({ entry -> [String]? in
+                if case .read(let starts) = entry.request { return starts.keys.sorted() }
+                return nil
+            }).first, reading != names else { return }
             // A board caught up (or closed) while the read blocks: end the read early so the
             // next one covers it.
             send(.unblock, strings: ["CLIENT", "UNBLOCK", String(id)])
-            unblockSent = true
+            tailState = .reading(clientID: id, unblocking: true)
+        default:
+            break
         }
     }
 
     /// What the tail read returned (`XREAD`, each board's stream from `starts`).
     func tailRead(_ starts: [String: String], _ value: RESPValue) {
-        readInFlight = false
+        tailState.readEnded()
         guard case .array(let streams?) = value else { return }
         for stream in streams {
             guard case .array(let pair?) = stream, pair.count == 2, let key = pair[0].text,

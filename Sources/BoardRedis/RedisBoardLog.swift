@@ -59,12 +59,8 @@ public final class RedisBoardLog {
     /// The attached boards, each with its phase (`Internal/RedisBoardLog+Board.swift`).
     var boards: [String: BoardState] = [:]
 
-    /// The tail link's client id (for `CLIENT UNBLOCK`), and its one blocking read.
-    var tailClientID: Int64?
-    var readInFlight = false
-    var readNotBefore = 0.0
-    /// Boards the outstanding XREAD does not cover yet (it is unblocked to pick them up).
-    var unblockSent = false
+    /// The tail link's one blocking read (`Internal/RedisBoardLog+TailRead.swift`).
+    var tailState = TailRead.awaitingClientID(notBefore: 0)
 
     /// Authorship requests of hubs, until Redis answered them.
     var authorRequests: [AuthorKey: (sent: Bool, notBefore: Double)] = [:]
