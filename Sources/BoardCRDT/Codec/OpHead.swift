@@ -1,5 +1,7 @@
+import BoardModel
+
 /// The head byte that starts every encoded operation, in batches (`OperationBatch+Binary.swift`)
-/// and in linked batches (`LinkedBatch.swift`): the kind in the low four bits, then flags that
+/// and in linked batches (`LinkedCodec.swift`): the kind in the low four bits, then flags that
 /// say which fields are left out because they follow from the operation before. One
 /// definition, so an encoder and a decoder cannot disagree on a bit (docs/PROTOCOL.md).
 enum OpHead {
@@ -26,4 +28,45 @@ enum OpHeadExtension {
     static let newAuthor: UInt8 = 0x01
     /// A point run with a new shape follows.
     static let newShape: UInt8 = 0x02
+}
+
+/// The kinds of operation, in the low four bits of an operation's head.
+enum OpKind: UInt8 {
+    case beginStroke = 0, appendPoints, addSticker, erase, unerase, color, width, asset
+    case position, scale, rotation, z, noBackground, background, canvas
+}
+
+extension Payload {
+    /// The points a stroke operation carries.
+    var points: [GridPoint]? {
+        switch self {
+        case .beginStroke(_, let start): return start.points
+        case .appendPoints(_, let points): return points
+        default: return nil
+        }
+    }
+
+    var kind: OpKind {
+        switch self {
+        case .beginStroke: return .beginStroke
+        case .appendPoints: return .appendPoints
+        case .addSticker: return .addSticker
+        case .setItem(_, let field):
+            switch field {
+            case .exists(let value): return value ? .unerase : .erase
+            case .color: return .color
+            case .width: return .width
+            case .asset: return .asset
+            case .position: return .position
+            case .scale: return .scale
+            case .rotation: return .rotation
+            case .z: return .z
+            }
+        case .setBoard(let field):
+            switch field {
+            case .background(let hash): return hash == nil ? .noBackground : .background
+            case .canvas: return .canvas
+            }
+        }
+    }
 }

@@ -24,11 +24,6 @@ import BoardModel
 // packed at w bits each (x then y, least significant bit first, the last byte padded with
 // zeros): a pen's steps of a few grid units cost 5 bits per coordinate instead of 8.
 
-enum OpKind: UInt8 {
-    case beginStroke = 0, appendPoints, addSticker, erase, unerase, color, width, asset
-    case position, scale, rotation, z, noBackground, background, canvas
-}
-
 /// How a point run is written in format 2: its count, shift and bit width. A run with the same
 /// shape as the batch's previous one sets a head flag instead of repeating it.
 struct PointShape: Equatable {
@@ -325,112 +320,5 @@ private struct BatchEncoder {
             previous = point
         }
         noteEnd(last, of: item)
-    }
-}
-
-extension ByteWriter {
-    /// A register write's value, as self-contained and linked batches both write it; `position`
-    /// writes a point (from the origin in a self-contained batch, from the item's last
-    /// coordinate on a link).
-    mutating func writeValue(of field: ItemField, position: (inout ByteWriter, GridPoint) -> Void) {
-        switch field {
-        case .exists: break
-        case .color(let color): write(color)
-        case .width(let width): write(varint: UInt64(width))
-        case .asset(let hash): write(bytes: hash.digest)
-        case .position(let point): position(&self, point)
-        case .scale(let value), .rotation(let value): write(double: value)
-        case .z(let key): write(lengthPrefixed: key.bytes)
-        }
-    }
-
-    mutating func writeValue(of field: BoardField) {
-        switch field {
-        case .background(let hash): if let hash { write(bytes: hash.digest) }
-        case .canvas(let width, let height):
-            write(varint: UInt64(width))
-            write(varint: UInt64(height))
-        }
-    }
-
-    mutating func write(_ color: Color8) {
-        // Byte by byte: an array literal here was a heap allocation per stroke.
-        write(byte: color.red)
-        write(byte: color.green)
-        write(byte: color.blue)
-        write(byte: color.alpha)
-    }
-}
-
-/// Packs values of one bit width into bytes, least significant bit first.
-struct BitPacker {
-    let width: Int
-    private var buffer: UInt64 = 0
-    private var count = 0  // bits in `buffer`, always < 8 between appends
-
-    init(width: Int) {
-        self.width = width
-    }
-
-    mutating func append(_ value: UInt64, to writer: inout ByteWriter) {
-        if width > 32 {
-            // Two halves, so the buffer (under 8 bits) never overflows 64.
-            put(value & 0xFFFF_FFFF, bits: 32, to: &writer)
-            put(value >> 32, bits: width - 32, to: &writer)
-        } else {
-            put(value, bits: width, to: &writer)
-        }
-    }
-
-    private mutating func put(_ value: UInt64, bits: Int, to writer: inout ByteWriter) {
-        buffer |= value << UInt64(count)
-        count += bits
-        while count >= 8 {
-            writer.write(byte: UInt8(truncatingIfNeeded: buffer))
-            buffer >>= 8
-            count -= 8
-        }
-    }
-
-    /// Writes the last partial byte, padded with zero bits.
-    mutating func finish(to writer: inout ByteWriter) {
-        if count > 0 { writer.write(byte: UInt8(truncatingIfNeeded: buffer)) }
-        buffer = 0
-        count = 0
-    }
-}
-
-extension Payload {
-    /// The points a stroke operation carries.
-    var points: [GridPoint]? {
-        switch self {
-        case .beginStroke(_, let start): return start.points
-        case .appendPoints(_, let points): return points
-        default: return nil
-        }
-    }
-
-    var kind: OpKind {
-        switch self {
-        case .beginStroke: return .beginStroke
-        case .appendPoints: return .appendPoints
-        case .addSticker: return .addSticker
-        case .setItem(_, let field):
-            switch field {
-            case .exists(let value): return value ? .unerase : .erase
-            case .color: return .color
-            case .width: return .width
-            case .asset: return .asset
-            case .position: return .position
-            case .scale: return .scale
-            case .rotation: return .rotation
-            case .z: return .z
-            }
-        case .setBoard(let field):
-            switch field {
-            case .background(let hash): return hash == nil ? .noBackground : .background
-            case .canvas: return .canvas
-            }
-        }
     }
 }
