@@ -6,33 +6,33 @@ import BoardModel
 /// Bounded: partial transfers together hold at most `maxPartialBytes`; starting one beyond that
 /// drops the least recently fed partial. Hosts `discard` a partial when the connection feeding
 /// it closes, so nothing a peer started stays in memory after it leaves.
-public struct AssetAssembler: Sendable {
+package struct AssetAssembler: Sendable {
     private var partial: [AssetHash: (total: UInt64, bytes: [UInt8])] = [:]
     private var touched: [AssetHash: UInt64] = [:]
     private var clock: UInt64 = 0
-    public let maxPartialBytes: Int
+    package let maxPartialBytes: Int
 
-    public init(maxPartialBytes: Int = 128 << 20) {
+    package init(maxPartialBytes: Int = 128 << 20) {
         self.maxPartialBytes = maxPartialBytes
     }
 
     /// Bytes held in partial transfers.
-    public var partialBytes: Int { partial.values.reduce(0) { $0 + $1.bytes.count } }
+    package var partialBytes: Int { partial.values.reduce(0) { $0 + $1.bytes.count } }
 
     /// Forgets a partial transfer (its source went away).
-    public mutating func discard(_ hash: AssetHash) {
+    package mutating func discard(_ hash: AssetHash) {
         partial[hash] = nil
         touched[hash] = nil
     }
 
     /// Where to resume `hash` from (0 when nothing has arrived).
-    public func offset(for hash: AssetHash) -> UInt64 {
+    package func offset(for hash: AssetHash) -> UInt64 {
         UInt64(partial[hash]?.bytes.count ?? 0)
     }
 
     /// Adds a chunk. Returns the complete bytes when this chunk finished the asset. Throws when
     /// chunks disagree or the finished bytes do not match the hash (the partial is discarded).
-    public mutating func add(_ chunk: AssetChunk) throws(SessionError) -> [UInt8]? {
+    package mutating func add(_ chunk: AssetChunk) throws(SessionError) -> [UInt8]? {
         // Taken out of the dictionary while it grows: a copy per chunk made large assets quadratic.
         var entry = partial.removeValue(forKey: chunk.hash) ?? (chunk.totalSize, [])
         clock += 1

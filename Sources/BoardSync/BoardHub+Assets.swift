@@ -91,8 +91,8 @@ extension BoardHub {
 
     /// How long after a peer said NO_ASSET it is asked for that image again (doubling per
     /// image up to `assetRetryMax`, while the image is still missing and the link stays up).
-    public static let assetRetryFirst = 2.0
-    public static let assetRetryMax = 60.0
+    package static let assetRetryFirst = 2.0
+    package static let assetRetryMax = 60.0
 
     /// A peer may be asked again for an image at `time`: the hub's timers wake then.
     func noteAssetRetry(at time: Double) {

@@ -13,15 +13,15 @@ import Foundation
 
 /// What a hub asks the layer that shares authorship between servers.
 public struct AuthorshipRequest: Hashable, Sendable, CustomStringConvertible {
-    public var replica: ReplicaID
-    public var subject: String
+    package var replica: ReplicaID
+    package var subject: String
     /// Bind `replica` to `subject` when nobody owns it, the shared log holds no operation of it
     /// and the limits allow; false: only say who owns it.
-    public var bind: Bool
-    public var maxPerSubject: Int
-    public var maxPerBoard: Int
+    package var bind: Bool
+    package var maxPerSubject: Int
+    package var maxPerBoard: Int
 
-    public init(replica: ReplicaID, subject: String, bind: Bool, maxPerSubject: Int, maxPerBoard: Int) {
+    package init(replica: ReplicaID, subject: String, bind: Bool, maxPerSubject: Int, maxPerBoard: Int) {
         self.replica = replica
         self.subject = subject
         self.bind = bind
@@ -165,7 +165,7 @@ extension BoardHub {
 
     /// The shared log's answer to a `.decideAuthorship` request: sessions that said
     /// HELLO under a replica another subject owns are refused, and held batches go on in order.
-    public func authorshipAnswered(_ request: AuthorshipRequest, _ answer: AuthorshipAnswer, now: Double) {
+    package func authorshipAnswered(_ request: AuthorshipRequest, _ answer: AuthorshipAnswer, now: Double) {
         self.now = now
         authorshipAsked.remove(request)
         if case .owner(let owner) = answer {

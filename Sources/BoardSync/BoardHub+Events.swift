@@ -3,7 +3,7 @@
 extension BoardHub {
     /// The oldest event not drained yet (nil: none). Whoever drives the hub drains these after
     /// each call (a `SyncEndpoint` does it for its hubs).
-    public func pollEvent() -> HubEvent? {
+    package func pollEvent() -> HubEvent? {
         guard let event = events.pop() else { return nil }
         if case .changed = event { changeQueued = false }
         return event

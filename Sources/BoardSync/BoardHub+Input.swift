@@ -5,7 +5,7 @@ extension BoardHub {
     /// Feeds bytes from a session's connection; returns the session's events (for the host's
     /// logs and for one-shot clients that watch for completion).
     @discardableResult
-    public func receive(_ id: SessionID, _ bytes: [UInt8], now: Double) -> [SessionEvent] {
+    package func receive(_ id: SessionID, _ bytes: [UInt8], now: Double) -> [SessionEvent] {
         self.now = now
         guard let events = withSession(id, { $0.receive(bytes, now: now) }) else { return [] }
         // Group commit: consecutive live OPS frames from one read merge as one batch (one log

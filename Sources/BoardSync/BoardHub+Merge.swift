@@ -97,7 +97,7 @@ extension BoardHub {
     /// Group commit: makes the merges deferred since the last commit durable with one sync of
     /// the store, then acknowledges them. A failed sync closes the sessions that waited (they
     /// send their operations again when they reconnect; nothing was acknowledged).
-    public func commitMerges() {
+    package func commitMerges() {
         guard syncPendingSince != nil else { return }
         syncPendingSince = nil
         var waiting: [SessionID] = []
@@ -128,7 +128,7 @@ extension BoardHub {
     }
 
     /// Local edits made on this hub's store: stream them to every open session.
-    public func broadcast(_ operations: [Op], except excluded: SessionID? = nil) {
+    package func broadcast(_ operations: [Op], except excluded: SessionID? = nil) {
         guard !operations.isEmpty else { return }
         let recipients = peers.keys.filter { $0 != excluded }.sorted()
         guard !recipients.isEmpty else { return }

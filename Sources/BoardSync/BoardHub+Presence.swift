@@ -7,16 +7,16 @@ extension BoardHub {
 
     /// What a replica said last about itself on this board, which session brought it (nil: this
     /// host's own), and when it expires.
-    public struct PresenceEntry: Equatable, Sendable {
-        public var presence: Presence
-        public var from: SessionID?
-        public var expires: Double
+    package struct PresenceEntry: Equatable, Sendable {
+        package var presence: Presence
+        package var from: SessionID?
+        package var expires: Double
     }
 
 
     /// Announces a presence of this host (its own replica, or one it edits for, like a web page):
     /// kept, and sent to every session whose peer understands presence.
-    public func setLocalPresence(_ presence: Presence, now: Double) {
+    package func setLocalPresence(_ presence: Presence, now: Double) {
         self.now = now
         take(presence, from: nil)
     }
@@ -51,11 +51,11 @@ extension BoardHub {
 
     /// The `from` of presences that came through the shared log (other servers' clients): they
     /// are shown and relayed like a session's, expire by their ttl, and are never published back.
-    public static let sharedLogSource: SessionID = -1
+    package static let sharedLogSource: SessionID = -1
 
 
     /// A presence another server published for this board.
-    public func receiveReplicatedPresence(_ presence: Presence, now: Double) {
+    package func receiveReplicatedPresence(_ presence: Presence, now: Double) {
         self.now = now
         guard presence.replica != store.replica.id else { return }
         take(presence, from: BoardHub.sharedLogSource)

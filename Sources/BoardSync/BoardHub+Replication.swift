@@ -14,7 +14,7 @@ extension BoardHub {
 
     /// The shared log holds what the `.append` with `ticket` handed over:
     /// acknowledges the sessions that waited for it (tickets complete in order).
-    public func replicated(_ ticket: UInt64) {
+    package func replicated(_ ticket: UInt64) {
         guard let entry = awaitingReplication.removeValue(forKey: ticket) else { return }
         for id in entry.sessions { withSession(id) { $0.acknowledge(entry.version) } }
     }
@@ -23,7 +23,7 @@ extension BoardHub {
     /// board opened): merged and relayed to this hub's sessions, never handed back to
     /// the shared log. Returns how many were new. Throws when the store refuses them.
     @discardableResult
-    public func mergeReplicated(_ batch: OperationBatch, now: Double) throws -> Int {
+    package func mergeReplicated(_ batch: OperationBatch, now: Double) throws -> Int {
         self.now = now
         let vectorBefore = batch.covers != nil ? store.replica.versionVector : nil
         let fresh = try store.merging(batch, deferringSync: groupCommit)
@@ -39,7 +39,7 @@ extension BoardHub {
 
     /// What a `.fetchAsset(hash)` found: the bytes (checked against the hash), or nil when the
     /// log does not have them either (whoever waits hears NOASSET).
-    public func assetFetched(_ hash: AssetHash, _ data: Data?) {
+    package func assetFetched(_ hash: AssetHash, _ data: Data?) {
         guard fetchingFromLog.remove(hash) != nil else { return }
         guard let data else {
             // A session asked meanwhile may still send it; its waiters wait for that.
@@ -58,5 +58,5 @@ extension BoardHub {
     }
 
     /// Tickets whose sessions still wait for the shared log.
-    public var replicationsAwaited: Int { awaitingReplication.count }
+    package var replicationsAwaited: Int { awaitingReplication.count }
 }

@@ -7,7 +7,7 @@ extension BoardHub {
     /// (`RedisBoardLog`), without secrets. While set, every HELLO, held ones included, is
     /// answered with `storageUnavailable`: sessions with a token (`attach(subject:)`) hear this
     /// reason, others only that the storage is unavailable. Sessions already greeted stay.
-    public var storageTrouble: String? {
+    package var storageTrouble: String? {
         get { storage.trouble }
         set {
             storage.trouble = newValue
@@ -28,7 +28,7 @@ extension BoardHub {
     }
 
     /// Sessions turned away for the board's storage since the hub was made (statistics, tests).
-    public var storageRefusals: Int { storage.refused }
+    package var storageRefusals: Int { storage.refused }
 }
 
 /// What `BoardHub+Storage.swift` keeps in the hub.

@@ -20,22 +20,22 @@ public typealias SessionID = Int
 /// `BoardHub+Replication` and `BoardHub+Storage` (a shared log under several servers);
 /// `BoardHub+Events` (what it has for its host, polled).
 public final class BoardHub {
-    public let board: String
-    public let store: ReplicaStore
+    package let board: String
+    package let store: ReplicaStore
     /// Accept a dialer's HELLO for any board name (a peer hosts exactly one board).
-    public var acceptsAnyBoard = false
+    package var acceptsAnyBoard = false
     /// Called with log lines worth showing an operator.
-    public var log: ((String) -> Void)?
+    package var log: ((String) -> Void)?
     /// Output queued for all of this board's sessions together beyond which a new session is
     /// turned away (`busy`) instead of being handed a full delta: 200 handshakes on a large
     /// board must not hold 200 copies of it.
-    public var maxQueuedOutput = 64 << 20
+    package var maxQueuedOutput = 64 << 20
     /// Live operations one session may send per second, sustained (nil: unlimited); bursts of
     /// five seconds' worth pass. Handshake deltas (a replica catching up) are not counted.
     /// Beyond it the session closes with `tooFast`.
-    public var maxOperationsPerSecond: Double?
+    package var maxOperationsPerSecond: Double?
     /// Images a board may hold (nil: unlimited); beyond it uploads are refused (`limitReached`).
-    public var maxAssets: Int?
+    package var maxAssets: Int?
     var now = 0.0
     /// The last handshake delta, encoded: peers arriving with the same vector (new replicas, say)
     /// share one encoding instead of each costing a full-state pass.
@@ -81,12 +81,12 @@ public final class BoardHub {
     /// Merges are logged at once but synced once per turn of the host's loop (at
     /// `nextDeadline`, through `handleTimers`), and acknowledged after that sync; relays do not
     /// wait. Off: every merge is synced and acknowledged on its own.
-    public var groupCommit = false
+    package var groupCommit = false
     /// Sessions whose merged operations wait for the next sync before their ACK, in the order
     /// they first did (each peer's `awaitingSync` says whether it still does).
     var commitWaiters: [SessionID] = []
     /// When the oldest merge waiting for a sync was made (the hub's deadline).
-    public internal(set) var syncPendingSince: Double? {
+    package internal(set) var syncPendingSince: Double? {
         didSet { if syncPendingSince != oldValue { timersMoved() } }
     }
 
@@ -94,7 +94,7 @@ public final class BoardHub {
     /// Whether a replication layer shares this board with other servers: merges, uploaded
     /// images, presences and fetches of missing images become `.sharedLog` events, and the
     /// sessions whose operations were handed over are acknowledged at `replicated(ticket)`.
-    public var sharedLog = false
+    package var sharedLog = false
     /// The last ticket handed to the shared log.
     var lastTicket: UInt64 = 0
     var pendingReplication: [OperationBatch] = []
@@ -103,7 +103,7 @@ public final class BoardHub {
     /// While set, sessions that said HELLO wait (unanswered, their input buffered) instead of
     /// being greeted: a replication layer holds them until the board has caught up with the
     /// shared log, so nobody is handed a stale board and told it is complete.
-    public var holdsGreetings = false {
+    package var holdsGreetings = false {
         didSet { if !holdsGreetings { releaseHeldGreetings() } }
     }
     /// Whether the board's storage can serve it (BoardHub+Storage.swift).
@@ -119,36 +119,36 @@ public final class BoardHub {
     var authorCounts: [String: Int] = [:]
     /// Replica ids one token subject may own on one board; beyond it the subject's new
     /// replicas (tabs, devices) are refused with `limitReached` while its others keep writing.
-    public var maxReplicasPerSubject = BoardHub.defaultMaxReplicasPerSubject
-    public static let defaultMaxReplicasPerSubject = 1_024
+    package var maxReplicasPerSubject = BoardHub.defaultMaxReplicasPerSubject
+    package static let defaultMaxReplicasPerSubject = 1_024
     /// Bindings one board holds in all: `sync/authors` stays far below what loading accepts
     /// (8 MiB; a line is at most 82 bytes), so no writer can make it unreadable. Beyond it new
     /// replicas are refused with `limitReached`; replicas already bound keep writing.
-    public var maxAuthorsPerBoard = BoardHub.defaultMaxAuthorsPerBoard
-    public static let defaultMaxAuthorsPerBoard = 65_536
+    package var maxAuthorsPerBoard = BoardHub.defaultMaxAuthorsPerBoard
+    package static let defaultMaxAuthorsPerBoard = 65_536
     /// Set by a replication layer that decides authorship once for every server
     /// (`RedisBoardLog`): each question is a `.sharedLog(.decideAuthorship)` event, answered
     /// through `authorshipAnswered`. Meanwhile the operations that wait for the answer are held.
-    public var sharesAuthorship = false
+    package var sharesAuthorship = false
     /// Requests asked of the shared log and not answered yet.
     var authorshipAsked: Set<AuthorshipRequest> = []
     /// Answers other than an owner, kept while the sessions that waited for them are released.
     var authorshipAnswers: [AuthorshipRequest: AuthorshipAnswer] = [:]
     /// Batches one session may have held while its authorship is decided; beyond it, `busy`.
-    public var maxHeldBatches = 256
+    package var maxHeldBatches = 256
 
     // Presence (BoardHub+Presence.swift).
     /// Who is on the board now, by replica (ephemeral: never stored).
-    public internal(set) var presences: [ReplicaID: PresenceEntry] = [:]
+    package internal(set) var presences: [ReplicaID: PresenceEntry] = [:]
     /// A planted bug for the simulator's oracles (`board-sim --plant presence-not-relayed`):
     /// presences from sessions are kept but never passed on. Never set outside such runs.
     @_spi(Mutations) public var dropsRelayedPresence = false
 
     /// Operations merged from peers, and operations sent to peers (deltas and live), for statistics.
-    public internal(set) var operationsMerged = 0
-    public internal(set) var operationsSent = 0
+    package internal(set) var operationsMerged = 0
+    package internal(set) var operationsSent = 0
 
-    public init(board: String, store: ReplicaStore) {
+    package init(board: String, store: ReplicaStore) {
         self.board = board
         self.store = store
     }
@@ -156,14 +156,14 @@ public final class BoardHub {
     // MARK: Sessions
 
     /// A session this host dialed: starts the handshake for `board`.
-    public func addDialer(_ id: SessionID, _ session: SyncSession, now: Double) {
+    package func addDialer(_ id: SessionID, _ session: SyncSession, now: Double) {
         var session = session
         session.start(board: board, version: store.replica.versionVector, now: now)
         insert(id, HubPeer(session: session))
     }
 
     /// An accepted session that has not said hello yet (peers, which host one board).
-    public func addAcceptor(_ id: SessionID, _ session: SyncSession, now: Double) {
+    package func addAcceptor(_ id: SessionID, _ session: SyncSession, now: Double) {
         var session = session
         session.listen(now: now)
         insert(id, HubPeer(session: session))
@@ -174,7 +174,7 @@ public final class BoardHub {
     /// subject: it may author operations only for replica ids bound to that subject (bound at
     /// the replica's first operation, BoardHub+Authorship.swift), unless it is a trusted
     /// `relay` (a peer token).
-    public func attach(_ id: SessionID, _ session: SyncSession, hello: Hello, readOnly: Bool = false,
+    package func attach(_ id: SessionID, _ session: SyncSession, hello: Hello, readOnly: Bool = false,
                        subject: String? = nil, relay: Bool = false) {
         var peer = HubPeer(session: session)
         peer.readOnly = readOnly
@@ -201,7 +201,7 @@ public final class BoardHub {
 
     /// Forgets a session: its record, and what board-wide tables say of it (whoever it brought
     /// has left, images it was fetching are asked of someone else).
-    public func remove(_ id: SessionID) {
+    package func remove(_ id: SessionID) {
         peers[id] = nil
         sessionsWithOutput.remove(id)
         timersMoved()
@@ -222,13 +222,13 @@ public final class BoardHub {
     }
 
     /// Closes every session (for shutdown); their output then holds the goodbye.
-    public func closeAll(_ error: SessionError?) {
+    package func closeAll(_ error: SessionError?) {
         for id in Array(peers.keys) { closeSession(id, error) }
     }
 
     /// Closes one session with `error` (its token expired or was revoked, or it broke a rule);
     /// its output then holds the ERROR.
-    public func close(_ id: SessionID, _ error: SessionError) {
+    package func close(_ id: SessionID, _ error: SessionError) {
         closeSession(id, error)
     }
 
@@ -240,26 +240,26 @@ public final class BoardHub {
     // MARK: What a host or tool may read
 
     /// A session, by copy (for reading; the hub changes its own in place).
-    public func session(_ id: SessionID) -> SyncSession? { peers[id]?.session }
+    package func session(_ id: SessionID) -> SyncSession? { peers[id]?.session }
     /// This board's sessions, in order.
-    public var sessionIDs: [SessionID] { peers.keys.sorted() }
-    public var sessionCount: Int { peers.count }
+    package var sessionIDs: [SessionID] { peers.keys.sorted() }
+    package var sessionCount: Int { peers.count }
     /// Whether any session has finished its handshake.
-    public var hasOpenSession: Bool { peers.values.contains { $0.session.isOpen } }
+    package var hasOpenSession: Bool { peers.values.contains { $0.session.isOpen } }
     /// What a session's peer acknowledged having merged durably (nil: nothing yet).
-    public func acknowledged(by id: SessionID) -> VersionVector? { peers[id]?.acknowledged }
+    package func acknowledged(by id: SessionID) -> VersionVector? { peers[id]?.acknowledged }
     /// Whether a session's peer has sent everything it held when the session began.
-    public func hasSynced(_ id: SessionID) -> Bool { peers[id]?.synced ?? false }
+    package func hasSynced(_ id: SessionID) -> Bool { peers[id]?.synced ?? false }
     /// Whether a session's token allows reading only.
-    public func isReadOnly(_ id: SessionID) -> Bool { peers[id]?.readOnly ?? false }
+    package func isReadOnly(_ id: SessionID) -> Bool { peers[id]?.readOnly ?? false }
     /// Frame bytes this board's sessions have sent and received.
-    public var bytesTransferred: (sent: Int, received: Int) {
+    package var bytesTransferred: (sent: Int, received: Int) {
         peers.values.reduce((0, 0)) { ($0.0 + $1.session.bytesSent, $0.1 + $1.session.bytesReceived) }
     }
 
     // MARK: Timers and output
 
-    public func handleTimers(now: Double) -> [(SessionID, SessionEvent)] {
+    package func handleTimers(now: Double) -> [(SessionID, SessionEvent)] {
         self.now = now
         commitMerges()
         // A group commit falls due every loop turn with merges: the sessions and presences are
@@ -295,23 +295,23 @@ public final class BoardHub {
     /// When `handleTimers` may have work: the group commit's deadline, or the bound on the
     /// sessions' and presences' deadlines (never later than the earliest; possibly earlier, and
     /// then exact after the `handleTimers` call that finds nothing due). O(1).
-    public var nextDeadline: Double? {
+    package var nextDeadline: Double? {
         guard let since = syncPendingSince else { return deadlineBound }
         return min(since, deadlineBound ?? since)
     }
 
     /// Output waiting for one session's socket.
-    public func output(for id: SessionID, maxBytes: Int = Int.max, now: Double) -> [UInt8] {
+    package func output(for id: SessionID, maxBytes: Int = Int.max, now: Double) -> [UInt8] {
         withSession(id, notingOutput: false) { $0.takeOutput(maxBytes: maxBytes, now: now) } ?? []
     }
 
     /// The host says how many bytes of a session's output its transport holds (after each
     /// write, and as the socket drains): counted against `maxQueuedOutput`.
-    public func noteTransportQueued(_ id: SessionID, _ bytes: Int) {
+    package func noteTransportQueued(_ id: SessionID, _ bytes: Int) {
         withPeer(id) { $0.transportQueued = bytes }
     }
 
-    public func pendingOutput(for id: SessionID) -> Int {
+    package func pendingOutput(for id: SessionID) -> Int {
         withSession(id, notingOutput: false) { $0.pendingOutputCount } ?? 0
     }
 
@@ -320,7 +320,7 @@ public final class BoardHub {
     /// is written when the socket drains).
     var hasSessionsWithOutput: Bool { !sessionsWithOutput.isEmpty }
 
-    public func takeSessionsWithOutput() -> [SessionID] {
+    package func takeSessionsWithOutput() -> [SessionID] {
         let taken = sessionsWithOutput
         sessionsWithOutput = []
         return taken.sorted()

@@ -9,7 +9,7 @@
 /// Ties are deterministic: among equal deadlines the smaller key comes first, whatever order
 /// the keys were armed in. Sans-IO like the rest of the sync layer: deadlines are numbers the
 /// caller passes in, on whatever clock it keeps.
-public struct DeadlineQueue<Key: Hashable & Comparable> {
+package struct DeadlineQueue<Key: Hashable & Comparable> {
     private struct Entry {
         var deadline: Double
         var key: Key
@@ -26,18 +26,18 @@ public struct DeadlineQueue<Key: Hashable & Comparable> {
     private var armed: [Key: (deadline: Double, generation: UInt64)] = [:]
     private var generation: UInt64 = 0
 
-    public init() {}
+    package init() {}
 
     /// Keys with a deadline.
-    public var count: Int { armed.count }
-    public var isEmpty: Bool { armed.isEmpty }
+    package var count: Int { armed.count }
+    package var isEmpty: Bool { armed.isEmpty }
 
     /// The deadline `key` is armed at, if any.
-    public func deadline(of key: Key) -> Double? { armed[key]?.deadline }
+    package func deadline(of key: Key) -> Double? { armed[key]?.deadline }
 
     /// Arms `key` at `deadline` (nil cancels it). Arming it at the deadline it already has
     /// changes nothing.
-    public mutating func schedule(_ key: Key, at deadline: Double?) {
+    package mutating func schedule(_ key: Key, at deadline: Double?) {
         guard let deadline else { return cancel(key) }
         if armed[key]?.deadline == deadline { return }
         generation &+= 1
@@ -47,18 +47,18 @@ public struct DeadlineQueue<Key: Hashable & Comparable> {
     }
 
     /// Disarms `key` (its entry goes stale).
-    public mutating func cancel(_ key: Key) {
+    package mutating func cancel(_ key: Key) {
         armed[key] = nil
     }
 
     /// The earliest armed deadline and its key (the smaller key among equal deadlines).
-    public mutating func earliest() -> (key: Key, deadline: Double)? {
+    package mutating func earliest() -> (key: Key, deadline: Double)? {
         dropStaleTop()
         return heap.first.map { ($0.key, $0.deadline) }
     }
 
     /// Disarms and returns every key armed at or before `now`, earliest first (ties by key).
-    public mutating func popDue(now: Double) -> [Key] {
+    package mutating func popDue(now: Double) -> [Key] {
         var due: [Key] = []
         while let top = earliest(), top.deadline <= now {
             armed[top.key] = nil

@@ -8,15 +8,15 @@ import BoardModel
 ///     payload length - 1 bytes
 ///     crc32   u32 LE   CRC-32 of type + payload
 public struct Frame: Equatable, Sendable {
-    public var type: UInt8
-    public var payload: [UInt8]
+    package var type: UInt8
+    package var payload: [UInt8]
 
-    public init(type: UInt8, payload: [UInt8]) {
+    package init(type: UInt8, payload: [UInt8]) {
         self.type = type
         self.payload = payload
     }
 
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(payload.count + 9)
         let length = UInt32(payload.count + 1)
@@ -33,25 +33,25 @@ public struct Frame: Equatable, Sendable {
 /// Splits a byte stream into frames. Accepts any split of the stream; returns nil for "need more
 /// bytes"; never consumes half a frame; checks a frame's length against the limit before
 /// buffering its body.
-public struct FrameDecoder: Sendable {
+package struct FrameDecoder: Sendable {
     /// Frames longer than this are refused before their body is buffered (sessions lower it
     /// until the handshake is done).
-    public var maxFrame: Int
+    package var maxFrame: Int
     private var buffer: [UInt8] = []
     private var start = 0
 
-    public init(maxFrame: Int) {
+    package init(maxFrame: Int) {
         self.maxFrame = maxFrame
     }
 
     /// Bytes received but not yet returned as frames.
-    public var bufferedCount: Int { buffer.count - start }
+    package var bufferedCount: Int { buffer.count - start }
 
-    public mutating func append<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
+    package mutating func append<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
         buffer.append(contentsOf: bytes)
     }
 
-    public mutating func next() throws(SessionError) -> Frame? {
+    package mutating func next() throws(SessionError) -> Frame? {
         let available = buffer.count - start
         guard available >= 4 else { compactIfNeeded(); return nil }
         let length = Int(ByteReader.fixed32(in: buffer, at: start))

@@ -7,7 +7,7 @@ import Foundation
 /// on as `SyncEndpoint.Event`s). Nothing outside the hub runs while the hub works: a host or a
 /// replication layer reads these afterwards, so no call re-enters the hub (or the Redis log)
 /// in the middle of a merge or a reply.
-public enum HubEvent {
+package enum HubEvent {
     /// Operations or images changed the store (a host schedules a save; views redraw).
     case changed
     /// Another replica's presence arrived, changed or went (left, expired, or its session

@@ -6,9 +6,9 @@
 /// and the BOM) is written as `\u{XX}`. Escaping is idempotent (a backslash is kept as is), so
 /// layers may each apply it: hosts apply it to every line they log (`SyncHost`, `WebView`,
 /// `RedisCluster`, the command line's log), so one forgotten call site cannot undo it.
-public enum LogText {
+package enum LogText {
     /// `text` with every control and invisible direction mark escaped (see the type).
-    public static func escaped(_ text: String) -> String {
+    package static func escaped(_ text: String) -> String {
         // The common case (a line of plain text) is returned as is, without building a copy.
         guard text.unicodeScalars.contains(where: needsEscape) else { return text }
         var out = ""
@@ -24,7 +24,7 @@ public enum LogText {
     }
 
     /// A peer's text quoted for a log line: escaped and cut to `limit` characters.
-    public static func quoted(_ text: String, limit: Int = 200) -> String {
+    package static func quoted(_ text: String, limit: Int = 200) -> String {
         let cut = text.count > limit ? String(text.prefix(limit)) + "…" : text
         return "'" + escaped(cut) + "'"
     }

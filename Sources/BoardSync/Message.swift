@@ -28,7 +28,7 @@ public enum Message: Equatable, Sendable {
         case hello = 1, operations, ack, synced, want, assetChunk, noAsset, ping, pong, error, bye, presence
     }
 
-    public var kind: Kind {
+    package var kind: Kind {
         switch self {
         case .hello: return .hello
         case .operations: return .operations
@@ -48,24 +48,24 @@ public enum Message: Equatable, Sendable {
 
 /// The handshake: who is speaking, for which board, and what it already holds.
 public struct Hello: Equatable, Sendable {
-    public static let magic: [UInt8] = Array("BSYN".utf8)
-    public static let protocolVersion: UInt64 = 1
+    package static let magic: [UInt8] = Array("BSYN".utf8)
+    package static let protocolVersion: UInt64 = 1
     /// Longest board name, in UTF-8 bytes.
-    public static let maxBoardName = 128
+    package static let maxBoardName = 128
     /// Replicas in one version vector on the wire (a board that saw more would need a newer
     /// protocol; each entry costs the receiver memory and time).
-    public static let maxVersionEntries = 1 << 16
+    package static let maxVersionEntries = 1 << 16
 
-    public var protocolVersion: UInt64
-    public var board: String
-    public var replica: ReplicaID
+    package var protocolVersion: UInt64
+    package var board: String
+    package var replica: ReplicaID
     /// Reserved for authentication (a token); empty today.
-    public var credentials: [UInt8]
+    package var credentials: [UInt8]
     /// Bit set of optional features (`Capabilities`): presence.
-    public var capabilities: UInt64
-    public var version: VersionVector
+    package var capabilities: UInt64
+    package var version: VersionVector
 
-    public init(protocolVersion: UInt64 = Hello.protocolVersion, board: String, replica: ReplicaID,
+    package init(protocolVersion: UInt64 = Hello.protocolVersion, board: String, replica: ReplicaID,
                 credentials: [UInt8] = [], capabilities: UInt64 = 0, version: VersionVector) {
         self.protocolVersion = protocolVersion
         self.board = board
@@ -76,7 +76,7 @@ public struct Hello: Equatable, Sendable {
     }
 
     /// Plain names only: 1-128 bytes of letters, digits, '-', '_' and '.', not starting with '.'.
-    public static func isValidBoardName(_ name: String) -> Bool {
+    package static func isValidBoardName(_ name: String) -> Bool {
         let bytes = Array(name.utf8)
         guard !bytes.isEmpty, bytes.count <= maxBoardName, bytes[0] != UInt8(ascii: ".") else { return false }
         return bytes.allSatisfy { byte in
@@ -87,22 +87,22 @@ public struct Hello: Equatable, Sendable {
 }
 
 public struct AssetRequest: Equatable, Hashable, Sendable {
-    public var hash: AssetHash
-    public var offset: UInt64
+    package var hash: AssetHash
+    package var offset: UInt64
 
-    public init(hash: AssetHash, offset: UInt64 = 0) {
+    package init(hash: AssetHash, offset: UInt64 = 0) {
         self.hash = hash
         self.offset = offset
     }
 }
 
 public struct AssetChunk: Equatable, Sendable {
-    public var hash: AssetHash
-    public var totalSize: UInt64
-    public var offset: UInt64
-    public var bytes: [UInt8]
+    package var hash: AssetHash
+    package var totalSize: UInt64
+    package var offset: UInt64
+    package var bytes: [UInt8]
 
-    public init(hash: AssetHash, totalSize: UInt64, offset: UInt64, bytes: [UInt8]) {
+    package init(hash: AssetHash, totalSize: UInt64, offset: UInt64, bytes: [UInt8]) {
         self.hash = hash
         self.totalSize = totalSize
         self.offset = offset
@@ -111,7 +111,7 @@ public struct AssetChunk: Equatable, Sendable {
 }
 
 extension Message {
-    public func frame() -> Frame {
+    package func frame() -> Frame {
         var w = ByteWriter()
         switch self {
         case .hello(let hello):
@@ -153,7 +153,7 @@ extension Message {
     }
 
     /// Decodes a frame; throws a `SessionError` naming what was wrong.
-    public init(frame: Frame, limits: SessionLimits) throws(SessionError) {
+    package init(frame: Frame, limits: SessionLimits) throws(SessionError) {
         guard let kind = Kind(rawValue: frame.type) else {
             throw SessionError(.unknownMessage, "unknown message type \(frame.type)")
         }

@@ -16,7 +16,7 @@ extension SyncEndpoint {
     /// for a revoked one. Runs by itself when the access control's `revocations` change; the
     /// host then writes the sessions' output (their ERROR) and closes them (`isFinished`).
     @discardableResult
-    public func enforceAccess(now: Double) -> [(SessionID, SessionEvent)] {
+    package func enforceAccess(now: Double) -> [(SessionID, SessionEvent)] {
         self.now = now
         guard let access = options.access else { return [] }
         var fired: [(SessionID, SessionEvent)] = []

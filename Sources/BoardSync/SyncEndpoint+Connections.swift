@@ -5,7 +5,7 @@ import Foundation
 /// to its board (`attach`: access, then the board opened, then the hub), and closing.
 extension SyncEndpoint {
     /// An inbound connection.
-    public func accept(_ id: SessionID, now: Double) {
+    package func accept(_ id: SessionID, now: Double) {
         self.now = now
         // A peer without access control hands the connection to its hub at once; with it, the
         // HELLO's token is checked first, as a server does.
@@ -23,7 +23,7 @@ extension SyncEndpoint {
 
     /// Turns an accepted connection away before its handshake (a transport limit, such as
     /// connections per address): the peer gets one ERROR, then `isFinished` says close.
-    public func refuse(_ id: SessionID, _ error: SessionError, now: Double) {
+    package func refuse(_ id: SessionID, _ error: SessionError, now: Double) {
         self.now = now
         withHandshaking(id) { $0.close(error) }
         pendingChanged(id)
@@ -31,7 +31,7 @@ extension SyncEndpoint {
     }
 
     /// An outbound connection is up (single-board endpoints dial peers): start the handshake.
-    public func dialed(_ id: SessionID, now: Double) {
+    package func dialed(_ id: SessionID, now: Double) {
         self.now = now
         guard let board = boards.values.first else { return }
         links[id, default: EndpointLink(phase: .connecting)].phase = .attached(board: board.name)
@@ -41,7 +41,7 @@ extension SyncEndpoint {
 
     /// Bytes read from a connection.
     @discardableResult
-    public func receive(_ id: SessionID, _ bytes: [UInt8], now: Double) -> [SessionEvent] {
+    package func receive(_ id: SessionID, _ bytes: [UInt8], now: Double) -> [SessionEvent] {
         self.now = now
         if let name = links[id]?.board, let board = boards[name] {
             return board.hub.receive(id, bytes, now: now)
@@ -113,7 +113,7 @@ extension SyncEndpoint {
     }
 
     /// The transport closed a connection.
-    public func closed(_ id: SessionID, now: Double) {
+    package func closed(_ id: SessionID, now: Double) {
         self.now = now
         guard let link = links.removeValue(forKey: id) else { return }
         if let target = link.dialTarget {
@@ -146,10 +146,10 @@ extension SyncEndpoint {
     }
 
     /// The board a session is attached to, if any.
-    public func board(of id: SessionID) -> String? { links[id]?.board }
+    package func board(of id: SessionID) -> String? { links[id]?.board }
 
     /// The session of a connection (attached or still in its handshake).
-    public func session(_ id: SessionID) -> SyncSession? {
+    package func session(_ id: SessionID) -> SyncSession? {
         switch links[id]?.phase {
         case .attached(let name)?: return boards[name]?.hub.session(id)
         case .handshaking(let session)?: return session

@@ -6,7 +6,7 @@ import Foundation
 extension SyncEndpoint {
     /// Adds a peer to dial and keep dialing: returns its index (the transport keeps the
     /// address). It is due at once; see `dueDials`.
-    public func addDialTarget(now: Double) -> Int {
+    package func addDialTarget(now: Double) -> Int {
         self.now = now
         dialTargets.append(DialTarget(link: nil, backoff: Backoff(first: options.reconnectDelay.first, max: options.reconnectDelay.max), due: now))
         return dialTargets.count - 1
@@ -15,7 +15,7 @@ extension SyncEndpoint {
     /// Dial targets whose time has come (no link, backoff over). The transport starts
     /// connecting each one and reports it with `dialing(_:as:)`, or `dialFailed` when it could
     /// not even start; `dialed` once connected, `closed` when the connection ends or fails.
-    public func dueDials(now: Double) -> [Int] {
+    package func dueDials(now: Double) -> [Int] {
         self.now = now
         var due: [Int] = []
         for index in dialTargets.indices where dialTargets[index].link == nil {
@@ -28,20 +28,20 @@ extension SyncEndpoint {
     }
 
     /// The transport is connecting dial target `target` as connection `id`.
-    public func dialing(_ target: Int, as id: SessionID) {
+    package func dialing(_ target: Int, as id: SessionID) {
         dialTargets[target].link = id
         links[id] = EndpointLink(phase: .connecting, dialTarget: target)
     }
 
     /// A dial could not start (no route, no descriptor): try again after the backoff.
-    public func dialFailed(_ target: Int, now: Double) {
+    package func dialFailed(_ target: Int, now: Double) {
         self.now = now
         scheduleRedial(target)
     }
 
     /// Stops redialing (a host going offline) or resumes it, dialing every target without a
     /// link at once with the backoff reset.
-    public func setReconnecting(_ on: Bool, now: Double) {
+    package func setReconnecting(_ on: Bool, now: Double) {
         self.now = now
         reconnects = on
         for index in dialTargets.indices {

@@ -6,7 +6,7 @@ import Foundation
 extension SyncEndpoint {
     /// A local edit on a hosted board: made durable by its store, then streamed to peers.
     @discardableResult
-    public func edit(_ name: String? = nil, now: Double, _ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
+    package func edit(_ name: String? = nil, now: Double, _ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
         self.now = now
         guard let name = name ?? boards.keys.sorted().first, let board = boards[name] else { return LocalEdit() }
         let edit = try board.store.commitEdit(body)
@@ -20,7 +20,7 @@ extension SyncEndpoint {
     /// Announces what this host's replica (or one it edits for) is doing on a board: the
     /// endpoint stamps the presence with its next clock and the hub sends it to every peer that
     /// understands presence. `presence.ttl` 0 says the replica left.
-    public func setPresence(_ presence: Presence, on name: String? = nil, now: Double) {
+    package func setPresence(_ presence: Presence, on name: String? = nil, now: Double) {
         self.now = now
         guard let name = name ?? boards.keys.sorted().first, let board = boards[name] else { return }
         presenceClock = max(presenceClock + 1, options.presenceClockStart)
@@ -30,13 +30,13 @@ extension SyncEndpoint {
     }
 
     /// Who is on a board (other replicas' live presences), by replica id order.
-    public func presences(on name: String? = nil) -> [Presence] {
+    package func presences(on name: String? = nil) -> [Presence] {
         guard let name = name ?? boards.keys.sorted().first, let board = boards[name] else { return [] }
         return board.hub.presences.values.filter { $0.from != nil }.map(\.presence).sorted { $0.replica < $1.replica }
     }
 
     /// Says goodbye on every session and saves every board (unless `save` is false).
-    public func shutdown(save saving: Bool, now: Double) {
+    package func shutdown(save saving: Bool, now: Double) {
         self.now = now
         setReconnecting(false, now: now)
         for board in boards.values {
@@ -51,7 +51,7 @@ extension SyncEndpoint {
     }
 
     /// Bytes sent and received by every session this endpoint has had.
-    public var sessionBytes: (sent: Int, received: Int) {
+    package var sessionBytes: (sent: Int, received: Int) {
         var sent = retiredBytes.sent
         var received = retiredBytes.received
         for board in boards.values {

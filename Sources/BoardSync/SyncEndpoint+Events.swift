@@ -23,7 +23,7 @@ extension SyncEndpoint {
     }
 
     /// The oldest event not drained yet (nil: none).
-    public func pollEvent() -> Event? {
+    package func pollEvent() -> Event? {
         absorbHubActivity()
         guard let event = events.pop() else { return nil }
         if case .boardChanged(let name) = event { changedBoards.remove(name) }
@@ -40,7 +40,7 @@ extension SyncEndpoint {
     /// The host says how many bytes of a connection's output its transport holds, not yet
     /// written (after each write and as the socket drains): each board counts its sessions'
     /// against `BoardHub.maxQueuedOutput` before handing a newcomer a full delta.
-    public func noteTransportQueued(_ id: SessionID, _ bytes: Int) {
+    package func noteTransportQueued(_ id: SessionID, _ bytes: Int) {
         guard let name = links[id]?.board, let board = boards[name] else { return }
         board.hub.noteTransportQueued(id, bytes)
     }

@@ -110,8 +110,8 @@ public final class SyncEndpoint {
         }
     }
 
-    public private(set) var options: Options
-    public internal(set) var boards: [String: Board] = [:]
+    package private(set) var options: Options
+    package internal(set) var boards: [String: Board] = [:]
     let opener: ((String) throws -> any HostedStore)?
     /// Every connection's record (`Internal/EndpointLink.swift`): connecting, handshaking with
     /// its session (not said HELLO yet, or refused and draining), or attached to a board.
@@ -122,11 +122,11 @@ public final class SyncEndpoint {
     var retiredBytes = (sent: 0, received: 0)
     var now: Double
     /// Why the most recent session closed, as the session knew it.
-    public internal(set) var lastCloseReason: SessionError?
+    package internal(set) var lastCloseReason: SessionError?
     /// Peers to dial (the transport knows each one's address by its index).
     var dialTargets: [DialTarget] = []
     /// Whether dropped links are dialed again (false: a host taken offline, a one-shot client).
-    public internal(set) var reconnects = true
+    package internal(set) var reconnects = true
     /// Every board's and every pending session's next deadline (`DeadlineQueue`): the earliest
     /// is found without visiting the others. A board is re-armed after whatever may have moved
     /// its deadline (its hub lists itself in `activity` when it moved; the endpoint notes its own
@@ -161,7 +161,7 @@ public final class SyncEndpoint {
     }
 
     /// A server endpoint: boards come from `opener` when a HELLO first names them.
-    public init(opener: @escaping (String) throws -> any HostedStore, options: Options = Options(), now: Double) {
+    package init(opener: @escaping (String) throws -> any HostedStore, options: Options = Options(), now: Double) {
         self.opener = opener
         self.options = options
         self.now = now
@@ -169,7 +169,7 @@ public final class SyncEndpoint {
     }
 
     /// A single-board endpoint (a peer) holding `store` under `board`; it accepts any name.
-    public init(board: String, store: any HostedStore, options: Options = Options(), now: Double) {
+    package init(board: String, store: any HostedStore, options: Options = Options(), now: Double) {
         self.opener = nil
         self.options = options
         self.now = now
@@ -178,7 +178,7 @@ public final class SyncEndpoint {
         hosted.hub.acceptsAnyBoard = true
     }
 
-    public var isServer: Bool { opener != nil }
+    package var isServer: Bool { opener != nil }
 
     /// Events not drained yet (`pollEvent`, SyncEndpoint+Events.swift); boards with a
     /// `.boardChanged` among them.
@@ -190,11 +190,11 @@ public final class SyncEndpoint {
     /// `.boardOpened` (`RedisBoardLog`): every board opens holding its greetings and sharing
     /// its merges (`BoardHub.sharedLog`), so no HELLO is answered before the layer has read the
     /// board's log. Set by the host before boards open.
-    public var boardsShareALog = false
+    package var boardsShareALog = false
     /// With `boardsShareALog`: the shared log also decides who may author (`BoardHub.
     /// sharesAuthorship`), from the board's first HELLO on: the HELLO that opens a board is
     /// checked against the shared table like every later one.
-    public var boardsShareAuthorship = false
+    package var boardsShareAuthorship = false
 
     func makeSession(_ role: SyncSession.Role, _ replica: ReplicaID) -> SyncSession {
         var session = SyncSession(role: role, localReplica: replica, limits: options.limits, timing: options.timing,
@@ -210,7 +210,7 @@ public final class SyncEndpoint {
     // MARK: Output
 
     /// Output waiting for a connection (asset chunks are cut lazily, up to about `maxBytes`).
-    public func output(for id: SessionID, maxBytes: Int = Int.max, now: Double) -> [UInt8] {
+    package func output(for id: SessionID, maxBytes: Int = Int.max, now: Double) -> [UInt8] {
         self.now = now
         if let name = links[id]?.board, let board = boards[name] {
             return board.hub.output(for: id, maxBytes: maxBytes, now: now)
@@ -220,7 +220,7 @@ public final class SyncEndpoint {
         return bytes
     }
 
-    public func pendingOutput(for id: SessionID) -> Int {
+    package func pendingOutput(for id: SessionID) -> Int {
         switch links[id]?.phase {
         case .attached(let name)?: return boards[name]?.hub.pendingOutput(for: id) ?? 0
         case .handshaking(let session)?: return session.pendingOutputCount
@@ -229,13 +229,13 @@ public final class SyncEndpoint {
     }
 
     /// True when the connection's session has ended and all its output was taken: close it.
-    public func isFinished(_ id: SessionID) -> Bool {
+    package func isFinished(_ id: SessionID) -> Bool {
         guard let session = session(id) else { return true }
         return session.isClosed && pendingOutput(for: id) == 0
     }
 
     /// Sessions attached to `board`, in id order.
-    public func sessions(of board: String) -> [SessionID] {
+    package func sessions(of board: String) -> [SessionID] {
         boards[board]?.hub.sessionIDs ?? []
     }
 
@@ -243,7 +243,7 @@ public final class SyncEndpoint {
     /// order: a host writes these after each event instead of every session of a board, and
     /// closes those that are finished. Output a full socket held back is the host's to write
     /// when the socket drains (the session is listed again only when it gains more).
-    public func takeSessionsWithOutput() -> [SessionID] {
+    package func takeSessionsWithOutput() -> [SessionID] {
         absorbHubActivity()
         var ids = Array(pendingWithOutput)
         pendingWithOutput.removeAll(keepingCapacity: true)
@@ -256,7 +256,7 @@ public final class SyncEndpoint {
     }
 
     /// Every connection the endpoint knows, attached or not, in id order.
-    public var connections: [SessionID] {
+    package var connections: [SessionID] {
         links.compactMap { id, link in link.board != nil || link.isHandshaking ? id : nil }.sorted()
     }
 

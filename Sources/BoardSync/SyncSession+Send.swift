@@ -8,7 +8,7 @@ extension SyncSession {
     /// Sends operations (a delta or live ones).
     /// Consecutive live batches are coalesced into one OPS frame when output is taken (any other
     /// frame flushes them first, so the order of frames is kept).
-    public mutating func send(_ batch: OperationBatch) {
+    package mutating func send(_ batch: OperationBatch) {
         guard !batch.operations.isEmpty || batch.covers != nil else { return }
         withOpen { link, outbox in
             if batch.base == nil, batch.covers == nil {
@@ -21,14 +21,14 @@ extension SyncSession {
 
     /// Sends an already encoded batch (a handshake delta shared by several peers), in the
     /// session's `batchFormat`.
-    public mutating func sendEncoded(_ batch: [UInt8]) {
+    package mutating func sendEncoded(_ batch: [UInt8]) {
         withOpen { link, outbox in link.queue(.operations(batch), into: &outbox) }
     }
 
     /// Sends a whole OPS frame encoded once by the caller for several sessions (a hub relaying
     /// one peer's operations to every other peer encodes them once per `batchFormat`, not once
     /// per peer).
-    public mutating func sendOperationsFrame(_ frame: [UInt8]) {
+    package mutating func sendOperationsFrame(_ frame: [UInt8]) {
         withOpen { link, outbox in
             link.flushLive(into: &outbox)
             outbox += frame
@@ -38,25 +38,25 @@ extension SyncSession {
     /// Sends what a replica is doing on the board. Latest wins: a newer presence of the same
     /// replica replaces one not yet taken as output. Dropped for peers that did not announce
     /// the capability (they would refuse an unknown message).
-    public mutating func sendPresence(_ presence: Presence) {
+    package mutating func sendPresence(_ presence: Presence) {
         withOpen { link, _ in
             if link.supportsPresence { link.pendingPresence[presence.replica] = presence }
         }
     }
 
     /// Marks the end of the initial delta.
-    public mutating func sendSynced(_ version: VersionVector) {
+    package mutating func sendSynced(_ version: VersionVector) {
         withOpen { link, outbox in link.queue(.synced(version), into: &outbox) }
     }
 
     /// Tells the peer what is now durably merged here.
-    public mutating func acknowledge(_ version: VersionVector) {
+    package mutating func acknowledge(_ version: VersionVector) {
         withOpen { link, outbox in link.queue(.ack(version), into: &outbox) }
     }
 
     /// Asks for assets (each from where a previous transfer stopped). Hashes already
     /// outstanding on this link are not asked again.
-    public mutating func want(_ requests: [AssetRequest]) {
+    package mutating func want(_ requests: [AssetRequest]) {
         withOpen { link, outbox in
             let fresh = requests.filter { link.outstandingWants.insert($0.hash).inserted }
             for start in stride(from: 0, to: fresh.count, by: 1024) {
@@ -67,14 +67,14 @@ extension SyncSession {
 
     /// Queues an asset's bytes from `offset` in chunks. Each asset is sent at most once per
     /// link (a resumed request after a reconnect is a new link).
-    public mutating func queueAsset(_ hash: AssetHash, _ data: Data, from offset: UInt64 = 0) {
+    package mutating func queueAsset(_ hash: AssetHash, _ data: Data, from offset: UInt64 = 0) {
         withOpen { link, _ in
             guard link.sentAssets.insert(hash).inserted else { return }
             link.assetQueue.append((hash, data, Int(min(offset, UInt64(data.count)))))
         }
     }
 
-    public mutating func sendNoAsset(_ hash: AssetHash) {
+    package mutating func sendNoAsset(_ hash: AssetHash) {
         withOpen { link, outbox in link.queue(.noAsset(hash), into: &outbox) }
     }
 }

@@ -36,15 +36,15 @@ public struct SyncSession: Sendable {
         case modifying
     }
 
-    public let role: Role
-    public private(set) var localReplica: ReplicaID
-    public let limits: SessionLimits
-    public let timing: SessionTiming
-    public var credentials: [UInt8] = []
+    package let role: Role
+    package private(set) var localReplica: ReplicaID
+    package let limits: SessionLimits
+    package let timing: SessionTiming
+    package var credentials: [UInt8] = []
     /// When the token that let this session in expires, on the host's clock (the same clock as
     /// every `now`): `handleTimer` closes the session then with `tokenExpired`, and
     /// `nextDeadline` counts it. Nil: no token, or one that never expires.
-    public var tokenExpiry: Double?
+    package var tokenExpiry: Double?
 
     private var state: State = .idle
     private var decoder: FrameDecoder
@@ -52,25 +52,25 @@ public struct SyncSession: Sendable {
     /// `limits.maxQueuedBytes` here.
     private var outbox: [UInt8] = []
     /// PRESENCE messages from the peer dropped by the rate limit.
-    public private(set) var presenceDropped = 0
+    package private(set) var presenceDropped = 0
     private var lastReceived: Double = 0
     /// When bytes last arrived (hosts resume a handshake's buffered frames at this time).
-    public var lastReceivedAt: Double { lastReceived }
+    package var lastReceivedAt: Double { lastReceived }
     private var lastSent: Double = 0
     /// When the last complete frame arrived, and the byte count then (stall detection).
     private var lastFrame: (at: Double, bytes: Int) = (0, 0)
     private var pingNonce: UInt64 = 0
 
     /// Bytes of frames received and sent, for statistics.
-    public private(set) var bytesReceived = 0
-    public private(set) var bytesSent = 0
+    package private(set) var bytesReceived = 0
+    package private(set) var bytesSent = 0
 
     /// What this side announces in its HELLO (`Capabilities`). Features are used only when both
     /// sides announce them, so an older set makes a session talk like a build from before them
     /// (interoperability tests and simulations).
-    public let capabilities: UInt64
+    package let capabilities: UInt64
 
-    public init(role: Role, localReplica: ReplicaID, limits: SessionLimits = SessionLimits(), timing: SessionTiming = SessionTiming(),
+    package init(role: Role, localReplica: ReplicaID, limits: SessionLimits = SessionLimits(), timing: SessionTiming = SessionTiming(),
                 capabilities: UInt64 = Capabilities.supported) {
         self.role = role
         self.localReplica = localReplica
@@ -81,31 +81,31 @@ public struct SyncSession: Sendable {
     }
 
     /// The peer's handshake once the session is open.
-    public var peer: Hello? {
+    package var peer: Hello? {
         if case .open(let link) = state { return link.peer }
         return nil
     }
 
-    public var isOpen: Bool { peer != nil }
+    package var isOpen: Bool { peer != nil }
 
-    public var isClosed: Bool {
+    package var isClosed: Bool {
         if case .closed = state { return true }
         return false
     }
 
-    public var closeReason: SessionError? {
+    package var closeReason: SessionError? {
         if case .closed(let error) = state { return error }
         return nil
     }
 
     /// Features both sides announced (none before the session is open).
-    public var sharedCapabilities: UInt64 {
+    package var sharedCapabilities: UInt64 {
         if case .open(let link) = state { return link.sharedCapabilities }
         return 0
     }
 
     /// The batch format the peer reads: 2 when both sides announced `Capabilities.packedPoints`.
-    public var batchFormat: UInt8 {
+    package var batchFormat: UInt8 {
         if case .open(let link) = state { return link.batchFormat }
         return 1
     }
@@ -113,31 +113,31 @@ public struct SyncSession: Sendable {
     /// Whether live operations go to the peer as linked batches (format 3): both sides
     /// announced `Capabilities.linkedBatches`. A hub then cannot share one encoded frame among
     /// peers.
-    public var sendsLinkedBatches: Bool {
+    package var sendsLinkedBatches: Bool {
         if case .open(let link) = state { return link.sendsLinkedBatches }
         return false
     }
 
     /// Whether both sides announced PRESENCE (the peer understands it and this side speaks it).
-    public var peerSupportsPresence: Bool {
+    package var peerSupportsPresence: Bool {
         if case .open(let link) = state { return link.supportsPresence }
         return false
     }
 
     /// Assets requested on this link and not yet fully received.
-    public var outstandingWants: Set<AssetHash> {
+    package var outstandingWants: Set<AssetHash> {
         if case .open(let link) = state { return link.outstandingWants }
         return []
     }
 
     /// Assets the peer asked for whose bytes are not all taken as output yet.
-    public var queuedAssets: [AssetHash] {
+    package var queuedAssets: [AssetHash] {
         if case .open(let link) = state { return link.assetQueue.filter { $0.data.count > $0.offset }.map(\.hash) }
         return []
     }
 
     /// Assets queued or sent on this link: each crosses a link at most once.
-    public var sentAssets: Set<AssetHash> {
+    package var sentAssets: Set<AssetHash> {
         if case .open(let link) = state { return link.sentAssets }
         return []
     }
@@ -145,13 +145,13 @@ public struct SyncSession: Sendable {
     /// Bytes waiting in the session (frames not yet taken, plus what the open link still
     /// means to send: live operations, presence, a PONG, asset bytes).
     /// Whether anything waits to be written (cheaper than `pendingOutputCount`).
-    public var hasOutput: Bool {
+    package var hasOutput: Bool {
         if !outbox.isEmpty { return true }
         if case .open(let link) = state { return link.hasPending }
         return false
     }
 
-    public var pendingOutputCount: Int {
+    package var pendingOutputCount: Int {
         if case .open(let link) = state { return outbox.count + link.pendingCount }
         return outbox.count
     }
@@ -159,7 +159,7 @@ public struct SyncSession: Sendable {
     // MARK: Inputs
 
     /// Dialer: queue the HELLO for `board`, saying we hold `version`.
-    public mutating func start(board: String, version: VersionVector, now: Double) {
+    package mutating func start(board: String, version: VersionVector, now: Double) {
         precondition(role == .dialer, "only the dialing side starts")
         guard case .idle = state else { return }
         lastReceived = now
@@ -171,7 +171,7 @@ public struct SyncSession: Sendable {
     }
 
     /// Acceptor: begin waiting for the dialer's HELLO.
-    public mutating func listen(now: Double) {
+    package mutating func listen(now: Double) {
         precondition(role == .acceptor, "only the accepting side listens")
         guard case .idle = state else { return }
         lastReceived = now
@@ -182,13 +182,13 @@ public struct SyncSession: Sendable {
 
     /// Acceptor: sets which replica answers, before `accept` (a server learns which board, and so
     /// which replica, from the HELLO itself).
-    public mutating func rebind(localReplica: ReplicaID) {
+    package mutating func rebind(localReplica: ReplicaID) {
         guard case .awaitingAccept = state else { return }
         self.localReplica = localReplica
     }
 
     /// Acceptor: answer the peer's HELLO, saying we hold `version` of its board.
-    public mutating func accept(version: VersionVector) {
+    package mutating func accept(version: VersionVector) {
         guard case .awaitingAccept(let hello) = state else { return }
         queue(.hello(Hello(board: hello.board, replica: localReplica, capabilities: capabilities, version: version)))
         guard !isClosed else { return }
@@ -196,7 +196,7 @@ public struct SyncSession: Sendable {
     }
 
     /// Feeds received bytes (any split of the stream) and returns what happened.
-    public mutating func receive(_ bytes: [UInt8], now: Double) -> [SessionEvent] {
+    package mutating func receive(_ bytes: [UInt8], now: Double) -> [SessionEvent] {
         if isClosed { return [] }
         bytesReceived += bytes.count
         lastReceived = now
@@ -231,7 +231,7 @@ public struct SyncSession: Sendable {
     /// Each check compares `now` with the very sum `nextDeadline` returns (`now - lastSent >=
     /// keepAlive` can be false at `lastSent + keepAlive` by a rounding: a host on virtual time
     /// then fired the timer at that deadline forever).
-    public mutating func handleTimer(now: Double) -> [SessionEvent] {
+    package mutating func handleTimer(now: Double) -> [SessionEvent] {
         switch state {
         case .idle, .closed, .modifying: return []
         case .awaitingHello(_, let since) where role == .acceptor && now >= since + timing.handshakeTimeout:
@@ -257,7 +257,7 @@ public struct SyncSession: Sendable {
     }
 
     /// When `handleTimer` next needs to run.
-    public var nextDeadline: Double? {
+    package var nextDeadline: Double? {
         let deadline: Double
         switch state {
         case .idle, .closed, .modifying: return nil
@@ -272,7 +272,7 @@ public struct SyncSession: Sendable {
     /// first, and before a BYE the answer to a PING that came before it; everything else the
     /// open link had queued (asset chunks, presence, and after an ERROR the PONG) is dropped
     /// with it.
-    public mutating func close(_ error: SessionError? = nil) {
+    package mutating func close(_ error: SessionError? = nil) {
         guard !isClosed else { return }
         if case .open(var link) = state {
             state = .modifying
@@ -286,7 +286,7 @@ public struct SyncSession: Sendable {
 
     /// Takes up to about `maxBytes` of output for the socket. Asset chunks are cut lazily here,
     /// so a large asset never sits in memory twice.
-    public mutating func takeOutput(maxBytes: Int = Int.max, now: Double? = nil) -> [UInt8] {
+    package mutating func takeOutput(maxBytes: Int = Int.max, now: Double? = nil) -> [UInt8] {
         withOpen { link, outbox in link.drain(into: &outbox, maxBytes: maxBytes) }
         if let now, !outbox.isEmpty { lastSent = now }
         let out = outbox

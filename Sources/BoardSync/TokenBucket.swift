@@ -2,14 +2,14 @@
 /// to `burst` tokens, refills at `rate` per second, and each admitted unit takes one. The one
 /// limiter of the project: a session's live operations (`BoardHub.maxOperationsPerSecond`),
 /// its presences (`SessionLimits.presencePerSecond`) and a web page's messages.
-public struct TokenBucket: Sendable, Equatable {
-    public let rate: Double
-    public let burst: Double
-    public private(set) var tokens: Double
+package struct TokenBucket: Sendable, Equatable {
+    package let rate: Double
+    package let burst: Double
+    package private(set) var tokens: Double
     private var refilledAt: Double
 
     /// A full bucket at `now`.
-    public init(rate: Double, burst: Double, now: Double) {
+    package init(rate: Double, burst: Double, now: Double) {
         self.rate = rate
         self.burst = burst
         tokens = burst
@@ -18,7 +18,7 @@ public struct TokenBucket: Sendable, Equatable {
 
     /// Refills for the time since the last call, then takes `count` tokens if it has them.
     /// False (nothing taken) when it has fewer. A clock that steps back refills nothing.
-    public mutating func take(_ count: Double = 1, now: Double) -> Bool {
+    package mutating func take(_ count: Double = 1, now: Double) -> Bool {
         tokens = min(burst, tokens + rate * max(0, now - refilledAt))
         refilledAt = max(refilledAt, now)
         guard count <= tokens else { return false }
@@ -32,24 +32,24 @@ public struct TokenBucket: Sendable, Equatable {
 /// project: a peer's dial targets (`SyncEndpoint.Options.reconnectDelay`) and the Redis links
 /// (`RedisCluster`), and `LiveBoard`'s reconnects (reset only after `Sync.backoffResetAfter`
 /// live). Jitter is the caller's (sans-IO: no randomness here).
-public struct Backoff: Sendable, Equatable {
-    public let first: Double
-    public let max: Double
+package struct Backoff: Sendable, Equatable {
+    package let first: Double
+    package let max: Double
     /// The delay the next failure waits.
-    public private(set) var current: Double
+    package private(set) var current: Double
 
-    public init(first: Double, max: Double) {
+    package init(first: Double, max: Double) {
         self.first = first
         self.max = max
         current = first
     }
 
     /// The delay to wait after a failure; the one after it doubles (up to `max`).
-    public mutating func next() -> Double {
+    package mutating func next() -> Double {
         let delay = current
         current = Swift.min(current * 2, max)
         return delay
     }
 
-    public mutating func reset() { current = first }
+    package mutating func reset() { current = first }
 }
