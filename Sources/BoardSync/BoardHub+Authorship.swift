@@ -33,7 +33,7 @@ public struct AuthorshipRequest: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// The shared log's answer to an `AuthorshipRequest`.
-public enum AuthorshipAnswer: Hashable, Sendable {
+package enum AuthorshipAnswer: Hashable, Sendable {
     /// The replica belongs to this subject (bound just now, or before).
     case owner(String)
     /// Nobody owns it (asked to bind: because the board already has operations of it).

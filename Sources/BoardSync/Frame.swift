@@ -7,7 +7,7 @@ import BoardModel
 ///     type    u8       MessageType
 ///     payload length - 1 bytes
 ///     crc32   u32 LE   CRC-32 of type + payload
-public struct Frame: Equatable, Sendable {
+package struct Frame: Equatable, Sendable {
     package var type: UInt8
     package var payload: [UInt8]
 

@@ -2,7 +2,7 @@ import BoardCRDT
 import BoardModel
 
 /// The messages of protocol version 1 (docs/PROTOCOL.md has the byte layouts).
-public enum Message: Equatable, Sendable {
+package enum Message: Equatable, Sendable {
     case hello(Hello)
     /// An encoded `OperationBatch`: a delta or live operations.
     case operations([UInt8])

@@ -17,7 +17,7 @@ import Foundation
 ///
 /// It touches no socket, clock or file. A protocol violation closes it for good (sticky): an
 /// ERROR frame is queued, `.closed(error)` is reported, and later input is ignored.
-public struct SyncSession: Sendable {
+package struct SyncSession: Sendable {
     public enum Role: Sendable { case dialer, acceptor }
 
     /// The phases, each holding its own data: what an open link queued lives in `OpenLink` and
