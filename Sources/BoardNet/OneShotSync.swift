@@ -133,6 +133,7 @@ public enum OneShotSync {
         host.connect(to: server)
         loop.run()
         if let failure { throw failure }
+        host.finishViewSaves(waiting: true)  // a view save the host started has finished
         try package.save()
         let received = package.replica.versionVector.totalCount - startVersion.totalCount
         let sent = startVersion.entries.reduce(UInt64(0)) { $0 + ($1.value > serverHad[$1.key] ? $1.value - serverHad[$1.key] : 0) }
