@@ -20,6 +20,7 @@ extension WebPage {
         #tools.on{display:flex}
         #zoom{display:flex;gap:4px;align-items:center}
         #zoomlevel{min-width:3.5em;text-align:center;color:#444;font-variant-numeric:tabular-nums}
+        #who{flex:1 1 0;min-width:0;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;text-align:right}
         button{font:inherit;padding:2px 8px}
         button.active{background:#335;color:#fff}
         #stage{flex:1;position:relative;overflow:hidden;min-height:0}
@@ -44,7 +45,7 @@ extension WebPage {
           <button id="delete" title="Delete (Del)">Delete</button>
           <button id="undo" title="Undo (Ctrl+Z)">Undo</button><button id="redo" title="Redo (Ctrl+Shift+Z)">Redo</button>
         </span>
-        <span id="mode" style="color:#666">read-only view</span><span id="who" style="margin-left:auto"></span></div>
+        <span id="mode" style="color:#666">read-only view</span><span id="who"></span></div>
         <div id="stage"><svg id="board" xmlns="http://www.w3.org/2000/svg">
         <defs><clipPath id="clip"><rect id="cliprect" x="0" y="0" width="800" height="600"/></clipPath></defs>
         <g id="view"><rect id="paper" x="0" y="0" width="800" height="600" fill="#fff" stroke="#0003" stroke-width="1" vector-effect="non-scaling-stroke"/>
