@@ -90,7 +90,7 @@ extension WebPage {
           }
           if (ink && ink.points.length >= 2) layer.appendChild(polyline(ink.points, ink.color, ink.width, 1));
           viewLayer.replaceChild(layer, $("cursors"));
-          $("who").textContent = names.length ? "on the board: " + names.join(", ") : "";
+          $("who").textContent = $("who").title = names.length ? "on the board: " + names.join(", ") : "";
         }
 
         """
@@ -227,8 +227,9 @@ extension WebPage {
         svg.addEventListener("drop", (event) => {
           if (!canEdit) return;
           event.preventDefault();
+          // Dropped beside the board, it lands on the board's nearest edge.
           const [x, y] = boardPoint(event);
-          addSticker(event.dataTransfer.files[0], x, y);
+          addSticker(event.dataTransfer.files[0], Math.min(Math.max(x, 0), board.width), Math.min(Math.max(y, 0), board.height));
         });
         // + and - scale the selected sticker, or else zoom; 0 fits, 1 is actual size (with
         // Ctrl or Cmd, +, - and 0 always zoom the board rather than the browser's page).
