@@ -12,8 +12,8 @@ its own move appears in both pages; page 1's cursor is visible in page 2; zoomed
 (Ctrl+wheel about the cursor, middle button, space, wheel, two fingers), a stroke drawn, a
 sticker dragged and a PNG dropped land at the board points under the mouse in the other page and
 the CLI replica, and pointers at the same board point in both pages; with the server stopped a
-page says it is disconnected, and once it is back the page reconnects and catches up; a
-screenshot of the board matches the CLI's PNG export of the same board closely (not bit for bit).
+page says it is disconnected, and once it is back the page reconnects and catches up; a page
+with a read token pans with any drag; a screenshot of the board matches the CLI's PNG export of the same board closely (not bit for bit).
 Board points on the screen are measured from the page's layout (the board's rectangle, #paper),
 not from the page's own conversion. Prints one line per check and "browser: N passed, M failed"; exits 1 on any failure.
 """
@@ -408,6 +408,34 @@ def main():
                     arg=sticker, timeout=20000)
             check_within("it reconnects and catches up with what changed meanwhile", wait)
             page1.wait_for_selector("#status.live", timeout=15000)
+
+            # A page with a read token pans with any drag (and edits nothing).
+            reader_server = subprocess.Popen([BINARY, "serve", "--data", "data2", "--listen", "127.0.0.1:0", "--web", "127.0.0.1:0",
+                                              "--secret-file", "secret"], cwd=work, stderr=subprocess.PIPE, text=True)
+            try:
+                reader_sync = wait_for_line(reader_server, r"listening on (\S+)")
+                reader_web = wait_for_line(reader_server, r"web view at http://([^/\s]+)/")
+                # A peer token: the package carries the pages' operations as well as its own.
+                writer = cli("token", "--secret-file", "secret", "--board", "watch", "--role", "peer", cwd=work).strip()
+                reader = cli("token", "--secret-file", "secret", "--board", "watch", "--role", "read", cwd=work).strip()
+                cli("sync", "Cli.boardpkg", "--server", reader_sync, "--board", "watch", "--token", writer, cwd=work)
+                watcher = context.new_page()
+                watcher.goto(f"http://{reader_web}/b/watch?token={reader}")
+                watcher.wait_for_selector(f'[data-id="{sticker}"]', timeout=20000)
+                watcher.wait_for_function("() => document.getElementById('mode').textContent === 'read-only view'", timeout=20000)
+                start = paper(watcher)
+                corner = to_screen(watcher, 0, 0)
+                watcher.mouse.move(corner[0] + 50, corner[1] + 50)
+                watcher.mouse.down()
+                watcher.mouse.move(corner[0] + 90, corner[1] + 70, steps=5)
+                watcher.mouse.up()
+                moved = (paper(watcher)["x"] - start["x"], paper(watcher)["y"] - start["y"])
+                check("a read-only page pans with a drag and draws nothing", near(moved, (40, 20), 0.5)
+                      and watcher.locator('[data-kind="stroke"]').count() == 2, json.dumps(moved))
+                watcher.close()
+            finally:
+                reader_server.terminate()
+                reader_server.wait(timeout=10)
 
             # A screenshot of the board beside the PNG export of the same board: close, not exact.
             cli("sync", "Cli.boardpkg", "--server", sync_address, "--board", "demo", cwd=work)
