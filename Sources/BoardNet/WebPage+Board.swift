@@ -23,11 +23,11 @@ extension WebPage {
         #who{flex:1 1 0;min-width:0;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;text-align:right}
         button{font:inherit;padding:2px 8px}
         button.active{background:#335;color:#fff}
-        #stage{flex:1;position:relative;overflow:hidden;min-height:0}
-        svg#board{position:absolute;left:0;top:0;width:100%;height:100%;display:block;touch-action:none;user-select:none}
-        svg#board.draw{cursor:crosshair}
-        svg#board.pan{cursor:grab}
-        svg#board.panning{cursor:grabbing}
+        #stage{flex:1;position:relative;overflow:hidden;min-height:0;touch-action:none;user-select:none}
+        #stage.draw{cursor:crosshair}
+        #stage.pan{cursor:grab}
+        #stage.panning{cursor:grabbing}
+        svg#board{position:absolute;left:0;top:0;width:100%;height:100%;display:block;transform-origin:0 0;will-change:transform}
         .cursor text{font:12px system-ui,sans-serif}
         .selected{outline:2px dashed #3355aa}
         </style></head><body>

@@ -114,8 +114,8 @@ extension WebPage {
           updateCursor();
         }
         function selectedItem() { return board.items.find((item) => item.id === selected); }
-        function capture(event) { try { svg.setPointerCapture(event.pointerId); } catch (e) {} }
-        svg.addEventListener("pointerdown", (event) => {
+        function capture(event) { try { stage.setPointerCapture(event.pointerId); } catch (e) {} }
+        stage.addEventListener("pointerdown", (event) => {
           if (touchDown(event)) return;
           if (ink || drag || panning) return;
           const node = canEdit && tool === "hand" ? itemAt(event) : null;
@@ -144,8 +144,8 @@ extension WebPage {
             }
           }
         });
-        svg.addEventListener("mousedown", (event) => { if (event.button === 1) event.preventDefault(); });
-        svg.addEventListener("pointermove", (event) => {
+        stage.addEventListener("mousedown", (event) => { if (event.button === 1) event.preventDefault(); });
+        stage.addEventListener("pointermove", (event) => {
           if (touchMove(event) || movePan(event)) return;
           const [x, y] = boardPoint(event);
           const now = Date.now();
@@ -187,8 +187,8 @@ extension WebPage {
             draw();
           }
         }
-        svg.addEventListener("pointerup", finish);
-        svg.addEventListener("pointercancel", finish);
+        stage.addEventListener("pointerup", finish);
+        stage.addEventListener("pointercancel", finish);
         function transform(scaleBy, rotateBy) {
           const item = selectedItem();
           if (!item || item.kind !== "sticker") return;
@@ -198,7 +198,7 @@ extension WebPage {
           if (!file || file.type !== "image/png") { status("only PNG images can be stickers", "down"); return; }
           // Without a drop point, the middle of what the window shows (on the board).
           if (x === undefined) {
-            const box = svg.getBoundingClientRect();
+            const box = stage.getBoundingClientRect();
             const [cx, cy] = toBoard(box.left + box.width / 2, box.top + box.height / 2);
             x = Math.round(Math.min(Math.max(cx, 0), board.width));
             y = Math.round(Math.min(Math.max(cy, 0), board.height));
@@ -223,8 +223,8 @@ extension WebPage {
         $("delete").onclick = () => { if (selected) { send({type: "delete", id: selected}); selected = null; } };
         $("undo").onclick = () => send({type: "undo"});
         $("redo").onclick = () => send({type: "redo"});
-        svg.addEventListener("dragover", (event) => { if (canEdit) event.preventDefault(); });
-        svg.addEventListener("drop", (event) => {
+        stage.addEventListener("dragover", (event) => { if (canEdit) event.preventDefault(); });
+        stage.addEventListener("drop", (event) => {
           if (!canEdit) return;
           event.preventDefault();
           // Dropped beside the board, it lands on the board's nearest edge.

@@ -1,7 +1,11 @@
 extension WebPage {
-    /// The board page's view: the board point (x, y) is drawn at (left + x·zoom, top + y·zoom)
-    /// CSS pixels from the stage's corner (`#view`'s transform; SVG, so crisp at any zoom and
-    /// device pixel ratio). `toBoard` is the one conversion from the screen to board points.
+    /// The board page's view: the board point (x, y) is shown at (left + x·zoom, top + y·zoom)
+    /// CSS pixels from the stage's corner. `toBoard` is the one conversion from the screen to
+    /// board points. The SVG is drawn at the view (`#view`'s transform: crisp at any zoom and
+    /// device pixel ratio) once the view rests for 100 ms (and every 250 ms while it moves when
+    /// drawing is quick); meanwhile a CSS transform of the whole SVG (its own layer, moved
+    /// without repainting) shows it at the view, so zooming and panning stay smooth on a board
+    /// of thousands of items.
     /// Fitted on load and on resize until the user zooms or pans; zoom within 0.05×–16×, about
     /// the cursor (Ctrl+wheel, a trackpad's pinch), the window's middle (buttons, keys) or two
     /// fingers; pan with the wheel, the middle button, space or Move on empty space, or two
@@ -10,11 +14,12 @@ extension WebPage {
         const minZoom = 0.05, maxZoom = 16, zoomStep = 1.25, fitMargin = 16, keepInSight = 48;
         const view = {zoom: 1, left: 0, top: 0, fitted: true};
         let panning = null, pinch = null, spaceHeld = false;
+        let drawn = {zoom: 1, left: 0, top: 0}, commitTimer = 0, lastCommit = -1e9, commitCost = 0;
         const touches = new Map();
         function clampZoom(zoom) { return Math.min(maxZoom, Math.max(minZoom, zoom)); }
         // The board point under a point on the screen (client coordinates).
         function toBoard(clientX, clientY) {
-          const box = svg.getBoundingClientRect();
+          const box = stage.getBoundingClientRect();
           return [(clientX - box.left - view.left) / view.zoom, (clientY - box.top - view.top) / view.zoom];
         }
         // An event's board point, on the board's 1/16-point grid.
@@ -27,10 +32,24 @@ extension WebPage {
           const w = stage.clientWidth, h = stage.clientHeight;
           view.left = Math.min(Math.max(view.left, keepInSight - board.width * view.zoom), w - keepInSight);
           view.top = Math.min(Math.max(view.top, keepInSight - board.height * view.zoom), h - keepInSight);
-          viewLayer.setAttribute("transform", "translate(" + view.left + " " + view.top + ") scale(" + view.zoom + ")");
           svg.setAttribute("data-zoom", view.zoom);
           $("zoomlevel").textContent = (view.zoom < 0.1 ? (view.zoom * 100).toFixed(1) : Math.round(view.zoom * 100)) + "%";
+          const scale = view.zoom / drawn.zoom;
+          svg.style.transform = "translate(" + (view.left - scale * drawn.left) + "px," + (view.top - scale * drawn.top) + "px) scale(" + scale + ")";
+          clearTimeout(commitTimer);
+          if (commitCost < 60 && performance.now() - lastCommit > 250) commitView(); else commitTimer = setTimeout(commitView, 100);
+        }
+        // Draws the SVG at the view.
+        function commitView() {
+          clearTimeout(commitTimer);
+          lastCommit = performance.now();
+          drawn = {zoom: view.zoom, left: view.left, top: view.top};
+          viewLayer.setAttribute("transform", "translate(" + view.left + " " + view.top + ") scale(" + view.zoom + ")");
+          svg.style.transform = "";
           drawOthers();
+          // What drawing costs: the time to the frame after next (two frames when it is quick).
+          const started = lastCommit;
+          requestAnimationFrame(() => requestAnimationFrame(() => { commitCost = performance.now() - started; }));
         }
         function fitView() {
           const w = stage.clientWidth, h = stage.clientHeight;
@@ -53,7 +72,7 @@ extension WebPage {
         }
         // Zoom by `factor` about a point on the screen (the stage's middle without one).
         function zoomBy(factor, clientX, clientY) {
-          const box = svg.getBoundingClientRect();
+          const box = stage.getBoundingClientRect();
           const x = clientX === undefined ? box.width / 2 : clientX - box.left;
           const y = clientY === undefined ? box.height / 2 : clientY - box.top;
           zoomTo(view.zoom * factor, x, y);
@@ -66,7 +85,7 @@ extension WebPage {
           applyView();
         }
         function updateCursor() {
-          svg.setAttribute("class", panning ? "panning" : spaceHeld || !canEdit || tool === "hand" ? "pan" : "draw");
+          stage.className = panning ? "panning" : spaceHeld || !canEdit || tool === "hand" ? "pan" : "draw";
         }
         function holdSpace(held) {
           if (spaceHeld === held) return;
@@ -113,7 +132,7 @@ extension WebPage {
           touches.set(event.pointerId, [event.clientX, event.clientY]);
           if (!pinch) return false;
           if (touches.size >= 2) {
-            const t = twoTouches(), box = svg.getBoundingClientRect();
+            const t = twoTouches(), box = stage.getBoundingClientRect();
             const zoom = clampZoom(pinch.zoom * t.distance / pinch.distance);
             view.zoom = zoom;
             view.left = t.x - box.left - pinch.at[0] * zoom;
@@ -130,7 +149,7 @@ extension WebPage {
           return true;
         }
         // The wheel pans; with Ctrl (or Cmd, or a trackpad's pinch) it zooms about the cursor.
-        svg.addEventListener("wheel", (event) => {
+        stage.addEventListener("wheel", (event) => {
           event.preventDefault();
           const unit = event.deltaMode === 1 ? 16 : event.deltaMode === 2 ? stage.clientHeight : 1;
           let dx = event.deltaX * unit, dy = event.deltaY * unit;
