@@ -69,13 +69,18 @@ enum ClientCommands {
         let transport = TCPTransport(tls: try Access.clientTLS(args))
         let live = try LiveBoard.open(storage: .package(path: path), sync: LiveBoard.Sync(server: server.description, board: board),
                                       credentials: credentials, identity: LiveBoard.Identity(name: name, color: color), transport: transport)
+        let control = ControlServer(package: path, live: live, log: NetCommands.log)
+        control.start()
         let stopAsked = Mutex(false)
         let signals = [SIGINT, SIGTERM].map { number in
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
                 NetCommands.log("signal \(number == SIGINT ? "SIGINT" : "SIGTERM"): stopping (waiting up to 5 s for the server to acknowledge every edit)")
                 stopAsked.withLock { $0 = true }
-                Task { await live.close(within: 5) }
+                Task {
+                    control.stop()  // commands in progress finish first; later ones wait for the package
+                    await live.close(within: 5)
+                }
             }
             source.resume()
             signal(number, SIG_IGN)
@@ -92,6 +97,7 @@ enum ClientCommands {
             } catch {
                 result = .failure(error)
             }
+            control.stop()
             for watcher in watchers { await watcher.value }  // the streams end with the board
             return result
         }
