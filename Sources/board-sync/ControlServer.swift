@@ -60,7 +60,10 @@ final class ControlServer: Sendable {
             }
             for end in pipeFDs { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
             let wakeReader = pipeFDs[0]
-            let thread = Thread { [self] in acceptLoop(listener: fd, wake: wakeReader) }
+            let thread = Thread { [self] in
+                Self.leaveSignalsToTheMainThread()
+                acceptLoop(listener: fd, wake: wakeReader)
+            }
             state.withLock {
                 $0.listener = fd
                 $0.wake = (pipeFDs[0], pipeFDs[1])
@@ -72,20 +75,39 @@ final class ControlServer: Sendable {
         }
     }
 
-    /// Stops accepting and removes the socket; waits up to `seconds` for commands in progress
-    /// (those still arriving are answered "stopping", not run).
-    func stop(waitingUpTo seconds: Double = 3) {
+    /// The peer is stopping: commands in progress finish (waiting up to `seconds` for them);
+    /// those that arrive from now on are answered "stopping" and not run (their client waits
+    /// for the package to be released and then runs them itself).
+    func beginStopping(waitingUpTo seconds: Double = 3) {
+        state.withLock { $0.stopping = true }
+        let deadline = ControlSocket.now() + seconds
+        while state.withLock({ $0.connections > 0 }), ControlSocket.now() < deadline { usleep(10_000) }
+    }
+
+    /// Stops accepting and removes the socket (the board is closed).
+    func stop() {
         let wakeWriter = state.withLock { state -> Int32 in
-            guard !state.stopping else { return -1 }
             state.stopping = true
+            defer { state.wake.write = -1 }
             return state.wake.write
         }
         guard wakeWriter >= 0 else { return }
         unlink(path)
         var byte: UInt8 = 1
         _ = write(wakeWriter, &byte, 1)
-        let deadline = ControlSocket.now() + seconds
-        while state.withLock({ $0.connections > 0 || $0.listener >= 0 }), ControlSocket.now() < deadline { usleep(10_000) }
+        let deadline = ControlSocket.now() + 1
+        while state.withLock({ $0.listener >= 0 }), ControlSocket.now() < deadline { usleep(10_000) }
+    }
+
+    /// The peer stops on SIGINT/SIGTERM through dispatch sources, which see a signal only when
+    /// no thread takes it: these threads block them (a signal delivered to one of them, with
+    /// the disposition SIG_IGN, would be lost and the peer would not stop).
+    private static func leaveSignalsToTheMainThread() {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &set, nil)
     }
 
     private var stopping: Bool { state.withLock { $0.stopping } }
@@ -99,7 +121,7 @@ final class ControlServer: Sendable {
             var ready = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
             let result = poll(&ready, 2, -1)
             if result < 0 && errno != EINTR { log("control: poll: \(String(cString: strerror(errno))); not serving other commands any more"); return }
-            if stopping || ready[1].revents != 0 { return }
+            if ready[1].revents != 0 { return }
             guard ready[0].revents != 0 else { continue }
             let fd = accept(listener, nil, nil)
             guard fd >= 0 else { continue }
@@ -121,6 +143,7 @@ final class ControlServer: Sendable {
                 continue
             }
             Thread { [self] in
+                Self.leaveSignalsToTheMainThread()
                 serve(fd)
                 close(fd)
                 state.withLock { $0.connections -= 1 }
