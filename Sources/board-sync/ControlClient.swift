@@ -61,7 +61,14 @@ enum ControlClient {
         let deadline = ControlSocket.now() + ControlLimits.clientSeconds
         let frame: Data
         do {
-            try ControlSocket.send(fd, try JSONEncoder().encode(request), until: deadline)
+            do {
+                try ControlSocket.send(fd, try JSONEncoder().encode(request), until: deadline)
+            } catch let trouble as ControlSocket.Trouble {
+                // A peer that refuses (busy) answers before it reads and closes: its answer is here.
+                guard let answer = try? ControlSocket.receive(fd, limit: ControlLimits.responseBytes, until: ControlSocket.now() + 1),
+                      let response = try? JSONDecoder().decode(ControlResponse.self, from: answer) else { throw trouble }
+                return response
+            }
             frame = try ControlSocket.receive(fd, limit: ControlLimits.responseBytes, until: deadline)
         } catch let trouble as ControlSocket.Trouble {
             throw Failure("\(package) is held by a running peer, which did not answer the command (\(trouble)); it may or may not have run: check with `board-sync show \(package)`")

@@ -1,0 +1,203 @@
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A raw connection to a peer's control socket, as a broken or hostile client makes one.
+final class RawControl {
+    let fd: Int32
+
+    init(_ path: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard connected == 0 else {
+            close(fd)
+            throw CLI.Failure("connect \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    deinit { close(fd) }
+
+    @discardableResult
+    func send(_ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count
+    }
+
+    /// A frame as the peer reads them: `BSC1`, a big-endian length, the payload.
+    static func frame(_ payload: [UInt8], length: Int? = nil) -> [UInt8] {
+        let count = UInt32(length ?? payload.count)
+        return Array("BSC1".utf8) + [UInt8(count >> 24), UInt8(count >> 16 & 255), UInt8(count >> 8 & 255), UInt8(count & 255)] + payload
+    }
+
+    /// What arrives until the peer closes the connection (or `seconds` pass): the answer's
+    /// outcome and message, and whether the connection was closed.
+    func answer(within seconds: Double) -> (outcome: String?, message: String, closed: Bool) {
+        var data = Data()
+        let deadline = Date().addingTimeInterval(seconds)
+        var closed = false
+        while Date() < deadline {
+            var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&ready, 1, 100) > 0 else { continue }
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count <= 0 { closed = true; break }
+            data.append(contentsOf: buffer[0..<count])
+        }
+        guard data.count > 8,
+              let object = try? JSONSerialization.jsonObject(with: data.dropFirst(8)) as? [String: Any] else { return (nil, "", closed) }
+        return (object["outcome"] as? String, object["message"] as? String ?? "", closed)
+    }
+}
+
+/// The control channel under attack: clients that send nothing, trickle, send absurd sizes or
+/// garbage, or come in crowds hold only themselves; the peer keeps syncing and serving others.
+@Suite(.serialized) struct ControlChannelAttackTests {
+    @Test func brokenAndHostileClientsHoldOnlyThemselves() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        let server = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0"], in: workspace.path)
+        let address = try #require(server.listeningAddress(), "server log: \(server.log)")
+        for name in ["A", "C"] { try cli.run("new", "\(name).boardpkg") }
+        let peer = try Daemon(["peer", "A.boardpkg", "--connect", address, "--board", "team"], in: workspace.path)
+        #expect(peer.waitFor("live: in sync") != nil, "\(peer.log)")
+        let socketPath = workspace.path + "/A.boardpkg/sync/control.sock"
+
+        // One sends nothing, one trickles a byte now and then.
+        let silent = try RawControl(socketPath)
+        let trickle = try RawControl(socketPath)
+        trickle.send(Array("BS".utf8))
+        let started = Date()
+        // Meanwhile others are served at once.
+        let stroke = try cli.run("stroke", "A.boardpkg", "--points", "1,1 2,2")
+        #expect(stroke.status == 0, "\(stroke.stderr)")
+        #expect(Date().timeIntervalSince(started) < 5, "not held up by the silent connections")
+        trickle.send(Array("C".utf8))
+
+        // Absurd size, garbage, malformed JSON, a command that does not go through a peer, a
+        // request without the image it names: each a clear answer, the peer unharmed.
+        let huge = try RawControl(socketPath)
+        huge.send(RawControl.frame([], length: 1 << 30))
+        let hugeAnswer = huge.answer(within: 5)
+        #expect(hugeAnswer.outcome == "refused" && hugeAnswer.message.contains("over the limit of 25165824 bytes") && hugeAnswer.closed, "\(hugeAnswer)")
+        let garbage = try RawControl(socketPath)
+        garbage.send(Array("GET / HTTP/1.0\r\n\r\n".utf8))
+        let garbageAnswer = garbage.answer(within: 5)
+        #expect(garbageAnswer.outcome == "refused" && garbageAnswer.message.contains("not a board-sync control frame"), "\(garbageAnswer)")
+        let notJSON = try RawControl(socketPath)
+        notJSON.send(RawControl.frame(Array("{nope".utf8)))
+        let notJSONAnswer = notJSON.answer(within: 5)
+        #expect(notJSONAnswer.outcome == "refused" && notJSONAnswer.message.contains("malformed request"), "\(notJSONAnswer)")
+        func request(_ command: String, _ arguments: [String]) throws -> [UInt8] {
+            RawControl.frame(Array(try JSONSerialization.data(withJSONObject: ["command": command, "arguments": arguments, "directory": "/", "images": [String: String]()])))
+        }
+        let newPackage = try RawControl(socketPath)
+        newPackage.send(try request("new", ["/tmp/evil.boardpkg"]))
+        let newAnswer = newPackage.answer(within: 5)
+        #expect(newAnswer.outcome == "refused" && newAnswer.message.contains("'new' does not run through a peer"), "\(newAnswer)")
+        let noImage = try RawControl(socketPath)
+        noImage.send(try request("sticker", ["A.boardpkg", "--image", "/etc/passwd", "--at", "1,1"]))
+        let noImageAnswer = noImage.answer(within: 5)
+        #expect(noImageAnswer.outcome == "failure" && noImageAnswer.message.contains("carries no bytes"), "the peer reads no path a request names: \(noImageAnswer)")
+
+        // The silent and the trickling connection are cut at their deadline (10 s), with a reason.
+        let silentAnswer = silent.answer(within: 15)
+        #expect(silentAnswer.closed && silentAnswer.message.contains("longer than its deadline"), "\(silentAnswer)")
+        let trickleAnswer = trickle.answer(within: 5)
+        #expect(trickleAnswer.closed && trickleAnswer.message.contains("longer than its deadline"), "\(trickleAnswer)")
+        #expect(Date().timeIntervalSince(started) < 14, "cut at the deadline, not at each byte's")
+
+        // A crowd: beyond 8 connections a command is answered "busy" and fails clearly.
+        let crowd = try (0..<8).map { _ in try RawControl(socketPath) }
+        usleep(200_000)
+        let busy = try cli.run("show", "A.boardpkg")
+        #expect(busy.status == 1 && busy.stderr.contains("busy with 8 other commands"), "\(busy.stderr)")
+        withExtendedLifetime(crowd) {}
+        _ = consume crowd
+        #expect(ControlChannelCLITests.eventually(within: 5) { (try? cli.run("show", "A.boardpkg"))?.status == 0 }, "served again once the crowd left")
+
+        // The peer kept syncing: a stroke made now reaches another replica through the server.
+        #expect(try cli.run("stroke", "A.boardpkg", "--points", "3,3 4,4").status == 0)
+        #expect(ControlChannelCLITests.eventually {
+            _ = try? cli.run("sync", "C.boardpkg", "--server", address, "--board", "team")
+            return (try? workspace.board("C.boardpkg"))?.strokes.count == 2
+        }, "\(peer.log)")
+        #expect(peer.terminate() == 0, "\(peer.log)")
+        #expect(server.terminate() == 0)
+    }
+}
+
+/// The control channel's life: a socket a killed peer left, a package path longer than
+/// `sun_path`, a command during the peer's shutdown, a mesh peer (which has no channel).
+@Suite(.serialized) struct ControlChannelLifeTests {
+    /// Nothing listens on port 1: the peer stays offline, so its edits stay unacknowledged.
+    static let nowhere = "127.0.0.1:1"
+
+    @Test func aKilledPeersSocketIsReplacedAndLongPathsWork() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        let folder = String(repeating: "d", count: 70) + "/" + String(repeating: "e", count: 50)
+        try FileManager.default.createDirectory(atPath: workspace.path + "/" + folder, withIntermediateDirectories: true)
+        let package = folder + "/Long.boardpkg"
+        #expect((package + "/sync/control.sock").utf8.count > 108, "longer than sun_path even relative")
+        try cli.run("new", package)
+        let first = try Daemon(["peer", package, "--connect", Self.nowhere, "--board", "long"], in: workspace.path)
+        #expect(first.waitFor("control: other commands") != nil, "\(first.log)")
+        #expect(try cli.run("stroke", package, "--points", "1,1 2,2").status == 0)
+        #expect(first.waitFor("control: stroke: done") != nil, "\(first.log)")
+        kill(first.process.processIdentifier, SIGKILL)
+        first.process.waitUntilExit()
+        #expect(FileManager.default.fileExists(atPath: workspace.path + "/" + package + "/sync/control.sock"), "a killed peer leaves its socket")
+        // Nobody holds the package: the command runs here, the stale socket untouched.
+        let here = try cli.run("stroke", package, "--points", "3,3 4,4")
+        #expect(here.status == 0, "\(here.stderr)")
+        let second = try Daemon(["peer", package, "--connect", Self.nowhere, "--board", "long"], in: workspace.path)
+        #expect(second.waitFor("control: replaced") != nil, "\(second.log)")
+        let through = try cli.run("stroke", package, "--points", "5,5 6,6")
+        #expect(through.status == 0, "\(through.stderr)")
+        #expect(second.waitFor("control: stroke: done") != nil, "\(second.log)")
+        #expect(try workspace.board(package).strokes.count == 3)
+        #expect(second.terminate() == 0, "\(second.log)")
+    }
+
+    /// A command sent while the peer stops is not run by the peer: the command waits for the
+    /// package and runs itself, and succeeds.
+    @Test func aCommandDuringShutdownRunsOnceThePeerHasStopped() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        try cli.run("new", "A.boardpkg")
+        let peer = try Daemon(["peer", "A.boardpkg", "--connect", Self.nowhere, "--board", "team"], in: workspace.path)
+        #expect(peer.waitFor("control: other commands") != nil, "\(peer.log)")
+        #expect(try cli.run("stroke", "A.boardpkg", "--points", "1,1 2,2").status == 0)
+        // Offline with an unacknowledged edit, the peer waits 5 s for the server as it stops.
+        kill(peer.process.processIdentifier, SIGTERM)
+        #expect(peer.waitFor("signal SIGTERM") != nil, "\(peer.log)")
+        let during = try cli.run("stroke", "A.boardpkg", "--points", "3,3 4,4")
+        #expect(during.status == 0, "\(during.stderr)")
+        #expect(peer.terminate() == 0, "\(peer.log)")
+        #expect(peer.log.components(separatedBy: "control: stroke: done").count == 2, "the stopping peer ran only the first: \(peer.log)")
+        #expect(try workspace.board("A.boardpkg").strokes.count == 2)
+    }
+
+    /// A mesh peer has no control channel: a command says so rather than "open in another process" alone.
+    @Test func aMeshPeerSaysItTakesNoCommands() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        try cli.run("new", "M.boardpkg")
+        let mesh = try Daemon(["peer", "M.boardpkg", "--listen", "127.0.0.1:0", "--board", "mesh"], in: workspace.path)
+        #expect(mesh.listeningAddress() != nil, "\(mesh.log)")
+        let refused = try cli.run("stroke", "M.boardpkg", "--points", "1,1 2,2")
+        #expect(refused.status == 1, "\(refused.stderr)")
+        #expect(refused.stderr.contains("open in another process") && refused.stderr.contains("a mesh `peer --listen`"), "\(refused.stderr)")
+        #expect(mesh.terminate() == 0)
+    }
+}
