@@ -22,7 +22,7 @@ enum ControlClient {
                 guard Commands.throughPeer.contains(name) else { throw held.error }
                 // Every image was read before the package was opened: the request carries them.
                 for (path, bytes) in images.read where bytes.count > ControlLimits.imageBytes {
-                    throw Failure("\(held.path) is held by a running peer, and the image \(path) (\(bytes.count) bytes) is over the \(ControlLimits.imageBytes >> 20) MiB a command sent to a peer may carry (no sync could carry it to the server either)")
+                    throw Failure("\(held.path) is held by a running peer, and the image \(path) (\(bytes.count) bytes) is over the \(ControlLimits.imageBytes >> 20) MiB a command sent to a peer may carry; stop the peer to add it")
                 }
                 let request = ControlRequest(command: name, arguments: raw, directory: FileManager.default.currentDirectoryPath, images: images.read)
                 switch try send(request, to: held.path) {

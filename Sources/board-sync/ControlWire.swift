@@ -42,8 +42,8 @@ struct ControlResponse: Codable {
 
 /// The control channel's bounds.
 enum ControlLimits {
-    /// Largest image a request carries: what one sync frame holds (a bigger one could not
-    /// reach the server anyway).
+    /// Largest image a request carries (the peer may hold `connections` requests at once; a
+    /// larger sticker is added with the peer stopped, up to the live client's 64 MiB).
     static let imageBytes = 16 << 20
     /// Largest request a peer reads (an image, base64, and the command line).
     static let requestBytes = 24 << 20
