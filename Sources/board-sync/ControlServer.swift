@@ -145,7 +145,7 @@ final class ControlServer: Sendable {
             Thread { [self] in
                 Self.leaveSignalsToTheMainThread()
                 serve(fd)
-                close(fd)
+                ControlSocket.drainAndClose(fd)
                 state.withLock { $0.connections -= 1 }
             }.start()
         }
@@ -153,7 +153,7 @@ final class ControlServer: Sendable {
 
     private func refuse(_ fd: Int32, _ message: String) {
         answer(fd, ControlResponse(outcome: .refused, message: message), within: 0.2)
-        close(fd)
+        ControlSocket.drainAndClose(fd)
     }
 
     private func answer(_ fd: Int32, _ response: ControlResponse, within seconds: Double) {

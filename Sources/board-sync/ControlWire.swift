@@ -110,6 +110,15 @@ enum ControlSocket {
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
     }
 
+    /// Closes a connection, first discarding what the client sent and nobody read (at most
+    /// 1 MiB, without waiting): closing a Unix socket with unread bytes resets the connection,
+    /// and the client would lose the answer it was given.
+    static func drainAndClose(_ fd: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        for _ in 0..<16 where recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT)) > 0 {}
+        close(fd)
+    }
+
     /// Waits until `fd` is ready for `events` or `deadline` (monotonic seconds) passes.
     private static func wait(_ fd: Int32, _ events: Int32, until deadline: Double, what: String) throws {
         while true {

@@ -201,3 +201,64 @@ final class RawControl {
         #expect(mesh.terminate() == 0)
     }
 }
+
+/// Who may connect: another user cannot reach the socket (mode 0600), and when its mode is
+/// loosened the peer still refuses them (`SO_PEERCRED`). Needs root, to be another user.
+@Suite(.serialized) struct ControlChannelUserTests {
+    static let canSwitchUser = geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+        && FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")
+
+    /// Runs a connect-send-read as user `nobody`; returns what it printed.
+    static func asNobody(_ socketPath: String) throws -> String {
+        let script = """
+        import socket, struct, json, sys
+        s = socket.socket(socket.AF_UNIX)
+        try:
+            s.connect(sys.argv[1])
+        except OSError as e:
+            print("connect failed:", e.strerror); sys.exit(0)
+        body = json.dumps({"command": "show", "arguments": ["A.boardpkg"], "directory": "/", "images": {}}).encode()
+        try:
+            s.sendall(b"BSC1" + struct.pack(">I", len(body)) + body)
+        except OSError:
+            pass  # refused before reading: the answer is already here
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk: break
+            data += chunk
+        print(json.loads(data[8:]))
+        """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script, socketPath]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = out
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    @Test(.enabled(if: canSwitchUser, "needs root, setpriv and /usr/bin/python3 to connect as another user"))
+    func anotherUserIsRefused() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        try cli.run("new", "A.boardpkg")
+        // Directories anyone may enter: only the socket's mode and the peer's check stand in the way.
+        for directory in [workspace.path, workspace.path + "/A.boardpkg", workspace.path + "/A.boardpkg/sync"] {
+            #expect(chmod(directory, 0o755) == 0)
+        }
+        let peer = try Daemon(["peer", "A.boardpkg", "--connect", ControlChannelLifeTests.nowhere, "--board", "team"], in: workspace.path)
+        #expect(peer.waitFor("control: other commands") != nil, "\(peer.log)")
+        let socketPath = workspace.path + "/A.boardpkg/sync/control.sock"
+        let denied = try Self.asNobody(socketPath)
+        #expect(denied.contains("connect failed: Permission denied"), "mode 0600 keeps others out: \(denied)")
+        #expect(chmod(socketPath, 0o666) == 0)
+        let refused = try Self.asNobody(socketPath)
+        #expect(refused.contains("'outcome': 'refused'") && refused.contains("only from its own user"), "\(refused)")
+        #expect(peer.waitFor("refused a connection from another user (uid 65534)") != nil, "\(peer.log)")
+        #expect(peer.terminate() == 0, "\(peer.log)")
+    }
+}
