@@ -9,11 +9,15 @@ import Glibc
 enum ControlClient {
     /// Seconds a command waits for a stopping peer to release its package.
     static let stoppingSeconds = 10.0
+    /// Seconds a command waits for a held package's socket to appear (a peer between opening its
+    /// package and binding the socket) or for a short-lived holder (another command) to finish.
+    static let socketGraceSeconds = 1.0
 
     /// Runs `here` (the command on the package, reading its images from disk); when a process
     /// holds the package, sends the command to the peer serving it.
     static func run(_ name: String, _ raw: [String], here: (CommandImages) throws -> Void) throws {
         var waitingSince: Double?
+        let started = ControlSocket.now()
         while true {
             let images = CommandImages()
             do {
@@ -29,6 +33,10 @@ enum ControlClient {
                 case .none:
                     if let since = waitingSince, ControlSocket.now() - since < stoppingSeconds {
                         usleep(100_000)  // the peer stopping: its socket is gone, its lock not yet
+                        continue
+                    }
+                    if ControlSocket.now() - started < socketGraceSeconds {
+                        usleep(50_000)
                         continue
                     }
                     throw Failure("\(held.error) (no peer answers on its control socket: `serve`, `sync`, a mesh `peer --listen` and other commands do not take commands; a `peer --connect` with one server does)")

@@ -124,7 +124,10 @@ final class ControlServer: Sendable {
             if ready[1].revents != 0 { return }
             guard ready[0].revents != 0 else { continue }
             let fd = accept(listener, nil, nil)
-            guard fd >= 0 else { continue }
+            guard fd >= 0 else {
+                usleep(100_000)  // out of descriptors: the connection waits in the backlog rather than the loop spinning
+                continue
+            }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             ControlSocket.setNonBlocking(fd)
             guard ControlSocket.peerUID(fd) == geteuid() else {

@@ -188,6 +188,27 @@ final class RawControl {
         #expect(try workspace.board("A.boardpkg").strokes.count == 2)
     }
 
+    /// A package held briefly (another command) is waited for, up to 1 s; held longer by a
+    /// process without a control socket, the command fails saying so.
+    @Test func aBriefHolderIsWaitedForALongOneNamed() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        try cli.run("new", "A.boardpkg")
+        let fd = open(workspace.path + "/A.boardpkg/sync/lock", O_RDWR)
+        defer { close(fd) }
+        #expect(flock(fd, LOCK_EX) == 0)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.4) { _ = flock(fd, LOCK_UN) }
+        let brief = try cli.run("stroke", "A.boardpkg", "--points", "1,1 2,2")
+        #expect(brief.status == 0, "\(brief.stderr)")
+        #expect(flock(fd, LOCK_EX) == 0)
+        let started = Date()
+        let held = try cli.run("stroke", "A.boardpkg", "--points", "3,3 4,4")
+        #expect(held.status == 1 && held.stderr.contains("open in another process") && held.stderr.contains("no peer answers"), "\(held.stderr)")
+        #expect(Date().timeIntervalSince(started) >= 0.9, "it tried for 1 s")
+        _ = flock(fd, LOCK_UN)
+        #expect(try workspace.board("A.boardpkg").strokes.count == 1)
+    }
+
     /// A mesh peer has no control channel: a command says so rather than "open in another process" alone.
     @Test func aMeshPeerSaysItTakesNoCommands() throws {
         let workspace = try Workspace()
