@@ -197,9 +197,16 @@ final class RawControl {
         let fd = open(workspace.path + "/A.boardpkg/sync/lock", O_RDWR)
         defer { close(fd) }
         #expect(flock(fd, LOCK_EX) == 0)
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.4) { _ = flock(fd, LOCK_UN) }
+        // A thread of its own (the dispatch pool can be starved by other suites' waits).
+        let released = DispatchSemaphore(value: 0)
+        Thread {
+            usleep(400_000)
+            _ = flock(fd, LOCK_UN)
+            released.signal()
+        }.start()
         let brief = try cli.run("stroke", "A.boardpkg", "--points", "1,1 2,2")
         #expect(brief.status == 0, "\(brief.stderr)")
+        released.wait()
         #expect(flock(fd, LOCK_EX) == 0)
         let started = Date()
         let held = try cli.run("stroke", "A.boardpkg", "--points", "3,3 4,4")
