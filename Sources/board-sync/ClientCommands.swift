@@ -69,7 +69,7 @@ enum ClientCommands {
         let transport = TCPTransport(tls: try Access.clientTLS(args))
         let live = try LiveBoard.open(storage: .package(path: path), sync: LiveBoard.Sync(server: server.description, board: board),
                                       credentials: credentials, identity: LiveBoard.Identity(name: name, color: color), transport: transport)
-        let control = ControlServer(package: path, live: live, log: NetCommands.log)
+        let control = ControlServer(package: path, runner: LiveBoardRunner(live: live), log: NetCommands.log)
         let stopAsked = Mutex(false)
         let signals = [SIGINT, SIGTERM].map { number in
             // The default action off first, then the source: libdispatch installs its handler

@@ -39,12 +39,17 @@ struct Handed<T>: @unchecked Sendable {
     let value: T
 }
 
-/// A closure handed to another thread while its owner waits; `take()` lets go of it there, so
-/// nothing holds it once the owner goes on (`withoutActuallyEscaping` checks that).
+/// A closure handed to another thread while its owner waits; `take()` lets go of it there (or
+/// `drop()` here, when it will never be taken), so nothing holds it once the owner goes on
+/// (`withoutActuallyEscaping` checks that).
 final class HandedOnce<T>: @unchecked Sendable {
     private var value: T?
+    private let lock = Mutex(())
     init(_ value: T) { self.value = value }
-    func take() -> T { defer { value = nil }; return value! }
+    /// The value, once (nil after a `drop()`).
+    func take() -> T? { lock.withLock { _ in defer { value = nil }; return value } }
+    /// Lets go of the value if it was not taken; false when it was.
+    func drop() -> Bool { lock.withLock { _ in defer { value = nil }; return value != nil } }
 }
 
 /// The package was open in another process: the command may go to its peer (`ControlClient`).
@@ -147,18 +152,8 @@ extension Commands {
     /// when anything changed, then closed), or the running peer's live board. A package another
     /// process holds throws `PackageHeld`.
     func withBoard<T>(_ path: String, _ body: (any CommandBoard) throws -> T) throws -> T {
-        if case .live(let live) = board {
-            // The body runs on the board's actor while this thread waits for it.
-            return try withoutActuallyEscaping(body) { body in
-                let handed = HandedOnce(body)
-                let result = ClientCommands.blocking {
-                    await live.runCommand { isolated in
-                        let body = handed.take()
-                        return Handed(value: Result { try body(LiveCommandBoard(live: isolated)) })
-                    }
-                }
-                return try result.value.get()
-            }
+        if case .hosted(let runner) = board {
+            return try runner.run(body)
         }
         guard fileSystem.isDirectory(path) else {
             throw Failure("no board package at \(path) (create one with `board-sync new \(path)`)")

@@ -15,7 +15,7 @@ struct Commands {
         /// board through its control socket: `ControlClient`).
         case package
         /// The running peer's board (a command received on its control socket).
-        case live(LiveBoard)
+        case hosted(any CommandBoardRunner)
     }
 
     let fileSystem: any FileSystem = PosixFileSystem()

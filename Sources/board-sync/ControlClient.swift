@@ -39,7 +39,7 @@ enum ControlClient {
                         usleep(50_000)
                         continue
                     }
-                    throw Failure("\(held.error) (no peer answers on its control socket: `serve`, `sync`, a mesh `peer --listen` and other commands do not take commands; a `peer --connect` with one server does)")
+                    throw Failure("\(held.error) (no peer answers on its control socket: a running `peer` takes other commands, `serve`, `sync` and the other commands do not)")
                 case .some(let response) where response.outcome == .stopping:
                     if waitingSince == nil { waitingSince = ControlSocket.now() }
                     guard ControlSocket.now() - waitingSince! < stoppingSeconds else {

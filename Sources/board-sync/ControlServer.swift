@@ -5,7 +5,7 @@ import Synchronization
 import Glibc
 #endif
 
-/// The control channel of `peer PKG --connect SERVER`: a Unix domain socket in the package
+/// The control channel of a `peer` (the live client, or a mesh peer): a Unix domain socket in the package
 /// (`sync/control.sock`, mode 0600) on which the other commands (`stroke`, `undo`, `show`,
 /// `export`, ...) run on the peer's live board while the peer holds the package.
 ///
@@ -16,7 +16,7 @@ import Glibc
 /// trickles or never reads its answer holds only itself, never the peer's sync or the others.
 final class ControlServer: Sendable {
     let path: String
-    private let live: LiveBoard
+    private let runner: any CommandBoardRunner
     private let log: @Sendable (String) -> Void
     private struct State {
         var listener: Int32 = -1
@@ -26,9 +26,9 @@ final class ControlServer: Sendable {
     }
     private let state = Mutex(State())
 
-    init(package: String, live: LiveBoard, log: @escaping @Sendable (String) -> Void) {
+    init(package: String, runner: any CommandBoardRunner, log: @escaping @Sendable (String) -> Void) {
         path = ControlSocket.path(package: package)
-        self.live = live
+        self.runner = runner
         self.log = log
     }
 
@@ -190,7 +190,7 @@ final class ControlServer: Sendable {
         }
         let output = CommandOutput(direct: false)
         var commands = Commands()
-        commands.board = .live(live)
+        commands.board = .hosted(runner)
         commands.output = output
         commands.images = CommandImages(supplied: request.images)
         commands.directory = request.directory
@@ -202,6 +202,8 @@ final class ControlServer: Sendable {
         } catch let error as Failure {
             response = ControlResponse(outcome: .failure, message: error.message)
         } catch LiveBoardError.closed {
+            return ControlResponse(outcome: .stopping, message: "the peer is stopping")
+        } catch is BoardStopped {
             return ControlResponse(outcome: .stopping, message: "the peer is stopping")
         } catch {
             response = ControlResponse(outcome: .failure, message: "\(error)")

@@ -216,17 +216,38 @@ final class RawControl {
         #expect(try workspace.board("A.boardpkg").strokes.count == 1)
     }
 
-    /// A mesh peer has no control channel: a command says so rather than "open in another process" alone.
-    @Test func aMeshPeerSaysItTakesNoCommands() throws {
+    /// A mesh peer serves the channel too: an edit through one mesh peer reaches the other,
+    /// `undo` takes it back, reads and exports work; `serve` has no channel and says so.
+    @Test func aMeshPeerServesCommandsToo() throws {
         let workspace = try Workspace()
         let cli = workspace.cli
-        try cli.run("new", "M.boardpkg")
-        let mesh = try Daemon(["peer", "M.boardpkg", "--listen", "127.0.0.1:0", "--board", "mesh"], in: workspace.path)
-        #expect(mesh.listeningAddress() != nil, "\(mesh.log)")
-        let refused = try cli.run("stroke", "M.boardpkg", "--points", "1,1 2,2")
+        for name in ["M", "N", "S"] { try cli.run("new", "\(name).boardpkg") }
+        let hub = try Daemon(["peer", "M.boardpkg", "--listen", "127.0.0.1:0", "--board", "mesh"], in: workspace.path)
+        let address = try #require(hub.listeningAddress(), "\(hub.log)")
+        #expect(hub.waitFor("control: other commands") != nil, "\(hub.log)")
+        // Two --connect: a mesh peer as well (the second address has nothing on it).
+        let spoke = try Daemon(["peer", "N.boardpkg", "--connect", address, "--connect", Self.nowhere, "--board", "mesh"], in: workspace.path)
+        #expect(spoke.waitFor("control: other commands") != nil, "\(spoke.log)")
+        let stroke = try cli.run("stroke", "M.boardpkg", "--points", "1,1 2,2")
+        #expect(stroke.status == 0, "\(stroke.stderr)")
+        #expect(hub.waitFor("control: stroke: done") != nil, "\(hub.log)")
+        #expect(ControlChannelCLITests.eventually { (try? workspace.board("N.boardpkg"))?.strokes.count == 1 }, "\(spoke.log)")
+        #expect(try cli.run("undo", "M.boardpkg").status == 0)
+        #expect(ControlChannelCLITests.eventually { (try? workspace.board("N.boardpkg"))?.strokes.isEmpty == true }, "\(spoke.log)")
+        let export = try cli.run("export", "N.boardpkg", "n.svg")
+        #expect(export.status == 0 && FileManager.default.fileExists(atPath: workspace.path + "/n.svg"), "\(export.stderr)")
+        #expect(spoke.terminate() == 0, "\(spoke.log)")
+        #expect(hub.terminate() == 0, "\(hub.log)")
+        #expect(!FileManager.default.fileExists(atPath: workspace.path + "/M.boardpkg/sync/control.sock"), "removed on exit")
+
+        // A server holding a package takes no commands: the command says so.
+        let server = try Daemon(["serve", "--data", ".", "--listen", "127.0.0.1:0"], in: workspace.path)
+        let serverAddress = try #require(server.listeningAddress(), "\(server.log)")
+        #expect(try cli.run("sync", "S.boardpkg", "--server", serverAddress, "--board", "held").status == 0)
+        let refused = try cli.run("stroke", "held.boardpkg", "--points", "1,1 2,2")
         #expect(refused.status == 1, "\(refused.stderr)")
-        #expect(refused.stderr.contains("open in another process") && refused.stderr.contains("a mesh `peer --listen`"), "\(refused.stderr)")
-        #expect(mesh.terminate() == 0)
+        #expect(refused.stderr.contains("open in another process") && refused.stderr.contains("`serve`, `sync` and the other commands do not"), "\(refused.stderr)")
+        #expect(server.terminate() == 0)
     }
 }
 
