@@ -95,6 +95,7 @@ final class ControlServer: Sendable {
         unlink(path)
         var byte: UInt8 = 1
         _ = write(wakeWriter, &byte, 1)
+        close(wakeWriter)
         let deadline = ControlSocket.now() + 1
         while state.withLock({ $0.listener >= 0 }), ControlSocket.now() < deadline { usleep(10_000) }
     }
@@ -115,6 +116,7 @@ final class ControlServer: Sendable {
     private func acceptLoop(listener: Int32, wake: Int32) {
         defer {
             close(listener)
+            close(wake)
             state.withLock { $0.listener = -1 }
         }
         while true {
