@@ -188,6 +188,24 @@ final class RawControl {
         #expect(try workspace.board("A.boardpkg").strokes.count == 2)
     }
 
+    /// Through the peer, `undo` takes back the package's latest edit even when a command made it
+    /// before the peer started; the peer's undo history is the package's after it stops.
+    @Test func undoThroughAPeerSharesThePackagesHistory() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        try cli.run("new", "A.boardpkg")
+        #expect(try cli.run("stroke", "A.boardpkg", "--points", "1,1 2,2").status == 0)
+        let peer = try Daemon(["peer", "A.boardpkg", "--connect", Self.nowhere, "--board", "team"], in: workspace.path)
+        #expect(peer.waitFor("control: other commands") != nil, "\(peer.log)")
+        #expect(try cli.run("undo", "A.boardpkg").status == 0)
+        #expect(peer.waitFor("control: undo: done") != nil, "\(peer.log)")
+        #expect(try workspace.board("A.boardpkg").strokes.isEmpty)
+        #expect(peer.terminate() == 0, "\(peer.log)")
+        let redo = try cli.run("redo", "A.boardpkg", "--json")
+        #expect(redo.status == 0 && redo.stdout.contains("\"operations\" : 1"), "redone here, after the peer: \(redo.stdout) \(redo.stderr)")
+        #expect(try workspace.board("A.boardpkg").strokes.count == 1)
+    }
+
     /// A package held briefly (another command) is waited for, up to 1 s; held longer by a
     /// process without a control socket, the command fails saying so.
     @Test func aBriefHolderIsWaitedForALongOneNamed() throws {
