@@ -343,8 +343,15 @@ struct NetCommands {
         }
         announce()
         for dial in dials { host.connect(to: dial) }
+        // The other commands on this package run on this host's board (ControlServer).
+        let runner = MeshBoardRunner(host: host, package: package, loop: loop)
+        let control = ControlServer(package: path, runner: runner, log: NetCommands.log)
+        control.start()
         NetCommands.log("peer \(package.replica.id) for \(path) (board '\(board)') as '\(name)'\(host.listenAddress.map { ", listening on \($0)" } ?? "")")
         loop.run()
+        runner.stop()
+        control.beginStopping()
+        control.stop()
         withExtendedLifetime((signals, revocationWatcher)) {}
     }
 }
