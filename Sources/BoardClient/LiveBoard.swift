@@ -69,7 +69,7 @@ public actor LiveBoard {
 
     var running = false
     /// The `syncOnce` in progress, if any.
-    var oneShot: OneShotSync?
+    var oneShot: SyncOnceProgress?
     var closeDeadline: Double?
     var closeWaiters: [CheckedContinuation<Void, Never>] = []
     var closeReport: CloseReport?
