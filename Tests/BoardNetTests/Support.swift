@@ -168,6 +168,16 @@ func syncOnceError(_ what: String, _ body: () throws -> Void) -> SyncOnceError? 
     return nil
 }
 
+/// Why the server could not be reached, when `error` says so; any other outcome is recorded as
+/// an issue (nil).
+func unreachable(_ error: SyncOnceError?) -> String? {
+    guard case .unreachable(let why)? = error else {
+        Issue.record("expected 'cannot reach the server', got \(String(describing: error))")
+        return nil
+    }
+    return why
+}
+
 func canonical(_ package: BoardPackage) throws -> Data {
     try package.replica.snapshot().canonicalJSON()
 }
