@@ -59,8 +59,9 @@ let package = Package(
         .target(name: "BoardClientTesting", dependencies: ["BoardClient"]),
         // The live client's example (README, Using the library).
         .executableTarget(name: "LiveBoardExample", dependencies: ["BoardClient", "BoardCRDT", "BoardModel"], path: "Examples/LiveBoardExample"),
-        // The command-line tool, wrapped by bin/board-sync.
-        .executableTarget(name: "board-sync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardRedis", "BoardRedisNet", "BoardSimulation", "BoardRender", "BoardClient"]),
+        // The command-line tool, wrapped by bin/board-sync (its demo cuts carol's network with
+        // BoardClientTesting's FaultTransport).
+        .executableTarget(name: "board-sync", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardRedis", "BoardRedisNet", "BoardSimulation", "BoardRender", "BoardClient", "BoardClientTesting"]),
         // Seeded randomness and history generation that drives the real replica code.
         .target(
             name: "BoardSimulation",
@@ -98,9 +99,9 @@ let package = Package(
         .testTarget(name: "BoardRenderTests", dependencies: ["BoardModel", "BoardRender"], exclude: ["Fixtures"]),
         .testTarget(name: "BoardCRDTTests", dependencies: ["BoardModel", "BoardCRDT", "BoardSimulation"]),
         .testTarget(name: "BoardSyncTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardSimulation"]),
-        .testTarget(name: "BoardNetTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet"]),
+        .testTarget(name: "BoardNetTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardClient"]),
         .testTarget(name: "BoardSyncCLITests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardRedis"]),
-        .testTarget(name: "BoardClientTests", dependencies: ["BoardClient", "BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardRender"]),
+        .testTarget(name: "BoardClientTests", dependencies: ["BoardClient", "BoardClientTesting", "BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardRender"]),
         .testTarget(name: "BoardClientTestingTests", dependencies: ["BoardClientTesting", "BoardClient", "BoardModel", "BoardCRDT"]),
         .testTarget(name: "BoardStoreTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardSimulation", "BoardRender"]),
     ],

@@ -185,7 +185,7 @@ if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "offline" {
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: directory) }
     for run in 0..<3 {
-        let offline = try SyncBench.offlineSync(scratch: directory + "/\(run)", workload: workload)
+        let offline = try await SyncBench.offlineSync(scratch: directory + "/\(run)", workload: workload)
         print("offline_sync_whole_board", offline.seconds, "s", offline.bytes, "bytes")
     }
     exit(0)
@@ -469,7 +469,7 @@ let latency = try SyncBench.latency(scratch: scratch.path, clients: 8, rounds: 4
 record("sync_latency_8_clients_median", "ms", latency.median)
 record("sync_latency_8_clients_p99", "ms", latency.p99)
 progress("sync over loopback: offline replica catches up on the workload board")
-let offline = try SyncBench.offlineSync(scratch: scratch.path, workload: workload)
+let offline = try await SyncBench.offlineSync(scratch: scratch.path, workload: workload)
 record("offline_sync_whole_board", "s", offline.seconds)
 record("offline_sync_bytes_on_wire", "bytes", Double(offline.bytes))
 record("offline_sync_of_which_asset_bytes", "bytes", Double(offline.assetBytes))

@@ -12,7 +12,7 @@ import Synchronization
 import Glibc
 #endif
 
-let usage = "board-load [--clients N] [--boards M] [--rate OPS-PER-SECOND] [--seconds S] [--processes P] [--idle-boards I [--idle-seconds T]] [--servers K [--redis HOST:PORT]] [--tls] [--json]"
+let usage = "board-load [--clients N] [--boards M] [--rate OPS-PER-SECOND] [--seconds S] [--processes P] [--idle-boards I [--idle-seconds T]] [--servers K [--redis HOST:PORT]] [--tls] [--view-save-threads N] [--json]"
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.contains("--help") || arguments.contains("-h") {
     print("""
@@ -49,6 +49,9 @@ if arguments.contains("--help") || arguments.contains("-h") {
                       converge with everything acknowledged (one process only).
       --tls           Serve and connect over TLS (a throwaway certificate made with the
                       openssl command).
+      --view-save-threads N
+                      Passed to the server (`serve --view-save-threads`): threads writing boards'
+                      views off its loop thread (default 2; 0 writes them on the loop thread).
       --json          Print the figures as JSON.
       -h, --help      Show help information.
 
@@ -69,6 +72,13 @@ let boards = max(1, min(Int(value("--boards", 20)), clients))
 let rate = value("--rate", 20_000)
 let seconds = min(value("--seconds", 10), 300)
 let json = arguments.contains("--json")
+let viewSaveThreads: String? = arguments.firstIndex(of: "--view-save-threads").map { index in
+    guard index + 1 < arguments.count, let threads = Int(arguments[index + 1]), (0...64).contains(threads) else {
+        FileHandle.standardError.write(Data("Error: --view-save-threads needs a whole number from 0 to 64\nUsage: \(usage)\n".utf8))
+        exit(64)
+    }
+    return String(threads)
+}
 let processes = max(1, min(Int(value("--processes", 1)), 64))
 let tls = arguments.contains("--tls")
 let serverCount = max(1, min(Int(value("--servers", 1)), 8))
@@ -354,6 +364,7 @@ for index in 0..<serverCount {
         + (certificates.map { ["--tls-cert", $0 + "/cert.pem", "--tls-key", $0 + "/key.pem"] } ?? [])
         + (redisAddress.map { ["--redis", $0.description, "--node-id", "load-\(index + 1)"] } ?? [])
         + (idleBoards > 0 ? ["--max-open-boards", "\(boards + idleBoards + 100)", "--idle-board-seconds", "3600"] : [])
+        + (viewSaveThreads.map { ["--view-save-threads", $0] } ?? [])
     let serverLog = Pipe()
     server.standardError = serverLog
     server.standardOutput = FileHandle.nullDevice

@@ -60,7 +60,7 @@ public enum SyncOnceError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 /// The state of a `syncOnce` in progress (the pump reads and updates it).
-struct OneShotSync {
+struct SyncOnceProgress {
     let started: Double
     let deadline: Double
     let startVector: VersionVector
@@ -93,7 +93,7 @@ extension LiveBoard {
         guard !running else { throw LiveBoardError.alreadyRunning }
         running = true
         let start = Self.now()
-        oneShot = OneShotSync(started: start, deadline: start + max(0, timeout), startVector: replica.versionVector, startTraffic: trafficSoFar)
+        oneShot = SyncOnceProgress(started: start, deadline: start + max(0, timeout), startVector: replica.versionVector, startTraffic: trafficSoFar)
         let timer = Task { [weak self] in
             try? await Task.sleep(nanoseconds: UInt64(min(max(0, timeout), 86_400) * 1e9) + 1)
             if Task.isCancelled { return }
@@ -137,7 +137,7 @@ extension LiveBoard {
         }
     }
 
-    private func report(_ shot: OneShotSync) -> SyncReport {
+    private func report(_ shot: SyncOnceProgress) -> SyncReport {
         let replica = self.replica
         let had = shot.serverHad ?? .empty
         // What this replica held that the server lacked: what it held at the start, and its
@@ -185,7 +185,7 @@ extension LiveBoard {
     /// What the server must hold for the sync to be done: what this replica held when it began,
     /// and its own edits since (others' operations relayed meanwhile are the server's anyway;
     /// no ACK covers them).
-    private func heldByThisReplica(_ shot: OneShotSync) -> VersionVector {
+    private func heldByThisReplica(_ shot: SyncOnceProgress) -> VersionVector {
         var entries = shot.startVector.entries
         entries[replicaID] = replica.versionVector[replicaID]
         return VersionVector(entries)

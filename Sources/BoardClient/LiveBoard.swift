@@ -69,7 +69,7 @@ public actor LiveBoard {
 
     var running = false
     /// The `syncOnce` in progress, if any.
-    var oneShot: OneShotSync?
+    var oneShot: SyncOnceProgress?
     var closeDeadline: Double?
     var closeWaiters: [CheckedContinuation<Void, Never>] = []
     var closeReport: CloseReport?
@@ -117,6 +117,22 @@ public actor LiveBoard {
             }
         }
         return LiveBoard(store: store, storage: storage, sync: sync, credentials: credentials, transport: transport, identity: identity)
+    }
+
+    /// Opens the board from a `BoardPackage` the caller has open, and takes it over: the board
+    /// owns the package from here on (its edits, its merges, its lock), and `close()` (or `run()`
+    /// ending) closes it, releasing the lock. The package is `sending`: the compiler refuses any
+    /// use of it after this call. `storage` is `.package(path:)` of its path; `identity`'s
+    /// replica id is not used (the package keeps its own). A closed package throws `StoreError`
+    /// (`closed`). Otherwise as `open(storage:sync:credentials:identity:transport:)`.
+    public static func open(package: sending BoardPackage, sync: Sync? = nil, credentials: Credentials = .none,
+                            identity: Identity = Identity(), transport: any BoardTransport = TCPTransport()) throws -> LiveBoard {
+        if let sync, !Hello.isValidBoardName(sync.board) { throw LiveBoardError.invalidBoardName(sync.board) }
+        // A closed package throws `StoreError` (closed) here, not at the first edit; an open
+        // one's deferred merges are made durable before the board takes it over.
+        try package.syncMerges()
+        return LiveBoard(store: package, storage: .package(path: package.path), sync: sync, credentials: credentials,
+                         transport: transport, identity: identity)
     }
 
     private init(store: any HostedStore, storage: Storage, sync: Sync?, credentials: Credentials, transport: any BoardTransport, identity: Identity) {

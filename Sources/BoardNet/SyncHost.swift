@@ -36,6 +36,10 @@ public final class SyncHost {
         /// TLS for dialed connections (a client context that verifies the server). Nil: plain TCP.
         public var clientTLS: TLSContext?
 
+        /// Threads that run view saves' file writes (`SyncEndpoint.Options.viewSavesOffThread`),
+        /// a board always on the same one; 0 saves inside the loop's turn, as before.
+        public var viewSaveThreads = 2
+
         public init() {
             endpoint.groupCommit = true
             endpoint.jitter = { delay in
@@ -72,6 +76,8 @@ public final class SyncHost {
     private var timer: (id: Int, at: Double)?
     var stopped = false
     private var flushScheduled = false
+    /// View saves running off the loop (`SyncHost+Saving.swift`).
+    let viewSaves: ViewSaves
     /// Called after every event, so one-shot clients can check whether they are done.
     public var onProgress: (() -> Void)?
 
@@ -89,9 +95,10 @@ public final class SyncHost {
 
     /// A sync server hosting every board in `dataDirectory` (created if missing).
     public init(serverDataDirectory: String, listen: SocketAddress, loop: EventLoop, options: Options = Options()) throws {
-        let options = Self.withSafeLog(options)
+        let options = Self.withSaveThreads(Self.withSafeLog(options))
         self.loop = loop
         self.options = options
+        viewSaves = ViewSaves(threads: options.viewSaveThreads)
         let fileSystem = PosixFileSystem()
         try fileSystem.createDirectories(serverDataDirectory)
         let log = options.log
@@ -119,9 +126,10 @@ public final class SyncHost {
     /// A host for one board held in `store` (a live peer, a one-shot client, a test replica).
     public init(board: String, store: any HostedStore, listen: SocketAddress?,
                 loop: EventLoop, options: Options = Options()) throws {
-        let options = Self.withSafeLog(options)
+        let options = Self.withSaveThreads(Self.withSafeLog(options))
         self.loop = loop
         self.options = options
+        viewSaves = ViewSaves(threads: options.viewSaveThreads)
         endpoint = SyncEndpoint(board: board, store: store, options: Self.withPresenceClock(options.endpoint), now: EventLoop.now())
         wire()
         if let listen { try startListening(listen) }
@@ -318,6 +326,7 @@ public final class SyncHost {
             switch event {
             case .boardChanged(let board): onBoardChange?(board)
             case .presence(let board, let presence): onPresence?(board, presence)
+            case .saveView(let board, let job): startViewSave(board, job)
             case .boardOpened, .boardClosed, .sharedLog: replication?.handle(event, on: self)
             }
         }
@@ -381,6 +390,7 @@ public final class SyncHost {
         listener?.close()
         if let timer { loop.cancelTimer(timer.id) }
         for connection in connections.values { connection.close(immediately: true) }
+        viewSaves.waitForAll()  // nothing of this host writes after it stopped
     }
 
     /// Stops accepting, says goodbye to every peer, saves every board (unless `save` is false),
@@ -390,6 +400,7 @@ public final class SyncHost {
         stopped = true
         listener?.close()
         if let timer { loop.cancelTimer(timer.id) }
+        finishViewSaves(waiting: true)
         endpoint.shutdown(save: saving, now: EventLoop.now())
         drainEvents()
         flushAll()

@@ -112,21 +112,15 @@ extension BoardPackage {
     /// history and compacts the log when it has grown well past the state it holds.
     @discardableResult
     public func save(progress: (PackageWriter.Progress) -> Void = { _ in }) throws -> PackageWriter.Report {
-        try requireOpen()
-        try syncMerges()  // the view never shows what the log does not durably hold
-        try syncAssetDirectoryIfNeeded()
-        let board = replica.snapshot()
-        let writer = PackageWriter(fileSystem: fileSystem)
-        let report = try writer.write(board, to: path, previous: lastView?.snapshot, progress: progress)
-        let history = replica.undoHistory
-        if history != undoSaved {
-            try fileSystem.writeAtomically(Path.join(path, PackageLayout.undo), history.encoded())
-            undoSaved = history
+        let write = try prepareViewWrite()
+        let report: PackageWriter.Report
+        do {
+            report = try write.run(progress: progress)
+        } catch {
+            try finishViewWrite(write, error: error)
+            throw error
         }
-        let index = ViewIndex(board: board, version: replica.versionVector)
-        try index.write(to: path, fileSystem)
-        lastView = index
-        try compactIfWorthwhile()
+        try finishViewWrite(write, error: nil)
         return report
     }
 
@@ -135,7 +129,7 @@ extension BoardPackage {
         try log.compact(to: replica.fullState())
     }
 
-    private func compactIfWorthwhile() throws {
+    func compactIfWorthwhile() throws {
         guard log.recordCount > compactionRecordThreshold else { return }
         let state = replica.fullState()
         if log.size > 2 * (state.encoded().count + OpLog.magic.count + 8) {

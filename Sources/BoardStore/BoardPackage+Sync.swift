@@ -18,6 +18,16 @@ extension BoardPackage: HostedStore {
     public func closeStore() {
         close()
     }
+
+    public func beginViewSave() throws -> ViewSaveJob? {
+        let write = try prepareViewWrite()
+        return ViewSaveJob(work: write) { try write.run() }
+    }
+
+    public func endViewSave(_ job: ViewSaveJob, error: (any Error)?) throws {
+        guard let write = job.work as? ViewWrite else { return }
+        try finishViewWrite(write, error: error)
+    }
 }
 
 extension StoreError: PeerSafeError {

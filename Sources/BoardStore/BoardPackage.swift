@@ -29,6 +29,8 @@ public final class BoardPackage {
     var undoSaved: UndoHistory?
     var storedAssets: Set<AssetHash> = []
     var assetDirectoryDirty = false
+    /// A `ViewWrite` was prepared and not finished yet.
+    var viewWriteInFlight = false
 
     /// Records beyond which `save` considers compacting the log.
     public var compactionRecordThreshold = 512

@@ -20,6 +20,8 @@ public struct StoreError: Error, Equatable, CustomStringConvertible {
         case viewAheadOfLog
         /// A symbolic link (or other non-regular entry) where the package needs a file or folder.
         case unsafeEntry
+        /// A view write prepared off the owner's thread has not finished (`ViewWrite`).
+        case viewWriteInFlight
     }
 
     public let code: Code
@@ -79,6 +81,10 @@ public struct StoreError: Error, Equatable, CustomStringConvertible {
         StoreError(.closed, path: path, "was closed; open it again to make changes")
     }
 
+    public static func viewWriteInFlight(path: String) -> StoreError {
+        StoreError(.viewWriteInFlight, path: path, "has a view write in progress; finish it before saving or closing")
+    }
+
     public static func writeFailed(path: String, _ why: String, cause: (any Error)? = nil) -> StoreError {
         StoreError(.writeFailed, path: path, why, cause: cause)
     }
@@ -109,13 +115,14 @@ public struct StoreError: Error, Equatable, CustomStringConvertible {
         case .viewAheadOfLog: return "the board's view: \(message). Nothing was changed"
         case .unsafeEntry: return "an entry of the board's package: \(message); the package was not touched"
         case .locked: return "the board's package \(message)"
+        case .viewWriteInFlight: return "the board's package \(message)"
         }
     }
 
     public var description: String {
         switch code {
         case .notAPackage: return "\(path) is not a board package: \(message)"
-        case .alreadyExists, .closed, .locked: return "\(path) \(message)"
+        case .alreadyExists, .closed, .locked, .viewWriteInFlight: return "\(path) \(message)"
         case .damagedLog: return "the op log \(path) is damaged at byte \(offset ?? 0): \(message). Nothing was changed"
         case .damagedFile: return "\(path) is damaged: \(message)"
         case .unsupportedContentType: return message

@@ -86,6 +86,36 @@ public protocol HostedStore: ReplicaStore {
     func saveView() throws
     /// Releases the store (its lock); the endpoint never uses it again.
     func closeStore()
+    /// The first half of a view save whose file writes may run on another thread
+    /// (`SyncEndpoint.Options.viewSavesOffThread`): the job to run, or nil when this store
+    /// saved at once (the default: `saveView()`).
+    func beginViewSave() throws -> ViewSaveJob?
+    /// The second half, on the endpoint's thread, once the job ran (`error` nil) or threw.
+    func endViewSave(_ job: ViewSaveJob, error: (any Error)?) throws
+}
+
+extension HostedStore {
+    public func beginViewSave() throws -> ViewSaveJob? {
+        try saveView()
+        return nil
+    }
+
+    public func endViewSave(_ job: ViewSaveJob, error: (any Error)?) throws {}
+}
+
+/// A view save's file writes, taken from a store on its owner's thread to run on any other
+/// (a host's save thread), one at a time per board; the host hands the outcome back with
+/// `SyncEndpoint.viewSaveFinished`. `run` touches only the view's files, never the op log.
+public struct ViewSaveJob: Sendable {
+    /// The store's own record of what it is writing, handed back to `endViewSave`.
+    public let work: any Sendable
+    /// The file writes.
+    public let run: @Sendable () throws -> Void
+
+    public init(work: any Sendable, run: @escaping @Sendable () throws -> Void) {
+        self.work = work
+        self.run = run
+    }
 }
 
 extension MemoryReplicaStore: HostedStore {

@@ -7,6 +7,8 @@ public struct SaveScheduler: Sendable {
     public var maxDelay: Double
     private var firstUnsaved: Double?
     private var lastChange: Double?
+    /// A save's writes are running elsewhere (`didStartSave`): no save is due until it ends.
+    public private(set) var isSaving = false
 
     public init(quietPeriod: Double = 0.25, maxDelay: Double = 1.0) {
         self.quietPeriod = quietPeriod
@@ -21,9 +23,9 @@ public struct SaveScheduler: Sendable {
         lastChange = now
     }
 
-    /// When the next save is due, nil when nothing waits.
+    /// When the next save is due, nil when nothing waits (or a save is still running).
     public var deadline: Double? {
-        guard let first = firstUnsaved, let last = lastChange else { return nil }
+        guard !isSaving, let first = firstUnsaved, let last = lastChange else { return nil }
         return min(last + quietPeriod, first + maxDelay)
     }
 
@@ -36,5 +38,16 @@ public struct SaveScheduler: Sendable {
     public mutating func didSave() {
         firstUnsaved = nil
         lastChange = nil
+    }
+
+    /// A save started whose writes finish later: changes from now on wait for the next one,
+    /// which is not due before `didFinishSave`.
+    public mutating func didStartSave() {
+        didSave()
+        isSaving = true
+    }
+
+    public mutating func didFinishSave() {
+        isSaving = false
     }
 }

@@ -98,12 +98,13 @@ extension SyncEndpoint {
     /// seconds; returns whether it closed.
     @discardableResult
     func closeIfIdle(_ board: Board, olderThan age: Double) -> Bool {
-        guard isServer, board.hub.sessionCount == 0, board.routed == 0, now >= board.lastActive + age,
+        guard isServer, !board.scheduler.isSaving, board.hub.sessionCount == 0, board.routed == 0, now >= board.lastActive + age,
               viewers[board.name, default: 0] == 0 else { return false }
         let name = board.name
         board.hub.commitMerges()
         absorb(board.hub)  // what it queued goes before its `.boardClosed`
-        save(board)
+        board.scheduler.didSave()
+        saveNow(board)
         board.store.closeStore()
         boards[name] = nil
         timers.cancel(.board(name))
@@ -113,12 +114,47 @@ extension SyncEndpoint {
     }
 
     func save(_ board: Board) {
-        board.scheduler.didSave()
+        guard !board.scheduler.isSaving else { return }
         timersMayHaveChanged(board)
+        if options.viewSavesOffThread {
+            board.scheduler.didStartSave()
+            do {
+                if let job = try board.store.beginViewSave() {
+                    emit(.saveView(board: board.name, job))
+                    return
+                }
+            } catch {
+                options.log("board '\(board.name)': save failed: \(error)")
+            }
+            board.scheduler.didFinishSave()
+            return
+        }
+        board.scheduler.didSave()
+        saveNow(board)
+    }
+
+    /// Saves a board's view inside this call (closing and shutting down, when no save of the
+    /// board is in flight).
+    func saveNow(_ board: Board) {
         do {
             try board.store.saveView()
         } catch {
             options.log("board '\(board.name)': save failed: \(error)")
         }
+    }
+
+    /// The host ran a `.saveView` job: `error` is what it threw, nil when it succeeded. The
+    /// board may save again (changes made meanwhile are due at once) and close when idle.
+    public func viewSaveFinished(board name: String, _ job: ViewSaveJob, error: (any Error)?, now: Double) {
+        self.now = now
+        guard let board = boards[name] else { return }
+        board.scheduler.didFinishSave()
+        if let error { options.log("board '\(name)': save failed: \(error)") }
+        do {
+            try board.store.endViewSave(job, error: error)
+        } catch {
+            options.log("board '\(name)': after saving: \(error)")
+        }
+        timersMayHaveChanged(board)
     }
 }

@@ -20,6 +20,9 @@ extension SyncEndpoint {
         case presence(board: String, Presence)
         /// Work for the replication layer of a board that shares a log (`BoardHub.sharedLog`).
         case sharedLog(board: String, SharedLogRequest)
+        /// A view save's file writes for the host to run off its thread
+        /// (`Options.viewSavesOffThread`); it calls `viewSaveFinished` with the outcome.
+        case saveView(board: String, ViewSaveJob)
     }
 
     /// The oldest event not drained yet (nil: none).

@@ -58,11 +58,11 @@ extension SyncEndpoint {
     }
 
     /// A board's next deadline: its hub's, its next view save, and (a server's board nobody is
-    /// connected to or looking at) when it closes as idle.
+    /// connected to or looking at, with no save in flight) when it closes as idle.
     func deadline(of board: Board) -> Double? {
         var earliest = board.hub.nextDeadline
         if let save = board.scheduler.deadline { earliest = min(earliest ?? save, save) }
-        if isServer, board.hub.sessionCount == 0, viewers[board.name, default: 0] == 0 {
+        if isServer, board.hub.sessionCount == 0, viewers[board.name, default: 0] == 0, !board.scheduler.isSaving {
             let idle = board.lastActive + options.idleBoardTimeout
             earliest = min(earliest ?? idle, idle)
         }

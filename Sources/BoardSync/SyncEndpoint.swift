@@ -56,6 +56,12 @@ public final class SyncEndpoint {
         /// When views are saved while edits stream in.
         public var saveQuietPeriod: Double = 0.25
         public var saveMaxDelay: Double = 1.0
+        /// Whether view saves' file writes leave the host's thread: a due save takes the
+        /// store's `beginViewSave()` job and queues `.saveView` for the host, which runs it
+        /// elsewhere and reports back with `viewSaveFinished` (one save in flight per board;
+        /// the board neither saves again nor closes meanwhile). `SyncHost` turns it on, so a
+        /// board's fsyncs delay no other board. Off: saves happen inside the endpoint's call.
+        public var viewSavesOffThread = false
         /// Peers: reconnect backoff for dial targets, in seconds: the first delay after a link
         /// drops or a dial fails, doubling up to the cap; reset once a dial connects.
         public var reconnectDelay: (first: Double, max: Double) = (0.2, 5)

@@ -69,18 +69,27 @@ enum ClientCommands {
         let transport = TCPTransport(tls: try Access.clientTLS(args))
         let live = try LiveBoard.open(storage: .package(path: path), sync: LiveBoard.Sync(server: server.description, board: board),
                                       credentials: credentials, identity: LiveBoard.Identity(name: name, color: color), transport: transport)
+        let control = ControlServer(package: path, runner: LiveBoardRunner(live: live), log: NetCommands.log)
         let stopAsked = Mutex(false)
         let signals = [SIGINT, SIGTERM].map { number in
+            // The default action off first, then the source: libdispatch installs its handler
+            // when it registers the source, on a thread of its own, so SIG_IGN set after
+            // `resume()` could land after that handler and replace it, and the peer would
+            // ignore every later signal (seen once the control channel's threads changed the
+            // timing). A signal in the moment before the handler is in place is ignored.
+            signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
                 NetCommands.log("signal \(number == SIGINT ? "SIGINT" : "SIGTERM"): stopping (waiting up to 5 s for the server to acknowledge every edit)")
                 stopAsked.withLock { $0 = true }
+                control.beginStopping()  // commands in progress finish first; later ones wait for the package
                 Task { await live.close(within: 5) }
             }
             source.resume()
-            signal(number, SIG_IGN)
             return source
         }
+        for number in [SIGINT, SIGTERM] { waitForSignalHandler(number) }
+        control.start()
         NetCommands.log("peer \(live.replicaID) for \(path) (board '\(board)') as '\(name)', connecting to \(server)")
         let outcome: Result<CloseReport, any Error> = blocking {
             let watchers = [Task { await logStatus(of: live, server: server, args: args) }, Task { await logPresence(of: live) }]
@@ -92,10 +101,12 @@ enum ClientCommands {
             } catch {
                 result = .failure(error)
             }
+            control.beginStopping()
             for watcher in watchers { await watcher.value }  // the streams end with the board
             return result
         }
         withExtendedLifetime(signals) {}
+        control.stop()
         switch outcome {
         case .success(let report):
             NetCommands.log(report.allAcknowledged ? "stopped: the server holds every edit"
@@ -106,6 +117,16 @@ enum ClientCommands {
             throw Failure("\(server) refused the board for good: \(refusal)")
         case .failure(let error):
             throw Failure("\(error)")
+        }
+    }
+
+    /// Waits (up to 1 s) until `number` has a handler: the dispatch source's registration.
+    static func waitForSignalHandler(_ number: Int32) {
+        for _ in 0..<100 {
+            var action = sigaction()
+            sigaction(number, nil, &action)
+            if unsafeBitCast(action.__sigaction_handler.sa_handler, to: Int.self) != unsafeBitCast(SIG_IGN, to: Int.self) { return }
+            usleep(10_000)
         }
     }
 

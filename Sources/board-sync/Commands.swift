@@ -9,14 +9,42 @@ import Foundation
 /// package, so bad input changes nothing on disk; each edit is one operation group, durable in
 /// the op log before the view is saved.
 struct Commands {
+    /// Which board the command works on.
+    enum Board {
+        /// The package the command names, opened here (or, when a `peer` holds it, the peer's
+        /// board through its control socket: `ControlClient`).
+        case package
+        /// The running peer's board (a command received on its control socket).
+        case hosted(any CommandBoardRunner)
+    }
+
     let fileSystem: any FileSystem = PosixFileSystem()
+    var board = Board.package
+    var output = CommandOutput(direct: true)
+    var images = CommandImages()
+    /// The working directory the command's relative paths mean (the client's, in a peer).
+    var directory = FileManager.default.currentDirectoryPath
 
     static func randomReplicaID() -> ReplicaID {
         var generator = SystemRandomNumberGenerator()
         return ReplicaID(UInt64.random(in: 1...UInt64.max, using: &generator))
     }
 
+    /// Runs a command; when its package is held by a running `peer`, runs it there instead.
     func run(_ name: String, _ raw: [String]) throws {
+        guard case .package = board else { return try runHere(name, raw) }
+        try ControlClient.run(name, raw) { images in
+            var commands = self
+            commands.images = images
+            try commands.runHere(name, raw)
+        }
+    }
+
+    /// Commands a running peer runs for a client (`new` and `repair` need the package itself).
+    static let throughPeer: Set<String> = ["stroke", "sticker", "move", "transform", "image", "style", "canvas", "background",
+                                           "between", "delete", "restore", "front", "back", "undo", "redo", "show", "export", "log"]
+
+    func runHere(_ name: String, _ raw: [String]) throws {
         switch name {
         case "new": try new(raw)
         case "stroke": try stroke(raw)
@@ -64,7 +92,7 @@ struct Commands {
             try package.save()
         }
         if args.has("json") {
-            try printJSON(["package": path, "replica": package.replica.id.description])
+            try output.json(["package": path, "replica": package.replica.id.description])
         }
     }
 
@@ -76,7 +104,7 @@ struct Commands {
         let color = try args.value("color").map(Parse.color) ?? RGBAColor.black
         let width = try args.value("width").map { try Parse.positive($0, "--width") } ?? 2
         guard width >= 0 else { throw UsageError("--width '\(width)' must not be negative") }
-        let edit = try withPackage(path) { package in
+        let edit = try withBoard(path) { package in
             try package.commit { replica in
                 let edit = try replica.beginStroke(color: color, width: width, points: points)
                 replica.finishStroke()
@@ -95,7 +123,7 @@ struct Commands {
         let scale = try args.value("scale").map { try Parse.positive($0, "--scale", max: 1e6) } ?? 1
         let rotation = try args.value("rotation").map { try Parse.number($0, "--rotation") } ?? 0
         let image = try readPNG(imagePath)
-        let edit = try withPackage(path) { package in
+        let edit = try withBoard(path) { package in
             try package.commit { try $0.addSticker(imagePNG: image, at: at, scale: scale, rotation: rotation) }
         }
         try report(edit, json: args.has("json"), printID: true)
@@ -107,7 +135,7 @@ struct Commands {
         let id = ItemID(uuid: try Parse.uuid(positionals[1]))
         guard let toText = args.value("to") else { throw UsageError("missing --to X,Y") }
         let to = try Parse.point(toText, "--to")
-        let edit = try withPackage(positionals[0]) { package in
+        let edit = try withBoard(positionals[0]) { package in
             try package.commit { try $0.move(id, to: to) }
         }
         try report(edit, json: args.has("json"), printID: false)
@@ -120,7 +148,7 @@ struct Commands {
         let scale = try args.value("scale").map { try Parse.positive($0, "--scale", max: 1e6) }
         let rotation = try args.value("rotation").map { try Parse.number($0, "--rotation") }
         guard scale != nil || rotation != nil else { throw UsageError("give --scale, --rotation or both") }
-        let edit = try withPackage(positionals[0]) { package in
+        let edit = try withBoard(positionals[0]) { package in
             try package.commit { try $0.transform(id, scale: scale, rotation: rotation) }
         }
         try report(edit, json: args.has("json"), printID: false)
@@ -133,7 +161,7 @@ struct Commands {
         let id = ItemID(uuid: try Parse.uuid(positionals[1]))
         guard let imagePath = args.value("image") else { throw UsageError("missing --image FILE.png") }
         let png = try readPNG(imagePath)
-        let edit = try withPackage(positionals[0]) { package in
+        let edit = try withBoard(positionals[0]) { package in
             try package.commit { try $0.replaceImage(id, withPNG: png) }
         }
         try report(edit, json: args.has("json"), printID: false)
@@ -148,7 +176,7 @@ struct Commands {
         let width = try args.value("width").map { try Parse.positive($0, "--width") }
         guard color != nil || width != nil else { throw UsageError("give --color, --width or both") }
         if let width, width < 0 { throw UsageError("--width '\(width)' must not be negative") }
-        let edit = try withPackage(positionals[0]) { package in
+        let edit = try withBoard(positionals[0]) { package in
             try package.commit { replica in
                 replica.beginUndoGroup()
                 defer { replica.endUndoGroup() }
@@ -166,7 +194,7 @@ struct Commands {
         let path = try args.positionals(["<package>"])[0]
         guard let sizeText = args.value("size") else { throw UsageError("missing --size WxH") }
         let size = try Parse.size(sizeText, "--size")
-        let edit = try withPackage(path) { package in
+        let edit = try withBoard(path) { package in
             try package.commit { try $0.setCanvasSize(size) }
         }
         try report(edit, json: args.has("json"), printID: false)
@@ -181,7 +209,7 @@ struct Commands {
         case (nil, true): png = nil
         default: throw UsageError("give --image FILE.png or --none")
         }
-        let edit = try withPackage(path) { package in
+        let edit = try withBoard(path) { package in
             try package.commit { replica in
                 if let png { return try replica.setBackground(imagePNG: png) }
                 return try replica.setBackground(asset: nil)
@@ -199,7 +227,7 @@ struct Commands {
             throw UsageError("give --above ID and --below ID (the items it goes between)")
         }
         let lower = ItemID(uuid: try Parse.uuid(aboveText)), upper = ItemID(uuid: try Parse.uuid(belowText))
-        let edit = try withPackage(positionals[0]) { package in
+        let edit = try withBoard(positionals[0]) { package in
             try package.commit { try $0.put(id, between: lower, and: upper) }
         }
         try report(edit, json: args.has("json"), printID: false)
@@ -209,7 +237,7 @@ struct Commands {
         let args = try Arguments(raw, options: [], flags: ["json"])
         let positionals = try args.positionals(["<package>", "<id>"])
         let id = ItemID(uuid: try Parse.uuid(positionals[1]))
-        let edit = try withPackage(positionals[0]) { package in
+        let edit = try withBoard(positionals[0]) { package in
             try package.commit { replica in
                 switch name {
                 case "delete": return try replica.delete(id)
@@ -225,11 +253,11 @@ struct Commands {
     private func undoRedo(_ name: String, _ raw: [String]) throws {
         let args = try Arguments(raw, options: [], flags: ["json"])
         let path = try args.positionals(["<package>"])[0]
-        let edit = try withPackage(path) { package in
+        let edit = try withBoard(path) { package in
             try package.commit { name == "undo" ? try $0.undo() : try $0.redo() }
         }
         if edit.operations.isEmpty && !args.has("json") {
-            FileHandle.standardError.write(Data("nothing to \(name)\n".utf8))
+            output.error("nothing to \(name)")
         }
         try report(edit, json: args.has("json"), printID: false)
     }
@@ -237,60 +265,64 @@ struct Commands {
     private func show(_ raw: [String]) throws {
         let args = try Arguments(raw, options: [], flags: ["json"])
         let path = try args.positionals(["<package>"])[0]
-        let (board, replica) = try withPackage(path) { ($0.replica.snapshot(), $0.replica) }
+        let (board, replica) = try withBoard(path) { ($0.replica.snapshot(), $0.replica) }
         if args.has("json") {
-            FileHandle.standardOutput.write(Data(ManifestEncoder.encode(board) + [10]))
+            output.write(Data(ManifestEncoder.encode(board) + [10]))
             return
         }
-        print(Inspect.describe(board, replica: replica, path: path))
+        output.print(Inspect.describe(board, replica: replica, path: path))
     }
 
     /// Renders the board to a PNG, PDF or SVG file (by the output's extension), through the
-    /// package's snapshot and the writer, as the seed routes exports (no live board: the
-    /// package is only read).
+    /// board's snapshot and the writer, as the seed routes exports. The snapshot is taken on the
+    /// board and rendered outside it; the file is written by the process the user ran (a peer
+    /// hands the bytes back), atomically.
     private func export(_ raw: [String]) throws {
         let args = try Arguments(raw, options: ["scale"], flags: ["transparent", "json"])
         let paths = try args.positionals(["<package>", "<output>"])
-        let (path, output) = (paths[0], paths[1])
-        guard let type = ContentType.forPath(output), !type.isNative else {
-            throw UsageError("the output '\(output)' must end in .png, .pdf or .svg")
+        let (path, destination) = (paths[0], paths[1])
+        guard let type = ContentType.forPath(destination), !type.isNative else {
+            throw UsageError("the output '\(destination)' must end in .png, .pdf or .svg")
         }
         let scale = try args.value("scale").map { try Parse.number($0, "--scale") } ?? 1
         guard scale > 0, scale <= 64 else { throw UsageError("--scale must be a number above 0 and at most 64") }
-        let absolute = { (p: String) in URL(fileURLWithPath: p).standardizedFileURL.path }
-        if absolute(output).hasPrefix(absolute(path) + "/") {
-            throw UsageError("the output '\(output)' is inside the package; write it somewhere else")
+        let here = URL(fileURLWithPath: directory, isDirectory: true)
+        let absolute = { (p: String) in URL(fileURLWithPath: p, relativeTo: here).standardizedFileURL.path }
+        if absolute(destination).hasPrefix(absolute(path) + "/") {
+            throw UsageError("the output '\(destination)' is inside the package; write it somewhere else")
         }
         let policy = ExportPolicy(scale: scale, transparent: args.has("transparent"))
-        let report = try withPackage(path) { package -> PackageWriter.Report in
-            let snapshot = package.replica.snapshot()
-            let writer = BoardWriter(configuration: WriteConfiguration(contentType: type, fileSystem: fileSystem, export: policy))
-            do {
-                return try writer.write(content: snapshot, to: output, previous: nil)
-            } catch let error as ExportError {
-                throw Failure("cannot export \(path): \(error)")
-            }
+        let snapshot = try withBoard(path) { $0.replica.snapshot() }
+        let memory = MemoryFileSystem()
+        let rendered = "/export.\(type.fileExtension)"
+        let report: PackageWriter.Report
+        do {
+            report = try BoardWriter(configuration: WriteConfiguration(contentType: type, fileSystem: memory, export: policy))
+                .write(content: snapshot, to: rendered, previous: nil)
+        } catch let error as ExportError {
+            throw Failure("cannot export \(path): \(error)")
         }
-        for warning in report.warnings { FileHandle.standardError.write(Data("warning: \(warning)\n".utf8)) }
-        let bytes = (try? fileSystem.fileSize(output)).flatMap { $0 } ?? 0
+        let bytes = Data(try memory.readFile(rendered))
+        try output.writeFile(destination, bytes)
+        for warning in report.warnings { output.error("warning: \(warning)") }
         if args.has("json") {
-            try printJSON(["output": output, "contentType": type.identifier, "bytes": bytes, "scale": scale,
-                           "transparent": policy.transparent, "warnings": report.warnings] as [String: Any])
+            try output.json(["output": destination, "contentType": type.identifier, "bytes": bytes.count, "scale": scale,
+                             "transparent": policy.transparent, "warnings": report.warnings] as [String: Any])
         } else {
-            print("wrote \(output) (\(type.fileExtension.uppercased()), \(bytes) bytes)\(report.warnings.isEmpty ? "" : "; \(report.warnings.count) placeholder(s), see the warnings")")
+            output.print("wrote \(destination) (\(type.fileExtension.uppercased()), \(bytes.count) bytes)\(report.warnings.isEmpty ? "" : "; \(report.warnings.count) placeholder(s), see the warnings")")
         }
     }
 
     private func log(_ raw: [String]) throws {
         let args = try Arguments(raw, options: [], flags: ["json"])
         let path = try args.positionals(["<package>"])[0]
-        let operations = try withPackage(path) { package in
+        let operations = try withBoard(path) { package in
             package.replica.fullState().operations.sorted { $0.timestamp < $1.timestamp }
         }
         if args.has("json") {
-            try printJSON(operations.map(Inspect.json))
+            try output.json(operations.map(Inspect.json))
         } else {
-            for op in operations { print(Inspect.line(op)) }
+            for op in operations { output.print(Inspect.line(op)) }
         }
     }
 
@@ -304,7 +336,7 @@ struct Commands {
         let operations = package.replica.versionVector.totalCount
         package.close()
         if args.has("json") {
-            try printJSON([
+            try output.json([
                 "changed": report.changedAnything,
                 "keptRecords": report.keptRecords,
                 "dropped": report.dropped.map { ["offset": $0.offset, "length": $0.length, "reason": $0.reason] },
@@ -321,71 +353,20 @@ struct Commands {
             ] as [String: Any])
             return
         }
-        print("\(path): kept \(report.keptRecords) log record(s) (\(operations) operations)")
+        output.print("\(path): kept \(report.keptRecords) log record(s) (\(operations) operations)")
         for dropped in report.dropped {
-            print("  dropped \(dropped.length) byte(s) at \(dropped.offset): \(dropped.reason)")
+            output.print("  dropped \(dropped.length) byte(s) at \(dropped.offset): \(dropped.reason)")
         }
-        if let copy = report.damagedLogCopy { print("  the damaged log is kept as \(copy)") }
-        if let copy = report.viewCopy { print("  the previous view is kept in \(copy)") }
+        if let copy = report.damagedLogCopy { output.print("  the damaged log is kept as \(copy)") }
+        if let copy = report.viewCopy { output.print("  the previous view is kept in \(copy)") }
         if !report.changes.isEmpty || !report.lost.isEmpty {
-            print("  what the package showed before → what it shows now:")
-            for change in report.changes { print("    \(Inspect.line(change))") }
+            output.print("  what the package showed before → what it shows now:")
+            for change in report.changes { output.print("    \(Inspect.line(change))") }
             for item in report.lost {
-                print("    \(item.kind.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0))  \(item.id.uuidString)  not in the salvaged log")
+                output.print("    \(item.kind.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0))  \(item.id.uuidString)  not in the salvaged log")
             }
         }
-        for note in report.notes { print("  \(note)") }
-    }
-
-    // MARK: Helpers
-
-    /// Opens the package, runs `body`, saves the view if anything changed, and closes it.
-    private func withPackage<T>(_ path: String, _ body: (BoardPackage) throws -> T) throws -> T {
-        guard fileSystem.isDirectory(path) else {
-            throw Failure("no board package at \(path) (create one with `board-sync new \(path)`)")
-        }
-        let package = try BoardPackage.open(at: path, fileSystem: fileSystem, newReplicaID: Self.randomReplicaID)
-        defer { package.close() }
-        for notice in package.notices {
-            FileHandle.standardError.write(Data("note: \(path): \(notice)\n".utf8))
-        }
-        let before = package.logRecordCount
-        let result = try body(package)
-        if package.logRecordCount != before {
-            do {
-                try package.save()
-            } catch {
-                // The edit is durable in the op log: failing here would invite a retry that
-                // makes it twice. Say what happened and succeed.
-                FileHandle.standardError.write(Data("warning: \(path): the edit is saved, but the view (manifest.json, images) could not be updated: \(error). It is brought up to date the next time the package is opened with room to write.\n".utf8))
-            }
-        }
-        return result
-    }
-
-    private func readPNG(_ path: String) throws -> Data {
-        let bytes: [UInt8]
-        do {
-            bytes = try fileSystem.readFile(path)
-        } catch let error as FileSystemError {
-            throw Failure("cannot read image \(path): \(error.message)")
-        }
-        do {
-            _ = try PNGHeader(validating: bytes)
-        } catch let error as PNGError {
-            throw Failure("\(path): \(error.description)")
-        }
-        return Data(bytes)
-    }
-
-    private func report(_ edit: LocalEdit, json: Bool, printID: Bool) throws {
-        if json {
-            var object: [String: Any] = ["operations": edit.operations.count]
-            if let item = edit.item { object["id"] = item.description }
-            try printJSON(object)
-        } else if printID, let item = edit.item {
-            print(item.description)
-        }
+        for note in report.notes { output.print("  \(note)") }
     }
 }
 

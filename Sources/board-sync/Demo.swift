@@ -1,4 +1,5 @@
 import BoardClient
+import BoardClientTesting
 import BoardCRDT
 import BoardModel
 import BoardNet
@@ -151,7 +152,9 @@ struct Demo {
         try await hosts.waitForStorage(redisStarted: redisStarted)
         let names = Self.names, colors = Self.colors
         var rng = SeededRandom(seed: 2026)
-        let carolsLink = OfflineSwitch()
+        // Carol's network: partitioned for the middle half (her connects fail, her open
+        // connection is cut; her board keeps its edits and retries, as it would on a train).
+        let carolsLink = FaultTransport(wrapping: TCPTransport(), seed: 0)
         var peers: [LiveBoard] = []
         for (index, name) in names.enumerated() {
             var sync = LiveBoard.Sync(server: hosts.addresses[index % hosts.addresses.count].description, board: "demo")
@@ -160,12 +163,12 @@ struct Demo {
             let color = Color8(red: colors[index].0, green: colors[index].1, blue: colors[index].2, alpha: 255)
             peers.append(try LiveBoard.open(storage: .package(path: "\(out)/\(name).boardpkg"), sync: sync,
                                             identity: LiveBoard.Identity(replicaID: ReplicaID(rng.next()), name: name, color: color),
-                                            transport: index == 2 ? OfflineSwitch.Transport(carolsLink) : TCPTransport()))
+                                            transport: index == 2 ? carolsLink : TCPTransport()))
         }
         let runs = peers.map { peer in Task { try await peer.run() } }
         let watch = PresenceWatch()
         let watchers = peers.enumerated().map { index, peer in
-            Task { await watch.follow(peer, as: names[index], isCut: { index == 2 && carolsLink.isOffline }) }
+            Task { await watch.follow(peer, as: names[index], isCut: { index == 2 && carolsLink.isPartitioned }) }
         }
         for (index, peer) in peers.enumerated() {
             let deadline = EventLoop.now() + 10
@@ -179,11 +182,11 @@ struct Demo {
         var made = [0, 0, 0]
         let offlineFrom = steps / 4, offlineUntil = (3 * steps) / 4
         for step in 0..<steps {
-            if step == offlineFrom { carolsLink.isOffline = true; say("  step \(step): carol goes offline (keeps editing)") }
+            if step == offlineFrom { carolsLink.partition(); say("  step \(step): carol goes offline (keeps editing)") }
             if step == offlineFrom + 2 {
                 say("  step \(step): alice sees on the board: \(peers[0].currentPeers.map(\.name).joined(separator: ", "))")
             }
-            if step == offlineUntil { carolsLink.isOffline = false; say("  step \(step): carol comes back online") }
+            if step == offlineUntil { carolsLink.heal(); say("  step \(step): carol comes back online") }
             for index in peers.indices {
                 made[index] += try await Self.edit(peers[index], index: index, step: step, image: images[index], rng: &rng)
             }

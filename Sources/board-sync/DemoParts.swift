@@ -141,54 +141,6 @@ final class DemoServers: @unchecked Sendable {  // hosts, clusters and the log a
     }
 }
 
-/// Carol's network: while `isOffline`, her connects fail and her open connection is cut (her
-/// board keeps its edits and retries, as it would on a train).
-final class OfflineSwitch: Sendable {
-    private let flag = Mutex(false)
-    var isOffline: Bool {
-        get { flag.withLock { $0 } }
-        set { flag.withLock { $0 = newValue } }
-    }
-
-    static let cut = TransportError("offline (the demo cut carol's network)")
-
-    struct Transport: BoardTransport {
-        let link: OfflineSwitch
-        let inner = TCPTransport()
-        init(_ link: OfflineSwitch) { self.link = link }
-
-        func withConnection<T: Sendable>(to address: String, _ body: @Sendable (any BoardConnection) async throws -> T) async throws -> T {
-            if link.isOffline { throw OfflineSwitch.cut }
-            return try await inner.withConnection(to: address) { connection in
-                try await body(Connection(inner: connection, link: link))
-            }
-        }
-    }
-
-    struct Connection: BoardConnection {
-        let inner: any BoardConnection
-        let link: OfflineSwitch
-
-        func send(_ bytes: [UInt8]) async throws {
-            if link.isOffline { throw OfflineSwitch.cut }
-            try await inner.send(bytes)
-        }
-
-        func receive() async throws -> [UInt8]? {
-            try await withThrowingTaskGroup(of: [UInt8]?.self) { group in
-                group.addTask { try await inner.receive() }
-                group.addTask { [link] in
-                    while !link.isOffline { try await Task.sleep(nanoseconds: 10_000_000) }
-                    throw OfflineSwitch.cut
-                }
-                let first = try await group.next()!
-                group.cancelAll()
-                return first
-            }
-        }
-    }
-}
-
 /// What each peer saw of the others (their `peers` rosters): names, roster updates, departures.
 actor PresenceWatch {
     private var seen: [String: Set<String>] = [:]

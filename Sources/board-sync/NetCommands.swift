@@ -343,8 +343,15 @@ struct NetCommands {
         }
         announce()
         for dial in dials { host.connect(to: dial) }
+        // The other commands on this package run on this host's board (ControlServer).
+        let runner = MeshBoardRunner(host: host, package: package, loop: loop)
+        let control = ControlServer(package: path, runner: runner, log: NetCommands.log)
+        control.start()
         NetCommands.log("peer \(package.replica.id) for \(path) (board '\(board)') as '\(name)'\(host.listenAddress.map { ", listening on \($0)" } ?? "")")
         loop.run()
+        runner.stop()
+        control.beginStopping()
+        control.stop()
         withExtendedLifetime((signals, revocationWatcher)) {}
     }
 }
@@ -372,9 +379,17 @@ enum ServeLimits {
         ("idle-timeout", 20, "Seconds without a byte before a connection closes."),
         ("handshake-timeout", 10, "Seconds a new connection has to send its HELLO."),
         ("view-save-seconds", 10, "Longest a busy board's view (manifest.json, images) may lag its op log; the log, what ACKs promise, is always current, and a view found older is rebuilt at open."),
+        ("view-save-threads", 2, "Threads that write boards' views, so their fsyncs delay no other board; 0 writes them on the loop thread."),
     ]
 
     static func apply(_ args: Arguments, to options: inout SyncHost.Options) throws {
+        if let text = args.value("view-save-threads") {
+            let threads = try Parse.number(text, "--view-save-threads")
+            guard threads >= 0, threads <= 64, threads == threads.rounded() else {
+                throw UsageError("--view-save-threads '\(text)' must be a whole number from 0 to 64")
+            }
+            options.viewSaveThreads = Int(threads)
+        }
         func value(_ name: String) throws -> Double {
             let fallback = flags.first { $0.name == name }!.value
             guard let text = args.value(name) else { return fallback }

@@ -1,4 +1,5 @@
 import BoardClient
+@testable import BoardClientTesting
 import Foundation
 import Synchronization
 import Testing
@@ -71,7 +72,8 @@ final class Running: Sendable {
 }
 
 /// A transport for the unit tests: each connection hands every chunk sent back to `receive`,
-/// one chunk at a time (`echo`), or swallows it and never sends anything (`sink`).
+/// one chunk at a time (`echo`), or swallows it and never sends anything (`sink`). The chunks
+/// wait in FaultTransport's own `DelayLine` (no delay: kept apart, in order, never coalesced).
 final class TestTransport: BoardTransport, Sendable {
     enum Mode: Sendable { case echo, sink }
     let mode: Mode
@@ -85,69 +87,23 @@ final class TestTransport: BoardTransport, Sendable {
     func withConnection<T: Sendable>(to address: String, _ body: @Sendable (any BoardConnection) async throws -> T) async throws -> T {
         state.withLock { $0.connects += 1; $0.open += 1 }
         defer { state.withLock { $0.open -= 1 } }
-        let queue = ChunkQueue()
-        defer { queue.close() }
-        return try await body(TestConnection(mode: mode, queue: queue))
+        let line = DelayLine()
+        defer { line.finish() }
+        return try await body(TestConnection(mode: mode, line: line))
     }
 
     struct TestConnection: BoardConnection {
         let mode: Mode
-        let queue: ChunkQueue
+        let line: DelayLine
         func send(_ bytes: [UInt8]) async throws {
-            if mode == .echo { queue.put(bytes) }
+            if mode == .echo { try await line.put(.bytes(bytes), delay: 0) }
         }
-        func receive() async throws -> [UInt8]? { try await queue.take() }
-    }
-}
-
-/// Chunks for one reader, kept apart (never coalesced); nil once closed and drained.
-final class ChunkQueue: Sendable {
-    private struct State {
-        var chunks: [[UInt8]] = []
-        var closed = false
-        var waiter: CheckedContinuation<[UInt8]?, any Error>?
-    }
-    private let state = Mutex(State())
-
-    func put(_ bytes: [UInt8]) {
-        let waiter = state.withLock { state -> CheckedContinuation<[UInt8]?, any Error>? in
-            if let waiter = state.waiter {
-                state.waiter = nil
-                return waiter
+        func receive() async throws -> [UInt8]? {
+            switch try await line.take() {
+            case .bytes(let bytes): return bytes
+            case .end: return nil
+            case .failed(let reason): throw TransportError(reason)
             }
-            state.chunks.append(bytes)
-            return nil
-        }
-        waiter?.resume(returning: bytes)
-    }
-
-    func close() {
-        let waiter = state.withLock { state -> CheckedContinuation<[UInt8]?, any Error>? in
-            state.closed = true
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume(returning: nil)
-    }
-
-    func take() async throws -> [UInt8]? {
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[UInt8]?, any Error>) in
-                let ready: Result<[UInt8]?, any Error>? = state.withLock { state in
-                    if !state.chunks.isEmpty { return .success(state.chunks.removeFirst()) }
-                    if state.closed { return .success(nil) }
-                    if Task.isCancelled { return .failure(CancellationError()) }
-                    state.waiter = continuation
-                    return nil
-                }
-                if let ready { continuation.resume(with: ready) }
-            }
-        } onCancel: {
-            let waiter = state.withLock { state -> CheckedContinuation<[UInt8]?, any Error>? in
-                defer { state.waiter = nil }
-                return state.waiter
-            }
-            waiter?.resume(throwing: CancellationError())
         }
     }
 }

@@ -1,4 +1,5 @@
 import BoardClient
+import BoardClientTesting
 import BoardCRDT
 import BoardModel
 import Foundation
@@ -8,7 +9,7 @@ import Testing
 @Suite struct ChangesTests {
     @Test(arguments: [UInt64(1), 2, 3, 42, 2026])
     func changesAppliedToThePreviousSnapshotGiveTheNewOne(seed: UInt64) throws {
-        var random = SeededGenerator(seed: seed)
+        var random = SplitMix64(seed: seed)
         var mine = Replica(id: ReplicaID(1))
         var theirs = Replica(id: ReplicaID(2))
         var previous = mine.snapshot()

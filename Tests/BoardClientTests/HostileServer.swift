@@ -1,3 +1,4 @@
+import BoardClientTesting
 import BoardCRDT
 import BoardModel
 import BoardSync
@@ -157,7 +158,7 @@ func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
 
 /// Random bytes under a PNG signature: an image as large as wanted that no compression shrinks.
 func incompressibleImage(bytes: Int, seed: UInt64) -> Data {
-    var generator = SeededGenerator(seed: seed)
+    var generator = SplitMix64(seed: seed)
     var data = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
     data.reserveCapacity(bytes)
     while data.count < bytes {

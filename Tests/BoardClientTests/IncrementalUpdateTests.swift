@@ -1,4 +1,5 @@
 import BoardClient
+import BoardClientTesting
 import BoardCRDT
 import BoardModel
 import Foundation
@@ -14,7 +15,7 @@ import Testing
 
     @Test(arguments: seeds)
     func theShownBoardIsAlwaysTheReplicasSnapshot(seed: UInt64) async throws {
-        var random = SeededGenerator(seed: seed)
+        var random = SplitMix64(seed: seed)
         let server = MemoryServer()
         let sync = LiveBoard.Sync(server: "memory", board: "incremental")
         let mine = try LiveBoard.open(storage: .memory, sync: sync, transport: MemoryTransport(server: server))

@@ -87,19 +87,6 @@ func live(_ board: LiveBoard, _ name: String) async throws {
     try await eventually("\(name) to go live") { board.currentStatus.state == .live }
 }
 
-/// SplitMix64: seeded, reproducible.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 let redPNG = Data(PNGEncoder.solid(width: 6, height: 6, red: 250, green: 10, blue: 10))
 let bluePNG = Data(PNGEncoder.solid(width: 7, height: 3, red: 10, green: 10, blue: 250))
 

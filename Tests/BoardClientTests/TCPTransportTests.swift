@@ -1,4 +1,5 @@
 import BoardClient
+import BoardClientTesting
 import Foundation
 import Glibc
 import Synchronization
@@ -79,7 +80,7 @@ import Testing
                 close(listener)
                 var timeout = timeval(tv_sec: 1, tv_usec: 0)
                 _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-                var stream = SeededGenerator(seed: seed)
+                var stream = SplitMix64(seed: seed)
                 var written = 0
                 var stalled = false
                 var chunk: [UInt8] = []
@@ -111,7 +112,7 @@ import Testing
             thread.start()
         }
 
-        static func bytes(_ stream: inout SeededGenerator, count: Int) -> [UInt8] {
+        static func bytes(_ stream: inout SplitMix64, count: Int) -> [UInt8] {
             var bytes: [UInt8] = []
             bytes.reserveCapacity(count)
             while bytes.count < count { withUnsafeBytes(of: stream.next()) { bytes += $0 } }
@@ -128,7 +129,7 @@ import Testing
         let received = try await transport.withConnection(to: flood.address) { connection -> Int in
             // The client takes nothing until the server has stopped (stalled, or sent its cap).
             try await eventually("the flood to stall or reach its cap", within: 120) { flood.result != nil }
-            var expected = SeededGenerator(seed: seed)
+            var expected = SplitMix64(seed: seed)
             var pending: [UInt8] = []
             var total = 0
             var mismatch = false

@@ -25,14 +25,15 @@ import Testing
     func victimOnAServer() throws -> (TempDirectory, ServerFixture, BoardPackage, ItemID) {
         let temp = TempDirectory()
         let server = try ServerFixture(data: temp.path + "/data")
-        let victim = try makePackage(temp.path + "/V.boardpkg", id: 0xA)
+        var victim = try makePackage(temp.path + "/V.boardpkg", id: 0xA)
         let sticker = try victim.commit { try $0.addSticker(imagePNG: pngA, at: pt(0, 0)) }.item!
-        _ = try OneShotSync.run(package: victim, board: "team", server: server.address, timeout: 20)
+        try syncOnce(&victim, board: "team", server: server.address, timeout: 20)
         return (temp, server, victim, sticker)
     }
 
     @Test func inflatedCountersAreRefusedAndTheVictimKeepsSyncing() throws {
-        let (temp, server, victim, s) = try victimOnAServer()
+        let (temp, server, synced, s) = try victimOnAServer()
+        var victim = synced
         defer { server.stop() }
         let before = try serverVersion(server, "team")
 
@@ -58,7 +59,7 @@ import Testing
         }
         // The victim edits and syncs on; its edit reaches the server and is not a "duplicate".
         try victim.commit { try $0.move(s, to: pt(7, 7)) }
-        _ = try OneShotSync.run(package: victim, board: "team", server: server.address, timeout: 20)
+        try syncOnce(&victim, board: "team", server: server.address, timeout: 20)
         #expect(try serverVersion(server, "team") == victim.replica.versionVector)
         for op in victim.replica.fullState().operations { #expect(op.lamport < 100) }
         // Reopening the victim's package works (nothing unreadable was logged).
@@ -67,7 +68,9 @@ import Testing
     }
 
     @Test func operationsForgedUnderAnotherReplicaAreRefusedByThatReplicaLoudly() throws {
-        let (temp, server, victim, s) = try victimOnAServer()
+        let (temp, server, synced, s) = try victimOnAServer()
+        var victim = synced
+        defer { victim.close() }
         defer { withExtendedLifetime(temp) { server.stop() } }
         // The attacker says HELLO as itself but sends the victim's next operation.
         let forged = Op(id: OpID(replica: victim.replica.id, seq: victim.replica.lastSeq + 1), lamport: 50,
@@ -76,10 +79,18 @@ import Testing
         // Authorship is the security issue's; what this issue guarantees is that the victim does
         // not sync on silently: its next sync fails, naming the forgery.
         try victim.commit { try $0.move(s, to: pt(3, 3)) }
-        #expect {
-            _ = try OneShotSync.run(package: victim, board: "team", server: server.address, timeout: 20)
-        } throws: { error in
-            "\(error)".contains("forg") || "\(error)".contains("equivocation")
+        let error = syncOnceError("a sync after a forgery") {
+            try syncOnce(&victim, board: "team", server: server.address, timeout: 20)
+        }
+        // Either side may find it first: the server refusing the victim's operation, or the
+        // victim refusing the server's.
+        switch error {
+        case .refused(let refusal)?:
+            #expect(refusal.code == .invalidOperations && (refusal.message.contains("forg") || refusal.message.contains("equivocation")), "\(refusal)")
+        case .abandoned(let why)?:
+            #expect(why.contains("invalid operations") && (why.contains("forg") || why.contains("equivocation")), "\(why)")
+        default:
+            Issue.record("\(String(describing: error))")
         }
     }
 
@@ -87,21 +98,21 @@ import Testing
         let temp = TempDirectory()
         let server = try ServerFixture(data: temp.path + "/data")
         defer { server.stop() }
-        let a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
-        let b = try makePackage(temp.path + "/B.boardpkg", id: 0xB)
+        var a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
+        var b = try makePackage(temp.path + "/B.boardpkg", id: 0xB)
         // A sticker whose image bytes A does not have (an upload cut short, say).
         let hash = AssetHash.of(pngB)
         let s = try a.commit { try $0.addSticker(asset: hash, at: pt(5, 5)) }.item!
-        let first = try OneShotSync.run(package: a, board: "team", server: server.address, timeout: 15)
-        #expect(first.missingAssets == 1)
-        let second = try OneShotSync.run(package: b, board: "team", server: server.address, timeout: 15)
-        #expect(second.missingAssets == 1)
+        let first = try syncOnce(&a, board: "team", server: server.address, timeout: 15)
+        #expect(first.imagesMissing == 1)
+        let second = try syncOnce(&b, board: "team", server: server.address, timeout: 15)
+        #expect(second.imagesMissing == 1)
         #expect(b.replica.snapshot().stickers.first { $0.id == s.uuid }?.isPending == true)
         // Later A finds the bytes; the next syncs carry them to the server and on to B.
         try a.addAsset(pngB)
-        _ = try OneShotSync.run(package: a, board: "team", server: server.address, timeout: 15)
-        let third = try OneShotSync.run(package: b, board: "team", server: server.address, timeout: 15)
-        #expect(third.missingAssets == 0)
+        try syncOnce(&a, board: "team", server: server.address, timeout: 15)
+        let third = try syncOnce(&b, board: "team", server: server.address, timeout: 15)
+        #expect(third.imagesMissing == 0)
         #expect(b.replica.snapshot().stickers.first { $0.id == s.uuid }?.imagePNG == pngB)
     }
 
@@ -131,23 +142,24 @@ import Testing
         // Another process holds the board's package.
         let other = try makePackage(data + "/held.boardpkg", id: 0xE)
         defer { other.close() }
-        let client = try makePackage(temp.path + "/C.boardpkg", id: 0xC)
-        #expect {
-            _ = try OneShotSync.run(package: client, board: "held", server: server.address, timeout: 10)
-        } throws: { error in
-            "\(error)".contains("cannot be opened here") && "\(error)".contains("another process") && !"\(error)".contains("cannot reach")
-                && !"\(error)".contains(data)  // the kind of trouble, never the server's paths
+        var client = try makePackage(temp.path + "/C.boardpkg", id: 0xC)
+        defer { client.close() }
+        let held = syncOnceError("a board another process holds") {
+            try syncOnce(&client, board: "held", server: server.address, timeout: 10)
         }
+        guard case .refused(let refusal)? = held else { Issue.record("\(String(describing: held))"); return }
+        #expect(refusal.message.contains("cannot be opened here") && refusal.message.contains("another process"), "\(refusal)")
+        #expect(!"\(refusal)".contains(data), "the kind of trouble, never the server's paths: \(refusal)")
         // A damaged package: the client hears that it is damaged, not where it lives.
         let broken = try makePackage(data + "/broken.boardpkg", id: 0xF)
         try broken.commit { try $0.setCanvasSize(CodableSize(width: 10, height: 10)) }
         broken.close()
         try Data("not an op log".utf8).write(to: URL(fileURLWithPath: data + "/broken.boardpkg/" + PackageLayout.opLog))
-        #expect {
-            _ = try OneShotSync.run(package: client, board: "broken", server: server.address, timeout: 10)
-        } throws: { error in
-            "\(error)".contains("damaged") && !"\(error)".contains(temp.path)
+        let damaged = syncOnceError("a damaged board") {
+            try syncOnce(&client, board: "broken", server: server.address, timeout: 10)
         }
+        guard case .refused(let refusal)? = damaged else { Issue.record("\(String(describing: damaged))"); return }
+        #expect(refusal.message.contains("damaged") && !"\(refusal)".contains(temp.path), "\(refusal)")
     }
 
     @Test func boardsNobodyUsesAreClosedSoNewNamesCostNoDescriptorForever() throws {
@@ -157,11 +169,11 @@ import Testing
         options.maxOpenBoards = 3
         let server = try ServerFixture(data: temp.path + "/data", options: options)
         defer { server.stop() }
-        let client = try makePackage(temp.path + "/C.boardpkg", id: 0xC)
+        var client = try makePackage(temp.path + "/C.boardpkg", id: 0xC)
         try client.commit { try $0.addSticker(imagePNG: pngA, at: pt(1, 1)) }
         // Ten board names in a row, more than the limit: idle ones close as new ones open.
         for index in 0..<10 {
-            _ = try OneShotSync.run(package: client, board: "b\(index)", server: server.address, timeout: 20)
+            try syncOnce(&client, board: "b\(index)", server: server.address, timeout: 20)
         }
         let host = server.host
         #expect(try server.thread.onLoop { host.boards.count } <= 3)
@@ -172,8 +184,8 @@ import Testing
         #expect(closed.replica.versionVector == client.replica.versionVector)
         closed.close()
         // And it reopens for the next client.
-        let again = try makePackage(temp.path + "/D.boardpkg", id: 0xD)
-        _ = try OneShotSync.run(package: again, board: "b0", server: server.address, timeout: 20)
+        var again = try makePackage(temp.path + "/D.boardpkg", id: 0xD)
+        try syncOnce(&again, board: "b0", server: server.address, timeout: 20)
         #expect(again.replica.versionVector == client.replica.versionVector)
     }
 }

@@ -14,19 +14,19 @@ import Testing
         let temp = TempDirectory()
         let server = try ServerFixture(data: temp.path + "/data")
         defer { server.stop() }
-        let a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
+        var a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
         defer { a.close() }
         let sticker = try a.commit { try $0.addSticker(imagePNG: pngA, at: pt(1, 1)) }.item!
         try a.addAsset(pngA)
         for step in 0..<20 { try a.commit { try $0.move(sticker, to: pt(Double(step), 2)) } }  // most are overwritten
         try a.commit { try $0.setCanvasSize(CodableSize(width: 640, height: 480)) }
-        let first = try OneShotSync.run(package: a, board: "team", server: server.address, timeout: 20)
+        let first = try syncOnce(&a, board: "team", server: server.address, timeout: 20)
         #expect(first.operationsSent == 22 && first.operationsReceived == 0, "\(first)")
-        let again = try OneShotSync.run(package: a, board: "team", server: server.address, timeout: 20)
+        let again = try syncOnce(&a, board: "team", server: server.address, timeout: 20)
         #expect(again.operationsSent == 0 && again.operationsReceived == 0, "\(again)")
-        let fresh = try makePackage(temp.path + "/B.boardpkg", id: 0xB)
+        var fresh = try makePackage(temp.path + "/B.boardpkg", id: 0xB)
         defer { fresh.close() }
-        let copy = try OneShotSync.run(package: fresh, board: "team", server: server.address, timeout: 20)
+        let copy = try syncOnce(&fresh, board: "team", server: server.address, timeout: 20)
         #expect(copy.operationsReceived == first.operationsSent && copy.operationsSent == 0, "\(copy)")
     }
 
@@ -35,8 +35,8 @@ import Testing
         let server = try ServerFixture(data: temp.path + "/data")
         defer { server.stop() }
         // Two replicas diverge offline: stickers with different images, strokes, a move.
-        let a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
-        let b = try makePackage(temp.path + "/B.boardpkg", id: 0xB)
+        var a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
+        var b = try makePackage(temp.path + "/B.boardpkg", id: 0xB)
         let sticker = try a.commit { try $0.addSticker(imagePNG: pngA, at: pt(10, 10)) }.item!
         try a.addAsset(pngA)
         try a.commit { replica in
@@ -48,10 +48,10 @@ import Testing
         try b.commit { try $0.addSticker(imagePNG: pngB, at: pt(50, 50)) }
         try b.commit { try $0.setBackground(imagePNG: pngB) }
 
-        _ = try OneShotSync.run(package: a, board: "team", server: server.address, timeout: 20)
-        let reportB = try OneShotSync.run(package: b, board: "team", server: server.address, timeout: 20)
+        try syncOnce(&a, board: "team", server: server.address, timeout: 20)
+        let reportB = try syncOnce(&b, board: "team", server: server.address, timeout: 20)
         #expect(reportB.operationsReceived == 2)
-        _ = try OneShotSync.run(package: a, board: "team", server: server.address, timeout: 20)
+        try syncOnce(&a, board: "team", server: server.address, timeout: 20)
         #expect(a.replica.missingAssets.isEmpty)
         #expect(b.replica.missingAssets.isEmpty)
         #expect(try canonical(a) == canonical(b), "byte-identical, assets included")
@@ -59,8 +59,8 @@ import Testing
         #expect(b.replica.snapshot().backgroundPNG == pngB)
 
         // A third replica joining later gets everything, assets included, and its package is saved.
-        let c = try makePackage(temp.path + "/C.boardpkg", id: 0xC)
-        _ = try OneShotSync.run(package: c, board: "team", server: server.address, timeout: 20)
+        var c = try makePackage(temp.path + "/C.boardpkg", id: 0xC)
+        try syncOnce(&c, board: "team", server: server.address, timeout: 20)
         #expect(try canonical(c) == canonical(a))
         c.close()
         let reopened = try openPackage(temp.path + "/C.boardpkg")
@@ -73,16 +73,16 @@ import Testing
     @Test func aRestartedServerServesEveryAcknowledgedOperation() throws {
         let temp = TempDirectory()
         let data = temp.path + "/data"
-        let a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
+        var a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
         for x in 0..<20 { try a.commit { try $0.addSticker(imagePNG: pngA, at: pt(Double(x), 0)) } }
         var server = try ServerFixture(data: data)
-        _ = try OneShotSync.run(package: a, board: "keep", server: server.address, timeout: 20)
+        try syncOnce(&a, board: "keep", server: server.address, timeout: 20)
         // sync returned, so the server acknowledged: the operations are on its disk.
         server.stop()
         server = try ServerFixture(data: data)
         defer { server.stop() }
-        let fresh = try makePackage(temp.path + "/Fresh.boardpkg", id: 0xF)
-        _ = try OneShotSync.run(package: fresh, board: "keep", server: server.address, timeout: 20)
+        var fresh = try makePackage(temp.path + "/Fresh.boardpkg", id: 0xF)
+        try syncOnce(&fresh, board: "keep", server: server.address, timeout: 20)
         #expect(fresh.replica.versionVector == a.replica.versionVector)
         #expect(try canonical(fresh) == canonical(a))
     }
@@ -110,9 +110,9 @@ import Testing
         }
         #expect(!FileManager.default.fileExists(atPath: temp.path + "/etc.boardpkg"))
         // The server still serves well-behaved replicas.
-        let good = try makePackage(temp.path + "/Good.boardpkg", id: 0x600D)
+        var good = try makePackage(temp.path + "/Good.boardpkg", id: 0x600D)
         try good.commit { try $0.setBackground(asset: nil) }
-        let report = try OneShotSync.run(package: good, board: "team", server: server.address, timeout: 20)
+        let report = try syncOnce(&good, board: "team", server: server.address, timeout: 20)
         #expect(report.operationsSent == 1, "the good client's one edit reached the server")
         let boards = try FileManager.default.contentsOfDirectory(atPath: temp.path + "/data")
         #expect(boards == ["team.boardpkg"])
@@ -120,13 +120,15 @@ import Testing
 
     @Test func syncingWithNoServerFailsClearly() throws {
         let temp = TempDirectory()
-        let a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
+        var a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
         // A port nothing listens on: bind one, learn it, close it.
         let probe = try ServerFixture(data: temp.path + "/probe")
         let address = probe.address
         probe.stop()
-        #expect(throws: OneShotSync.Failure.self) {
-            _ = try OneShotSync.run(package: a, board: "team", server: address, timeout: 5)
+        defer { a.close() }
+        let error = syncOnceError("a sync with nothing listening") {
+            try syncOnce(&a, board: "team", server: address, timeout: 5)
         }
+        #expect(unreachable(error) != nil && "\(error!)".hasPrefix("cannot reach the server: "), "\(String(describing: error))")
     }
 }

@@ -1,3 +1,4 @@
+import BoardClient
 import BoardCRDT
 import BoardModel
 import BoardNet
@@ -63,7 +64,7 @@ final class LoopThread: @unchecked Sendable {  // the loop is Sendable; hosts ar
     }
 }
 
-final class ResultBox<T>: @unchecked Sendable {  // written once on the loop thread, read after a semaphore
+final class ResultBox<T>: @unchecked Sendable {  // written once on another thread (a loop, a task), read after a semaphore
     var result: Result<T, Error>?
 }
 
@@ -101,6 +102,80 @@ func makePackage(_ path: String, id: UInt64) throws -> BoardPackage {
 
 func openPackage(_ path: String) throws -> BoardPackage {
     try BoardPackage.open(at: path, fileSystem: PosixFileSystem(), newReplicaID: { ReplicaID(0xC0FFEE) })
+}
+
+/// `board-sync sync` for a package a test holds open: the package is closed, a `LiveBoard` on
+/// its path meets the server once (`syncOnce`) and closes, and the package is opened again,
+/// whether the sync returned or threw (what was merged before a failure is kept).
+///
+/// Synchronous, as the tests here are: the board runs in a task of a higher priority than the
+/// tests' own while this thread waits. Swift's pool on Linux keeps threads per priority (two
+/// per core), so a board there is not queued behind the tests that hold the default-priority
+/// threads (sleeps, waits on a server's loop, and in `bin/test` the long randomized histories),
+/// and this wait cannot take the thread the board needs. As an async test, the test itself lost
+/// its thread at each sync and got it back only minutes later beside those histories (a board
+/// on the server closed as idle meanwhile), and at the default priority a sync took up to 23 s.
+@discardableResult
+func syncOnce(_ package: inout BoardPackage, board: String, server: SocketAddress, timeout: Double = 60,
+              token: String? = nil, tls: TLSContext? = nil) throws -> SyncReport {
+    let path = package.path
+    package.close()
+    let live = try whileLocked {
+        try LiveBoard.open(storage: .package(path: path), sync: LiveBoard.Sync(server: "\(server)", board: board),
+                           credentials: token.map(LiveBoard.Credentials.token) ?? .none, transport: TCPTransport(tls: tls))
+    }
+    let outcome = ResultBox<SyncReport>()
+    let done = DispatchSemaphore(value: 0)
+    Task(priority: .high) {
+        do {
+            outcome.result = .success(try await live.syncOnce(within: timeout))
+        } catch {
+            outcome.result = .failure(error)
+        }
+        _ = await live.close()
+        done.signal()
+    }
+    done.wait()
+    package = try whileLocked { try openPackage(path) }
+    return try outcome.result!.get()
+}
+
+/// Opens again while a package's lock is still taken, for up to 2 s: a test here that starts a
+/// program (openssl) shares every open file with the child until the program starts, so a
+/// lock released just then stays taken for that while (seen once: "open in another process").
+func whileLocked<T>(_ open: () throws -> T) throws -> T {
+    let deadline = Date().addingTimeInterval(2)
+    while true {
+        do {
+            return try open()
+        } catch let error as StoreError where error.code == .locked && Date() < deadline {
+            usleep(20_000)
+        }
+    }
+}
+
+/// The `SyncOnceError` that `body` threw; records an issue naming `what` (and returns nil) when
+/// it returned or threw anything else.
+func syncOnceError(_ what: String, _ body: () throws -> Void) -> SyncOnceError? {
+    do {
+        try body()
+        Issue.record("\(what): the sync should fail")
+    } catch let error as SyncOnceError {
+        return error
+    } catch {
+        Issue.record("\(what): expected a SyncOnceError, got \(error)")
+    }
+    return nil
+}
+
+/// Why the server could not be reached, when `error` says so; any other outcome is recorded as
+/// an issue (nil).
+func unreachable(_ error: SyncOnceError?) -> String? {
+    guard case .unreachable(let why)? = error else {
+        Issue.record("expected 'cannot reach the server', got \(String(describing: error))")
+        return nil
+    }
+    return why
 }
 
 func canonical(_ package: BoardPackage) throws -> Data {

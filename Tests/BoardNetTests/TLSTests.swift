@@ -93,8 +93,8 @@ final class LogLines: @unchecked Sendable {  // appended on the loop thread, rea
         // through the TLS layer.
         let big = Data(PNGEncoder.solid(width: 640, height: 480, red: 30, green: 200, blue: 90))
         #expect(big.count > 1 << 20)
-        let a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
-        let b = try makePackage(temp.path + "/B.boardpkg", id: 0xB)
+        var a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
+        var b = try makePackage(temp.path + "/B.boardpkg", id: 0xB)
         try a.addAsset(big)
         try a.commit { try $0.addSticker(imagePNG: big, at: pt(5, 5)) }
         try b.commit { replica in
@@ -102,11 +102,11 @@ final class LogLines: @unchecked Sendable {  // appended on the loop thread, rea
             replica.finishStroke()
             return edit
         }
-        let sent = try OneShotSync.run(package: a, board: "team", server: server.address, timeout: 20, tls: client)
+        let sent = try syncOnce(&a, board: "team", server: server.address, timeout: 20, tls: client)
         #expect(sent.operationsSent == 1)
         #expect(sent.bytesSent > big.count, "the image went up")
-        _ = try OneShotSync.run(package: b, board: "team", server: server.address, timeout: 20, tls: client)
-        _ = try OneShotSync.run(package: a, board: "team", server: server.address, timeout: 20, tls: client)
+        try syncOnce(&b, board: "team", server: server.address, timeout: 20, tls: client)
+        try syncOnce(&a, board: "team", server: server.address, timeout: 20, tls: client)
         #expect(b.replica.missingAssets.isEmpty)
         #expect(try canonical(a) == canonical(b), "byte-identical, the image included")
         #expect(b.replica.snapshot().stickers.first?.imagePNG == big)
@@ -116,8 +116,8 @@ final class LogLines: @unchecked Sendable {  // appended on the loop thread, rea
         let plain = rawExchange(server.address, Frame(type: 1, payload: Array("hello".utf8)).encoded())
         #expect(errorCode(in: plain) == nil)
         #expect(try server.thread.wait { log.all.contains { $0.contains("does not speak TLS") } }, "\(log.all)")
-        let c = try makePackage(temp.path + "/C.boardpkg", id: 0xC)
-        _ = try OneShotSync.run(package: c, board: "team", server: server.address, timeout: 20, tls: client)
+        var c = try makePackage(temp.path + "/C.boardpkg", id: 0xC)
+        try syncOnce(&c, board: "team", server: server.address, timeout: 20, tls: client)
         #expect(try canonical(c) == canonical(a))
     }
 
@@ -145,11 +145,11 @@ final class LogLines: @unchecked Sendable {  // appended on the loop thread, rea
             }
         }
         // A one-shot client (another TLS session) sees the live peer's edits once the server has them.
-        let reader = try makePackage(temp.path + "/reader.boardpkg", id: 0x12)
+        var reader = try makePackage(temp.path + "/reader.boardpkg", id: 0x12)
         #expect(try thread.wait {
             server.host.boards["team"].map { $0.hub.store.replica.versionVector.totalCount >= 5 } ?? false
         })
-        _ = try OneShotSync.run(package: reader, board: "team", server: server.address, timeout: 20,
+        try syncOnce(&reader, board: "team", server: server.address, timeout: 20,
                                 tls: try TLSContext.client(ca: pki.ca))
         #expect(reader.replica.snapshot().strokes.count == 5)
         try thread.onLoop { peer.shutdown() }
@@ -162,38 +162,33 @@ final class LogLines: @unchecked Sendable {  // appended on the loop thread, rea
         // A server whose certificate comes from a CA the client does not trust.
         let rogue = try tlsServer(temp, pki.rogueServer, log: log)
         defer { rogue.stop() }
-        let a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
+        var a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
         try a.commit { try $0.setBackground(imagePNG: pngA) }
         let cases: [(TLSContext, String)] = [
             (try TLSContext.client(ca: pki.ca), "certificate verify failed"),
             (try TLSContext.client(), "certificate verify failed"),  // the system trust store
         ]
         for (context, expected) in cases {
-            do {
-                _ = try OneShotSync.run(package: a, board: "team", server: rogue.address, timeout: 10, tls: context)
-                Issue.record("synced with a server whose certificate no trusted CA signed")
-            } catch let failure as OneShotSync.Failure {
-                #expect("\(failure)".contains(expected), "\(failure)")
+            let failure = syncOnceError("a sync with a server whose certificate no trusted CA signed") {
+                try syncOnce(&a, board: "team", server: rogue.address, timeout: 10, tls: context)
             }
+            #expect(unreachable(failure)?.contains(expected) == true, "\(String(describing: failure))")
         }
         // The trusted CA's certificate, but the client expects another name.
         let good = try tlsServer(TempDirectory(), pki.server)
         defer { good.stop() }
-        do {
-            _ = try OneShotSync.run(package: a, board: "team", server: good.address, timeout: 10,
-                                    tls: try TLSContext.client(ca: pki.ca, serverName: "boards.example.org"))
-            Issue.record("synced with a server whose certificate names another host")
-        } catch let failure as OneShotSync.Failure {
-            #expect("\(failure)".contains("hostname mismatch"), "\(failure)")
+        let otherName = try TLSContext.client(ca: pki.ca, serverName: "boards.example.org")
+        let mismatch = syncOnceError("a sync with a server whose certificate names another host") {
+            try syncOnce(&a, board: "team", server: good.address, timeout: 10, tls: otherName)
         }
+        #expect(unreachable(mismatch)?.contains("hostname mismatch") == true, "\(String(describing: mismatch))")
         // Nothing reached either server: no board was created, no operation left the client.
         #expect(try rogue.thread.onLoop { rogue.host.boards.isEmpty })
         #expect(try good.thread.onLoop { good.host.boards.isEmpty })
         #expect(!FileManager.default.fileExists(atPath: temp.path + "/data/team.boardpkg"))
         #expect(log.all.contains { $0.contains("TLS handshake failed") }, "the server logs the refusal: \(log.all)")
         // A client trusting the rogue CA verifies fine: the refusal above was about trust.
-        _ = try OneShotSync.run(package: a, board: "team", server: rogue.address, timeout: 10,
-                                tls: try TLSContext.client(ca: pki.rogueCA))
+        try syncOnce(&a, board: "team", server: rogue.address, timeout: 10, tls: try TLSContext.client(ca: pki.rogueCA))
     }
 
     /// Issue 22, finding 11: a plain live peer dialing a TLS server connects at the TCP level
@@ -229,20 +224,17 @@ final class LogLines: @unchecked Sendable {  // appended on the loop thread, rea
         defer { tls.stop() }
         let plain = try ServerFixture(data: temp.path + "/plain")
         defer { plain.stop() }
-        let a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
-        do {
-            _ = try OneShotSync.run(package: a, board: "team", server: tls.address, timeout: 10)
-            Issue.record("a plain client synced with a TLS server")
-        } catch let failure as OneShotSync.Failure {
-            #expect("\(failure)".contains("give --tls"), "\(failure)")
+        var a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
+        defer { a.close() }
+        let plainToTLS = syncOnceError("a plain client's sync with a TLS server") {
+            try syncOnce(&a, board: "team", server: tls.address, timeout: 10)
         }
-        do {
-            _ = try OneShotSync.run(package: a, board: "team", server: plain.address, timeout: 10,
-                                    tls: try TLSContext.client(ca: pki.ca))
-            Issue.record("a TLS client synced with a plain server")
-        } catch let failure as OneShotSync.Failure {
-            #expect("\(failure)".contains("does it speak TLS"), "\(failure)")
+        #expect(plainToTLS.map { "\($0)".contains("give --tls") } == true, "\(String(describing: plainToTLS))")
+        let client = try TLSContext.client(ca: pki.ca)
+        let tlsToPlain = syncOnceError("a TLS client's sync with a plain server") {
+            try syncOnce(&a, board: "team", server: plain.address, timeout: 10, tls: client)
         }
+        #expect(tlsToPlain.map { "\($0)".contains("does it speak TLS") } == true, "\(String(describing: tlsToPlain))")
     }
 
     /// An empty name to check (`--tls-name ''`) made OpenSSL check none: a certificate a
@@ -252,11 +244,11 @@ final class LogLines: @unchecked Sendable {  // appended on the loop thread, rea
         let temp = TempDirectory()
         let elsewhere = try tlsServer(temp, pki.elsewhere)
         defer { elsewhere.stop() }
-        let a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
+        var a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
         for name in ["", "local\u{0}host"] {
             do {
                 let context = try TLSContext.client(ca: pki.ca, serverName: name)
-                _ = try OneShotSync.run(package: a, board: "team", server: elsewhere.address, timeout: 10, tls: context)
+                try syncOnce(&a, board: "team", server: elsewhere.address, timeout: 10, tls: context)
                 Issue.record("synced with a server whose certificate names another host, checking the name '\(name)'")
             } catch let error as TLSError {
                 #expect("\(error)".contains("empty or holds a NUL"), "\(error)")
@@ -266,12 +258,11 @@ final class LogLines: @unchecked Sendable {  // appended on the loop thread, rea
         }
         // Without a name, the address dialed is checked (and the certificate does not carry it).
         #expect(throws: TLSError.self) { _ = try TLSContext.client(ca: pki.ca).stream(host: "") }
-        do {
-            _ = try OneShotSync.run(package: a, board: "team", server: elsewhere.address, timeout: 10, tls: try TLSContext.client(ca: pki.ca))
-            Issue.record("synced with a server whose certificate names another host")
-        } catch let failure as OneShotSync.Failure {
-            #expect("\(failure)".contains("mismatch"), "\(failure)")
+        let client = try TLSContext.client(ca: pki.ca)
+        let mismatch = syncOnceError("a sync with a server whose certificate names another host") {
+            try syncOnce(&a, board: "team", server: elsewhere.address, timeout: 10, tls: client)
         }
+        #expect(unreachable(mismatch)?.contains("mismatch") == true, "\(String(describing: mismatch))")
         #expect(try elsewhere.thread.onLoop { elsewhere.host.boards.isEmpty })
     }
 

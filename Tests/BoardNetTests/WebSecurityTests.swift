@@ -59,18 +59,18 @@ import Glibc
         var webOptions = WebView.Options()
         webOptions.access = options.access
         let fixture = try WebFixture(serverOptions: options, webOptions: webOptions)
-        let a = try makePackage(fixture.temp.path + "/A.boardpkg", id: 0xA)
+        var a = try makePackage(fixture.temp.path + "/A.boardpkg", id: 0xA)
         let writer = try authority.mint(board: "team", role: .write, expires: nil, subject: "ann")
         try a.commit { try $0.setCanvasSize(CodableSize(width: 300, height: 200)) }
-        _ = try OneShotSync.run(package: a, board: "team", server: fixture.server.address, timeout: 20, credentials: Array(writer.utf8))
+        try syncOnce(&a, board: "team", server: fixture.server.address, timeout: 20, token: writer)
         return (authority, fixture, a)
     }
 
     static func seed(_ fixture: WebFixture, board: String = "team") throws -> (BoardPackage, ItemID) {
-        let a = try makePackage(fixture.temp.path + "/\(board).boardpkg", id: 0xA)
+        var a = try makePackage(fixture.temp.path + "/\(board).boardpkg", id: 0xA)
         let sticker = try a.commit { try $0.addSticker(imagePNG: pngA, at: pt(40, 30)) }.item!
         try a.addAsset(pngA)
-        _ = try OneShotSync.run(package: a, board: board, server: fixture.server.address, timeout: 20)
+        try syncOnce(&a, board: board, server: fixture.server.address, timeout: 20)
         return (a, sticker)
     }
 
@@ -99,14 +99,14 @@ import Glibc
         ]
         defer { for flood in floods { flood.stop() } }
         usleep(300_000)  // the floods are running
-        let victim = try makePackage(fixture.temp.path + "/V.boardpkg", id: 0x77)
+        var victim = try makePackage(fixture.temp.path + "/V.boardpkg", id: 0x77)
         defer { victim.close() }
         try victim.commit { try $0.addSticker(imagePNG: pngB, at: pt(5, 5)) }
         try victim.addAsset(pngB)
         var slowest = 0.0
         for _ in 0..<3 {
             try victim.commit { try $0.setCanvasSize(CodableSize(width: Double(Int.random(in: 100...900)), height: 300)) }
-            let report = try OneShotSync.run(package: victim, board: "quiet", server: fixture.server.address, timeout: 20)
+            let report = try syncOnce(&victim, board: "quiet", server: fixture.server.address, timeout: 20)
             slowest = max(slowest, report.seconds)
         }
         #expect(floods.allSatisfy { $0.sent > 0 })
@@ -237,11 +237,11 @@ import Glibc
         var noise = SystemRandomNumberGenerator()
         let big = Data(PNGEncoder.encode(width: 700, height: 700, rgba: (0..<(700 * 700 * 4)).map { _ in UInt8.random(in: 0...255, using: &noise) }))
         #expect(big.count > 1 << 20)
-        let a = try makePackage(fixture.temp.path + "/A.boardpkg", id: 0xA)
+        var a = try makePackage(fixture.temp.path + "/A.boardpkg", id: 0xA)
         defer { a.close() }
         try a.commit { try $0.addSticker(imagePNG: big, at: pt(1, 1)) }
         try a.addAsset(big)
-        _ = try OneShotSync.run(package: a, board: "team", server: fixture.server.address, timeout: 30)
+        try syncOnce(&a, board: "team", server: fixture.server.address, timeout: 30)
         let path = "/b/team/asset/\(AssetHash.of(big).hex)"
         let whole = try #require(try fixture.page().get(path))
         #expect(whole.status == 200 && Data(whole.body) == big, "served whole: \(whole.body.count) of \(big.count) bytes")
@@ -394,7 +394,7 @@ import Glibc
     @Test func imagesTooLargeToDecodeAreNeitherTakenNorServed() throws {
         let fixture = try WebFixture()
         defer { fixture.stop() }
-        let (a, _) = try Self.seed(fixture)
+        var (a, _) = try Self.seed(fixture)
         defer { a.close() }
         // A PNG whose header claims 20000 x 20000 pixels (a decompression bomb for viewers).
         var bomb = PNGEncoder.solid(width: 1, height: 1, red: 0, green: 0, blue: 0)
@@ -412,7 +412,7 @@ import Glibc
         // One that arrived over the sync protocol is kept but not served.
         try a.commit { try $0.addSticker(imagePNG: Data(bomb), at: pt(2, 2)) }
         try a.addAsset(Data(bomb))
-        _ = try OneShotSync.run(package: a, board: "team", server: fixture.server.address, timeout: 20)
+        try syncOnce(&a, board: "team", server: fixture.server.address, timeout: 20)
         #expect(try fixture.page().get("/b/team/asset/\(AssetHash.of(Data(bomb)).hex)")?.status == 404)
     }
 
@@ -428,10 +428,10 @@ import Glibc
         let fixture = try WebFixture(serverOptions: options, webOptions: webOptions)
         defer { fixture.stop() }
         #expect(fixture.web.url.hasPrefix("https://"))
-        let a = try makePackage(fixture.temp.path + "/A.boardpkg", id: 0xA)
+        var a = try makePackage(fixture.temp.path + "/A.boardpkg", id: 0xA)
         defer { a.close() }
         try a.commit { try $0.setCanvasSize(CodableSize(width: 300, height: 200)) }
-        _ = try OneShotSync.run(package: a, board: "team", server: fixture.server.address, timeout: 20,
+        try syncOnce(&a, board: "team", server: fixture.server.address, timeout: 20,
                                 tls: try TLSContext.client(ca: pki.ca))
         let plain = try fixture.page()
         #expect(plain.get("/b/team")?.status != 200, "no plain HTTP on an HTTPS view")
@@ -487,7 +487,7 @@ import Glibc
         let fixture = try WebFixture(serverOptions: options)
         defer { fixture.stop() }
         // 300 strokes of 2,000 points: 600,000 points, rendered as about 7 MB of JSON.
-        let big = try makePackage(fixture.temp.path + "/Big.boardpkg", id: 0xB16)
+        var big = try makePackage(fixture.temp.path + "/Big.boardpkg", id: 0xB16)
         defer { big.close() }
         try big.commit { replica in
             var edit = LocalEdit()
@@ -499,7 +499,7 @@ import Glibc
             }
             return edit
         }
-        _ = try OneShotSync.run(package: big, board: "big", server: fixture.server.address, timeout: 60)
+        try syncOnce(&big, board: "big", server: fixture.server.address, timeout: 60)
         let watcher = try fixture.page()
         #expect(watcher.upgrade("/ws/big")?.status == 101)
         #expect(watcher.message(type: "board", seconds: 60) != nil)
@@ -510,13 +510,13 @@ import Glibc
         editor.say("{\"type\":\"stroke\",\"points\":[0,0,1,1]}")
         let host = fixture.host
         #expect(try fixture.server.thread.wait(timeout: 60) { host.boards["big"]?.store.replica.snapshot().strokes.count == 301 })
-        let victim = try makePackage(fixture.temp.path + "/V.boardpkg", id: 0x77)
+        var victim = try makePackage(fixture.temp.path + "/V.boardpkg", id: 0x77)
         defer { victim.close() }
         var slowest = 0.0
         for round in 0..<10 {
             editor.say("{\"type\":\"stroke\",\"points\":[\(round),1,\(round + 5),9]}")
             try victim.commit { try $0.setCanvasSize(CodableSize(width: Double(100 + round), height: 300)) }
-            let report = try OneShotSync.run(package: victim, board: "quiet", server: fixture.server.address, timeout: 20)
+            let report = try syncOnce(&victim, board: "quiet", server: fixture.server.address, timeout: 20)
             slowest = max(slowest, report.seconds)
             usleep(100_000)
         }
@@ -540,7 +540,7 @@ import Glibc
         let host = fixture.host
         // A board whose JSON (about 7 MB) is more than the socket buffers between the server
         // and a page that does not read hold.
-        let big = try makePackage(fixture.temp.path + "/Big.boardpkg", id: 0xB16)
+        var big = try makePackage(fixture.temp.path + "/Big.boardpkg", id: 0xB16)
         defer { big.close() }
         try big.commit { replica in
             var edit = LocalEdit()
@@ -552,7 +552,7 @@ import Glibc
             }
             return edit
         }
-        _ = try OneShotSync.run(package: big, board: "team", server: fixture.server.address, timeout: 60)
+        try syncOnce(&big, board: "team", server: fixture.server.address, timeout: 60)
         let deaf = try fixture.page()
         var small: Int32 = 2048
         _ = setsockopt(deaf.fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))

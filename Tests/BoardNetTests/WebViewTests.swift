@@ -173,10 +173,10 @@ final class WebFixture: @unchecked Sendable {  // the view is touched on the loo
 /// `serve --web`'s view over real TCP: pages, images by hash, the live WebSocket and presence.
 @Suite(.serialized) struct WebViewTests {
     static func sticker(_ temp: TempDirectory, _ server: ServerFixture) throws -> (BoardPackage, ItemID) {
-        let a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
+        var a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
         let sticker = try a.commit { try $0.addSticker(imagePNG: pngA, at: pt(40, 30)) }.item!
         try a.addAsset(pngA)
-        _ = try OneShotSync.run(package: a, board: "team", server: server.address, timeout: 20)
+        try syncOnce(&a, board: "team", server: server.address, timeout: 20)
         return (a, sticker)
     }
 
@@ -236,14 +236,14 @@ final class WebFixture: @unchecked Sendable {  // the view is touched on the loo
         #expect(items.first?["asset"] as? String == AssetHash.of(pngA).hex)
         #expect(items.first?["w"] as? Int == 6, "the image's own size, for drawing")
         // Another replica draws and syncs: the page gets the board again with the stroke.
-        let b = try makePackage(temp.path + "/B.boardpkg", id: 0xB)
+        var b = try makePackage(temp.path + "/B.boardpkg", id: 0xB)
         defer { b.close() }
         let stroke = try b.commit { replica in
             let edit = try replica.beginStroke(color: RGBAColor(red: 0, green: 0, blue: 1), width: 3, points: [pt(1, 1), pt(20, 25)])
             replica.finishStroke()
             return edit
         }.item!
-        _ = try OneShotSync.run(package: b, board: "team", server: server.address, timeout: 20)
+        try syncOnce(&b, board: "team", server: server.address, timeout: 20)
         // Not the whole board again: the change, as the new item and the new paint order.
         let updated = try #require(page.message(type: "changes") { changes in
             ((changes["upserts"] as? [[String: Any]]) ?? []).contains { $0["id"] as? String == stroke.uuid.uuidString }
@@ -349,11 +349,11 @@ final class WebFixture: @unchecked Sendable {  // the view is touched on the loo
         let fixture = try WebFixture(serverOptions: options, webOptions: webOptions)
         defer { fixture.stop() }
         let (temp, server, host, web) = (fixture.temp, fixture.server, fixture.host, fixture.web)
-        let a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
+        var a = try makePackage(temp.path + "/A.boardpkg", id: 0xA)
         defer { a.close() }
         try a.commit { try $0.setCanvasSize(CodableSize(width: 300, height: 200)) }
         let writer = try authority.mint(board: "team", role: .write, expires: nil, subject: "ann")
-        _ = try OneShotSync.run(package: a, board: "team", server: server.address, timeout: 20, credentials: Array(writer.utf8))
+        try syncOnce(&a, board: "team", server: server.address, timeout: 20, token: writer)
         let reader = try authority.mint(board: "team", role: .read, expires: nil, subject: "rob")
         let other = try authority.mint(board: "notes", role: .read, expires: nil, subject: "rob")
         #expect(try WebClient(web.listenAddress).get("/b/team")?.status == 401)

@@ -293,7 +293,8 @@ import Glibc
         #expect(server.log.contains("no HELLO within 1 s"), "\(server.log)")
         // Nonsense values are bad usage.
         for bad in [["--max-connections", "0"], ["--idle-timeout", "2"], ["--max-ops-per-second", "lots"],
-                    ["--view-save-seconds", "0"], ["--view-save-seconds", "-5"], ["--view-save-seconds", "soon"]] {
+                    ["--view-save-seconds", "0"], ["--view-save-seconds", "-5"], ["--view-save-seconds", "soon"],
+                    ["--view-save-threads", "-1"], ["--view-save-threads", "1.5"], ["--view-save-threads", "65"]] {
             let result = try cli.run(["serve", "--data", "data"] + bad)
             #expect(result.status == 64, "\(bad): \(result.stderr)")
         }

@@ -143,6 +143,7 @@ import Testing
         case .boardChanged(let name): return "changed \(name)"
         case .presence(let board, _): return "presence \(board)"
         case .sharedLog(let board, _): return "shared log \(board)"
+        case .saveView(let board, _): return "save view \(board)"
         }
     }
 }

@@ -4,12 +4,18 @@
 Usage: browser_test.py BOARD_SYNC_BINARY [CHROMIUM]
 
 Starts `board-sync serve --web` on free loopback ports with a board made by the CLI, opens two
-pages on it and checks, in order: a stroke drawn with the mouse in page 1 appears in page 2; a
-sticker dragged in page 2 moves in page 1; a PNG chosen in page 1 becomes a sticker in page 2; a CLI replica syncing through the server sees both
-edits, and its own move appears in both pages; page 1's cursor is visible in page 2; with the
-server stopped a page says it is disconnected, and once it is back the page reconnects and
-catches up; a screenshot of the board matches the CLI's PNG export of the same board closely
-(not bit for bit). Prints one line per check and "browser: N passed, M failed"; exits 1 on any failure.
+pages on it and checks, in order: the board is fitted to the window (in a small window too, and
+again when the window is resized), zoom keeps to 0.05x-16x; at 100%, a stroke drawn with the
+mouse in page 1 appears in page 2; a sticker dragged in page 2 moves in page 1; a PNG chosen in
+page 1 becomes a sticker in page 2; a CLI replica syncing through the server sees both edits, and
+its own move appears in both pages; page 1's cursor is visible in page 2; zoomed and panned
+(Ctrl+wheel about the cursor, middle button, space, wheel, two fingers), a stroke drawn, a
+sticker dragged and a PNG dropped land at the board points under the mouse in the other page and
+the CLI replica, and pointers at the same board point in both pages; with the server stopped a
+page says it is disconnected, and once it is back the page reconnects and catches up; a page
+with a read token pans with any drag; a screenshot of the board matches the CLI's PNG export of the same board closely (not bit for bit).
+Board points on the screen are measured from the page's layout (the board's rectangle, #paper),
+not from the page's own conversion. Prints one line per check and "browser: N passed, M failed"; exits 1 on any failure.
 """
 import base64, json, os, re, shutil, struct, subprocess, sys, tempfile, time, zlib
 
@@ -69,6 +75,45 @@ def wait_for_line(process, pattern, timeout=20):
     raise RuntimeError(f"no line matching {pattern!r} in: {''.join(lines)}")
 
 
+BOARD_W, BOARD_H = 480, 320
+
+
+def paper(page):
+    """The board's rectangle on the screen, from the page's layout (its fill, not its outline)."""
+    return page.evaluate("() => { const r = document.getElementById('paper').getBoundingClientRect(); return {x: r.x, y: r.y, width: r.width, height: r.height}; }")
+
+
+def to_screen(page, x, y):
+    box = paper(page)
+    return box["x"] + x * box["width"] / BOARD_W, box["y"] + y * box["height"] / BOARD_H
+
+
+def to_board(page, sx, sy):
+    box = paper(page)
+    return (sx - box["x"]) * BOARD_W / box["width"], (sy - box["y"]) * BOARD_H / box["height"]
+
+
+def zoom_of(page):
+    return paper(page)["width"] / BOARD_W
+
+
+def translate_of(page, selector):
+    """The first two numbers of `selector`'s transform (a sticker's or cursor's board point)."""
+    value = page.locator(selector).first.get_attribute("transform") or ""
+    numbers = re.findall(r"-?[0-9.]+(?:e-?[0-9]+)?", value)
+    return (float(numbers[0]), float(numbers[1])) if len(numbers) >= 2 else None
+
+
+def near(a, b, tolerance):
+    return a is not None and b is not None and all(abs(p - q) <= tolerance for p, q in zip(a, b))
+
+
+def inside_window(page, sx, sy):
+    size = page.viewport_size
+    bar = page.locator("#bar").bounding_box()
+    return 0 <= sx <= size["width"] and bar["y"] + bar["height"] <= sy <= size["height"]
+
+
 def main():
     work = tempfile.mkdtemp(prefix="boardsync-browser-")
     server = None
@@ -98,8 +143,49 @@ def main():
                 page.wait_for_selector(f'[data-id="{sticker}"]', timeout=20000)
             check("both pages show the board live", True)
 
-            # A stroke drawn with the mouse in page 1 appears in page 2.
-            box = page1.locator("svg#board").bounding_box()
+            # The board is fitted to the window: all of it in sight, as large as the window allows.
+            stage = page1.locator("#stage").bounding_box()
+            box = paper(page1)
+            fits = (box["x"] >= stage["x"] and box["y"] >= stage["y"] and box["x"] + box["width"] <= stage["x"] + stage["width"]
+                    and box["y"] + box["height"] <= stage["y"] + stage["height"]
+                    and min(stage["width"] - box["width"], stage["height"] - box["height"]) <= 33)
+            check("the board is fitted to the window on load", fits, json.dumps([stage, box]))
+            small = context.new_page()
+            small.set_viewport_size({"width": 400, "height": 300})
+            small.goto(url)
+            small.wait_for_selector(f'[data-id="{sticker}"]', timeout=20000)
+            small.wait_for_function("() => document.getElementById('paper').getAttribute('width') === '480'", timeout=20000)
+            corners = [to_screen(small, x, y) for x, y in ((0, 0), (BOARD_W, 0), (0, BOARD_H), (BOARD_W, BOARD_H))]
+            hit = small.evaluate("""([x, y]) => { const n = document.elementFromPoint(x, y); return !!n && !!n.closest('svg#board'); }""",
+                                 [corners[0][0] + 2, corners[0][1] + 2])
+            check("in a 400x300 window the whole board is in sight below the toolbar",
+                  all(inside_window(small, x, y) for x, y in corners) and hit, json.dumps(corners))
+            small.set_viewport_size({"width": 900, "height": 650})
+            small.wait_for_timeout(300)
+            corners2 = [to_screen(small, x, y) for x, y in ((0, 0), (BOARD_W, BOARD_H))]
+            check("resized, the window is fitted again", all(inside_window(small, x, y) for x, y in corners2)
+                  and corners2[1][0] - corners2[0][0] > corners[3][0] - corners[0][0] + 100, json.dumps([corners, corners2]))
+            # Keys: + zooms in about the middle, 0 fits again; zoom stays within 0.05x-16x.
+            fitted = zoom_of(small)
+            small.keyboard.press("+")
+            zoomed = zoom_of(small)
+            small.keyboard.press("0")
+            check("+ zooms in 1.25x and 0 fits again", abs(zoomed / fitted - 1.25) < 0.01 and abs(zoom_of(small) - fitted) < 0.001,
+                  f"{fitted} {zoomed} {zoom_of(small)}")
+            for _ in range(30):
+                small.click("#zoomout")
+            lowest = float(small.locator("svg#board").get_attribute("data-zoom"))
+            for _ in range(40):
+                small.click("#zoomin")
+            highest = float(small.locator("svg#board").get_attribute("data-zoom"))
+            check("zoom stays within 0.05x and 16x", lowest == 0.05 and highest == 16 and abs(zoom_of(small) - 16) < 0.01,
+                  f"{lowest} {highest}")
+            small.close()
+
+            # At 100%, a stroke drawn with the mouse in page 1 appears in page 2.
+            for page in (page1, page2):
+                page.click("#actual")
+            box = paper(page1)
             page1.mouse.move(box["x"] + 200, box["y"] + 200)
             page1.mouse.down()
             for step in range(1, 12):
@@ -109,7 +195,7 @@ def main():
 
             # A sticker dragged in page 2 moves in page 1.
             page2.click("#hand")
-            box2 = page2.locator("svg#board").bounding_box()
+            box2 = paper(page2)
             page2.mouse.move(box2["x"] + 100, box2["y"] + 100)
             page2.mouse.down()
             for step in range(1, 9):
@@ -154,6 +240,157 @@ def main():
             except Exception as error:
                 check("page 1's cursor is visible in page 2", False, str(error))
 
+            # Zoomed and panned, edits and pointers land at the board point under the mouse.
+            def settled(page, before):
+                page.wait_for_function("z => document.getElementById('board').getAttribute('data-zoom') !== z", arg=before, timeout=5000)
+                page.wait_for_timeout(100)
+
+            def zoom_attr(page):
+                return page.locator("svg#board").get_attribute("data-zoom")
+
+            def strokes(page):
+                return page.locator('[data-kind="stroke"]').count()
+
+            under = to_board(page1, 400, 300)
+            page1.mouse.move(400, 300)
+            before = zoom_attr(page1)
+            page1.keyboard.down("Control")
+            page1.mouse.wheel(0, -120)
+            page1.mouse.wheel(0, -120)
+            page1.keyboard.up("Control")
+            settled(page1, before)
+            page1.wait_for_timeout(200)
+            check("Ctrl+wheel zooms in about the cursor", zoom_of(page1) > 2 and near(to_board(page1, 400, 300), under, 0.5),
+                  f"zoom {zoom_of(page1)}, {under} -> {to_board(page1, 400, 300)}")
+            moves = []
+            start = paper(page1)
+            page1.mouse.move(500, 400)
+            page1.mouse.down(button="middle")
+            page1.mouse.move(470, 380, steps=4)
+            page1.mouse.move(440, 350, steps=4)
+            page1.mouse.up(button="middle")
+            moves.append((paper(page1)["x"] - start["x"], paper(page1)["y"] - start["y"]))
+            start = paper(page1)
+            page1.keyboard.down("Space")
+            page1.mouse.down()
+            page1.mouse.move(460, 370, steps=4)
+            page1.mouse.move(480, 380, steps=4)
+            page1.mouse.up()
+            page1.keyboard.up("Space")
+            moves.append((paper(page1)["x"] - start["x"], paper(page1)["y"] - start["y"]))
+            start = paper(page1)
+            page1.mouse.wheel(30, 40)
+            page1.wait_for_function("x => document.getElementById('paper').getBoundingClientRect().x !== x", arg=start["x"], timeout=5000)
+            moves.append((paper(page1)["x"] - start["x"], paper(page1)["y"] - start["y"]))
+            check("the middle button, space and the wheel pan the board and draw nothing",
+                  near(moves[0], (-60, -50), 0.5) and near(moves[1], (40, 30), 0.5) and near(moves[2], (-30, -40), 0.5)
+                  and strokes(page1) == 1, json.dumps(moves))
+
+            zoom = zoom_of(page1)
+            path = [(500, 400), (515, 405), (530, 412), (545, 420), (560, 430)]
+            expected = [to_board(page1, x, y) for x, y in path]
+            page1.mouse.move(*path[0])
+            page1.mouse.down()
+            for point in path[1:]:
+                page1.mouse.move(*point)
+            page1.mouse.up()
+            check_within("zoomed and panned, a stroke drawn in page 1 appears in page 2",
+                         lambda: page2.wait_for_function("() => document.querySelectorAll('[data-kind=stroke]').length === 2", timeout=20000))
+            cli("sync", "Cli.boardpkg", "--server", sync_address, "--board", "demo", cwd=work)
+            shown = json.loads(cli("show", "Cli.boardpkg", "--json", cwd=work))
+            new = [s for s in shown["strokes"] if len(s["points"]) == len(path)]
+            landed = [(p["x"], p["y"]) for p in new[0]["points"]] if new else []
+            check(f"it reaches the CLI replica at the board points under the mouse (zoom {zoom:.2f})",
+                  len(landed) == len(expected) and all(near(a, b, 0.1) for a, b in zip(landed, expected)),
+                  json.dumps([landed, expected]))
+
+            # Pointers, both ways, at the same board point in pages with different views.
+            def cursor_in(page, name):
+                return page.evaluate("""name => { for (const g of document.querySelectorAll('#cursors .cursor')) {
+                    if (g.querySelector('text').textContent !== name) continue;
+                    const m = g.getAttribute('transform').match(/translate[(]([-0-9.e]+) ([-0-9.e]+)[)]/);
+                    const box = g.querySelector('path').getBoundingClientRect();
+                    return [Number(m[1]), Number(m[2]), box.x, box.y]; } return null; }""", name)
+
+            def pointer_lands(sender, receiver, at):
+                name = sender.locator("#mode").text_content().replace("you are ", "")
+                point = to_board(sender, *at)
+                sender.mouse.move(at[0] - 3, at[1] - 3)
+                sender.wait_for_timeout(120)
+                sender.mouse.move(*at)
+                deadline = time.time() + 10
+                shown = None
+                while time.time() < deadline:
+                    shown = cursor_in(receiver, name)
+                    if shown and near(shown[:2], point, 0.1):
+                        break
+                    receiver.wait_for_timeout(100)
+                on_screen = to_screen(receiver, *point)
+                return shown is not None and near(shown[:2], point, 0.1) and near(shown[2:], on_screen, 1), json.dumps([shown, point, on_screen])
+
+            ok, detail = pointer_lands(page1, page2, (520, 380))
+            check("page 1's pointer (zoomed) shows in page 2 (at 100%) at the same board point", ok, detail)
+
+            # A sticker dragged in a zoomed page moves by the board distance.
+            at = tuple(round(v) for v in to_screen(page2, 300, 60))
+            page2.mouse.move(*at)
+            before = zoom_attr(page2)
+            page2.keyboard.down("Control")
+            page2.mouse.wheel(0, -120)
+            page2.keyboard.up("Control")
+            settled(page2, before)
+            zoom2 = zoom_of(page2)
+            start = to_board(page2, *at)
+            page2.mouse.down()
+            page2.mouse.move(at[0] + 33, at[1] + 15, steps=4)
+            page2.mouse.move(at[0] + 66, at[1] + 33, steps=4)
+            page2.mouse.up()
+            target = (300 + 66 / zoom2, 60 + 33 / zoom2)
+            def wait():
+                page1.wait_for_function(
+                    """([id, x, y]) => { const n = document.querySelector(`[data-id="${id}"]`);
+                       const m = n && n.getAttribute('transform').match(/translate[(]([-0-9.e]+) ([-0-9.e]+)[)]/);
+                       return m && Math.abs(Number(m[1]) - x) <= 0.1 && Math.abs(Number(m[2]) - y) <= 0.1; }""",
+                    arg=[sticker, target[0], target[1]], timeout=20000)
+            check_within(f"a sticker dragged 66,33 px in page 2 at zoom {zoom2:.2f} moves {66 / zoom2:.2f},{33 / zoom2:.2f} board points in page 1", wait)
+            ok, detail = pointer_lands(page2, page1, (at[0] + 100, at[1] + 80))
+            check("page 2's pointer (zoomed) shows in page 1 at the same board point", ok, detail)
+
+            # A PNG dropped in the zoomed page lands at the board point under the drop.
+            drop = (at[0] + 140, at[1] + 60)
+            drop_point = to_board(page2, *drop)
+            page2.evaluate("""([b64, x, y]) => {
+                const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+                const data = new DataTransfer();
+                data.items.add(new File([bytes], "green.png", {type: "image/png"}));
+                document.elementFromPoint(x, y).dispatchEvent(new DragEvent("drop", {bubbles: true, cancelable: true, clientX: x, clientY: y, dataTransfer: data}));
+            }""", [base64.b64encode(png(10, 10, (30, 200, 30))).decode(), drop[0], drop[1]])
+            page1.wait_for_function("() => document.querySelectorAll('[data-kind=sticker]').length === 3", timeout=20000)
+            cli("sync", "Cli.boardpkg", "--server", sync_address, "--board", "demo", cwd=work)
+            shown = json.loads(cli("show", "Cli.boardpkg", "--json", cwd=work))
+            dragged = [(s["position"]["x"], s["position"]["y"]) for s in shown["stickers"] if s["id"] == sticker]
+            dropped = [(s["position"]["x"], s["position"]["y"]) for s in shown["stickers"] if abs(s["position"]["x"] - drop_point[0]) < 1]
+            check("the CLI replica has the zoomed drag and drop at their board points",
+                  dragged and near(dragged[0], target, 0.1) and dropped and near(dropped[0], drop_point, 0.1),
+                  json.dumps([dragged, target, [s["position"] for s in shown["stickers"]], drop_point]))
+
+            # Two fingers pinch and pan: the board point under their middle stays under it.
+            touch = context.new_cdp_session(page2)
+            zoom2 = zoom_of(page2)
+            middle = to_board(page2, 500, 350)
+            def fingers(kind, spread, rise):
+                points = [] if kind == "touchEnd" else [{"x": 500 - spread, "y": 350 - rise, "id": 1}, {"x": 500 + spread, "y": 350 - rise, "id": 2}]
+                touch.send("Input.dispatchTouchEvent", {"type": kind, "touchPoints": points})
+            fingers("touchStart", 50, 0)
+            for step in range(1, 6):
+                fingers("touchMove", 50 + step * 10, step * 4)
+            fingers("touchEnd", 0, 0)
+            page2.wait_for_timeout(200)
+            check("two fingers pinch (2x) and pan, the board point between them staying between them",
+                  abs(zoom_of(page2) / zoom2 - 2) < 0.01 and near(to_board(page2, 500, 330), middle, 0.5)
+                  and page2.locator('[data-kind="stroke"]').count() == 2,
+                  f"{zoom2} -> {zoom_of(page2)}; {middle} -> {to_board(page2, 500, 330)}")
+
             # A page that loses its connection says so, reconnects and catches up.
             server.terminate()
             server.wait(timeout=10)
@@ -172,12 +409,41 @@ def main():
             check_within("it reconnects and catches up with what changed meanwhile", wait)
             page1.wait_for_selector("#status.live", timeout=15000)
 
+            # A page with a read token pans with any drag (and edits nothing).
+            reader_server = subprocess.Popen([BINARY, "serve", "--data", "data2", "--listen", "127.0.0.1:0", "--web", "127.0.0.1:0",
+                                              "--secret-file", "secret"], cwd=work, stderr=subprocess.PIPE, text=True)
+            try:
+                reader_sync = wait_for_line(reader_server, r"listening on (\S+)")
+                reader_web = wait_for_line(reader_server, r"web view at http://([^/\s]+)/")
+                # A peer token: the package carries the pages' operations as well as its own.
+                writer = cli("token", "--secret-file", "secret", "--board", "watch", "--role", "peer", cwd=work).strip()
+                reader = cli("token", "--secret-file", "secret", "--board", "watch", "--role", "read", cwd=work).strip()
+                cli("sync", "Cli.boardpkg", "--server", reader_sync, "--board", "watch", "--token", writer, cwd=work)
+                watcher = context.new_page()
+                watcher.goto(f"http://{reader_web}/b/watch?token={reader}")
+                watcher.wait_for_selector(f'[data-id="{sticker}"]', timeout=20000)
+                watcher.wait_for_function("() => document.getElementById('mode').textContent === 'read-only view'", timeout=20000)
+                start = paper(watcher)
+                corner = to_screen(watcher, 0, 0)
+                watcher.mouse.move(corner[0] + 50, corner[1] + 50)
+                watcher.mouse.down()
+                watcher.mouse.move(corner[0] + 90, corner[1] + 70, steps=5)
+                watcher.mouse.up()
+                moved = (paper(watcher)["x"] - start["x"], paper(watcher)["y"] - start["y"])
+                check("a read-only page pans with a drag and draws nothing", near(moved, (40, 20), 0.5)
+                      and watcher.locator('[data-kind="stroke"]').count() == 2, json.dumps(moved))
+                watcher.close()
+            finally:
+                reader_server.terminate()
+                reader_server.wait(timeout=10)
+
             # A screenshot of the board beside the PNG export of the same board: close, not exact.
             cli("sync", "Cli.boardpkg", "--server", sync_address, "--board", "demo", cwd=work)
             cli("export", "Cli.boardpkg", "board.png", cwd=work)
             page1.mouse.move(0, 0)
             page1.evaluate("() => { const c = document.getElementById('cursors'); if (c) c.remove(); }")
-            shot = page1.locator("svg#board").screenshot()
+            page1.click("#fit")
+            shot = page1.screenshot(clip=paper(page1))
             with open(os.path.join(work, "board.png"), "rb") as f:
                 exported = f.read()
             compare = context.new_page()

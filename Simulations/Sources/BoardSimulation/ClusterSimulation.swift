@@ -236,6 +236,7 @@ public final class ClusterSimulation {
             case .sharedLog(let board, let request):
                 log.handle(request, on: board, now: now)
             case .boardChanged, .presence: continue
+            case .saveView: continue  // the simulation's endpoints save in their own calls
             }
         }
     }
