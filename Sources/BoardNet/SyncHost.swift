@@ -72,8 +72,8 @@ public final class SyncHost {
         case local(SyncHost)
     }
     private var nextID: SessionID = 0
-    private var listener: TCPListener?
-    private var timer: (id: Int, at: Double)?
+    var listener: TCPListener?
+    var timer: (id: Int, at: Double)?
     var stopped = false
     private var flushScheduled = false
     /// View saves running off the loop (`SyncHost+Saving.swift`).
@@ -306,7 +306,7 @@ public final class SyncHost {
         onProgress?()
     }
 
-    private func flushAll() {
+    func flushAll() {
         for id in connections.keys.sorted() { flush(id) }
     }
 
@@ -321,7 +321,7 @@ public final class SyncHost {
     /// The endpoint's events, in order: boards changed and presences to this host's listeners,
     /// boards opened and closed and shared-log work to its replication layer (whose calls into
     /// the hubs may queue more, drained in the same loop).
-    private func drainEvents() {
+    func drainEvents() {
         while let event = endpoint.pollEvent() {
             switch event {
             case .boardChanged(let board): onBoardChange?(board)
@@ -334,7 +334,7 @@ public final class SyncHost {
 
     /// Flushes at the end of this loop iteration, once however many edits queue output before
     /// then (one write per burst instead of one per edit).
-    private func flushSoon() {
+    func flushSoon() {
         guard !flushScheduled else { return }
         flushScheduled = true
         loop.schedule(after: 0) { [weak self] in
@@ -345,101 +345,18 @@ public final class SyncHost {
         }
     }
 
-    // MARK: Local edits and shutdown
-
-    /// A local edit on a hosted board: saved durably by its store, then streamed to peers.
-    @discardableResult
-    public func edit(_ board: String? = nil, _ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
-        let edit = try endpoint.edit(board, now: EventLoop.now(), body)
-        flushSoon()
-        return edit
-    }
-
-    /// Announces what this host's replica is doing on a board (`SyncEndpoint.setPresence`);
-    /// refresh it before its time-to-live runs out.
-    public func setPresence(_ presence: Presence, on board: String? = nil) {
-        endpoint.setPresence(presence, on: board, now: EventLoop.now())
-        flushSoon()
-        armTimer()
-    }
-
-    /// Who else is on a board now.
-    public func presences(on board: String? = nil) -> [Presence] {
-        endpoint.presences(on: board)
-    }
+    // MARK: Listeners (local edits, presence and stopping: SyncHost+Editing.swift)
 
     /// Called for every presence this host takes: arrivals, updates, and "gone" ones.
     public var onPresence: ((String, Presence) -> Void)?
+
     /// Called with a board's name whenever its replica changed (merged operations or images,
     /// local edits), once per event however many changes it made: for views that show boards live.
     public var onBoardChange: ((String) -> Void)?
+
     /// The replication layer (`RedisCluster`): handed every board opened and closed and every
     /// shared-log request. Set it before boards open, with `endpoint.boardsShareALog`.
     public weak var replication: (any HostReplication)?
-
-    /// Closes every link abruptly (a test's or demo's "go offline").
-    public func dropConnections() {
-        for connection in connections.values { connection.close(immediately: true) }
-    }
-
-    /// Stops at once, as a killed process would: no goodbyes, no saves (what was acknowledged is
-    /// already in each package's log).
-    public func abort() {
-        guard !stopped else { return }
-        stopped = true
-        listener?.close()
-        if let timer { loop.cancelTimer(timer.id) }
-        for connection in connections.values { connection.close(immediately: true) }
-        viewSaves.waitForAll()  // nothing of this host writes after it stopped
-    }
-
-    /// Stops accepting, says goodbye to every peer, saves every board (unless `save` is false),
-    /// and stops reconnecting.
-    public func shutdown(save saving: Bool = true) {
-        guard !stopped else { return }
-        stopped = true
-        listener?.close()
-        if let timer { loop.cancelTimer(timer.id) }
-        finishViewSaves(waiting: true)
-        endpoint.shutdown(save: saving, now: EventLoop.now())
-        drainEvents()
-        flushAll()
-        for connection in connections.values { connection.close() }
-        options.log("stopped")
-    }
-
-    /// Open links (for statistics and tests).
-    public var connectionCount: Int { connections.count }
-
-    /// True when nothing waits to be written on any link of `board`.
-    public func isQuiet(_ board: String) -> Bool {
-        endpoint.sessions(of: board).allSatisfy { id in
-            (connections[id]?.queuedBytes ?? 0) == 0 && endpoint.pendingOutput(for: id) == 0
-        }
-    }
-
-    /// Takes this host off the network (closing links, no redialing) or back on (dialing again).
-    public func setOffline(_ offline: Bool) {
-        endpoint.setReconnecting(!offline, now: EventLoop.now())
-        if offline {
-            for connection in connections.values { connection.close(immediately: true) }
-        } else {
-            dialDue()
-        }
-        armTimer()
-    }
-
-    /// Bytes sent and received by every session this host has had.
-    public var sessionBytes: (sent: Int, received: Int) { endpoint.sessionBytes }
-
-    /// Server: opens a board now instead of on the first HELLO naming it. Returns whether it is open.
-    @discardableResult
-    public func preload(board name: String) -> Bool {
-        let opened = endpoint.preload(board: name)
-        flushNoted()
-        armTimer()
-        return opened
-    }
 }
 
 /// A replication layer a host hands its endpoint's `.boardOpened`, `.boardClosed` and
