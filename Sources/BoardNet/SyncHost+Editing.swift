@@ -38,6 +38,7 @@ extension SyncHost {
         if let timer { loop.cancelTimer(timer.id) }
         for connection in connections.values { connection.close(immediately: true) }
         viewSaves.waitForAll()  // nothing of this host writes after it stopped
+        abandonViewSaves()
     }
 
     /// Stops accepting, says goodbye to every peer, saves every board (unless `save` is false),

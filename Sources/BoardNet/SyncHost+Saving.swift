@@ -43,6 +43,11 @@ final class ViewSaves: Sendable {
     }
 }
 
+/// The host stopped (`abort`) before a save's outcome reached its endpoint.
+struct ViewSaveAbandoned: Error, CustomStringConvertible {
+    var description: String { "the host stopped before the save was finished" }
+}
+
 /// A host that may be gone by the time a save thread reports.
 private final class WeakHost: @unchecked Sendable {
     weak var host: SyncHost?
@@ -62,6 +67,16 @@ extension SyncHost {
         viewSaves.run(board, job) {
             loop.execute { box.host?.finishViewSaves(waiting: false) }
         }
+    }
+
+    /// After `abort`: the saves that ran are handed back as abandoned (each store forgets its
+    /// write in flight; nothing more happens, no log compaction), as a killed process would.
+    func abandonViewSaves() {
+        let done = viewSaves.finished.withLock { list in
+            defer { list.removeAll() }
+            return list
+        }
+        for save in done { try? endpoint.boards[save.board]?.store.endViewSave(save.job, error: ViewSaveAbandoned()) }
     }
 
     /// Hands finished saves back to the endpoint (first waiting for those still running, when

@@ -10,8 +10,10 @@ import Foundation
 /// row. A sync server saves this way (`SyncEndpoint.Options.viewSavesOffThread`), so a board's
 /// view save delays no other board's reads, merges or relays.
 ///
-/// One write at a time per package: preparing another before the last one finished, saving,
-/// or closing meanwhile throws `StoreError` (`.viewWriteInFlight`). The op log and the asset
+/// One write at a time per package: preparing another before the last one finished, or saving
+/// meanwhile, throws `StoreError` (`.viewWriteInFlight`); finishing a write that is not the one
+/// in flight (a stale outcome) changes nothing. `close()` does not wait for a write running
+/// elsewhere: its owner finishes it first (`SyncHost` waits for its save threads). The op log and the asset
 /// store are never touched by a `ViewWrite`; it writes `manifest.json`, `background.png`,
 /// `stickers/`, `sync/undo.bin` and `sync/view.json`, in that order (the index last, so it
 /// never claims more than the files hold).
@@ -23,6 +25,8 @@ public struct ViewWrite: Sendable {
     /// The undo history to write, when it changed since the last write.
     let undo: UndoHistory?
     let index: ViewIndex
+    /// Which write of its package this is (`finishViewWrite` ignores any but the last prepared).
+    let serial: Int
 
     /// Writes the view's files (only what differs from the last saved view) and then the index.
     @discardableResult
@@ -47,7 +51,9 @@ extension BoardPackage {
         let history = replica.undoHistory
         let write = ViewWrite(path: path, fileSystem: fileSystem, board: board, previous: lastView?.snapshot,
                               undo: history == undoSaved ? nil : history,
-                              index: ViewIndex(board: board, version: replica.versionVector))
+                              index: ViewIndex(board: board, version: replica.versionVector),
+                              serial: viewWriteSerial + 1)
+        viewWriteSerial += 1
         viewWriteInFlight = true
         return write
     }
@@ -57,6 +63,7 @@ extension BoardPackage {
     /// failed the next write compares against the last view that was written whole, as before.
     /// Then compacts the log when it has grown well past the state it holds.
     public func finishViewWrite(_ write: ViewWrite, error: (any Error)?) throws {
+        guard viewWriteInFlight, write.serial == viewWriteSerial else { return }
         viewWriteInFlight = false
         guard error == nil else { return }
         if let undo = write.undo { undoSaved = undo }

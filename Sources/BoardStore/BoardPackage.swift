@@ -31,6 +31,8 @@ public final class BoardPackage {
     var assetDirectoryDirty = false
     /// A `ViewWrite` was prepared and not finished yet.
     var viewWriteInFlight = false
+    /// Counts prepared view writes: finishing a write other than the last one prepared changes nothing.
+    var viewWriteSerial = 0
 
     /// Records beyond which `save` considers compacting the log.
     public var compactionRecordThreshold = 512

@@ -28,7 +28,8 @@ enum ControlClient {
                 for (path, bytes) in images.read where bytes.count > ControlLimits.imageBytes {
                     throw Failure("\(held.path) is held by a running peer, and the image \(path) (\(bytes.count) bytes) is over the \(ControlLimits.imageBytes >> 20) MiB a command sent to a peer may carry; stop the peer to add it")
                 }
-                let request = ControlRequest(command: name, arguments: raw, directory: FileManager.default.currentDirectoryPath, images: images.read)
+                let request = ControlRequest(command: name, arguments: raw, directory: FileManager.default.currentDirectoryPath,
+                                             images: images.read, package: ControlPackageID(path: held.path))
                 switch try send(request, to: held.path) {
                 case .none:
                     if let since = waitingSince, ControlSocket.now() - since < stoppingSeconds {
@@ -48,7 +49,7 @@ enum ControlClient {
                     usleep(100_000)
                     continue
                 case .some(let response):
-                    return try deliver(response, package: held.path, arguments: raw)
+                    return try deliver(response, command: name, package: held.path, arguments: raw)
                 }
             }
         }
@@ -57,6 +58,11 @@ enum ControlClient {
     /// The peer's answer, or nil when no peer listens on the package's socket.
     static func send(_ request: ControlRequest, to package: String) throws -> ControlResponse? {
         let path = ControlSocket.path(package: package)
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return nil }  // no socket: nobody serves the package (yet)
+        guard info.st_mode & S_IFMT == S_IFSOCK, info.st_uid == geteuid() else {
+            throw Failure("\(path) is not a socket of this user's (a symbolic link, or a file someone else put there); not sending it the command")
+        }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw Failure("socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
@@ -89,10 +95,10 @@ enum ControlClient {
     }
 
     /// Prints, writes and fails as the command would have here.
-    static func deliver(_ response: ControlResponse, package: String, arguments: [String]) throws {
+    static func deliver(_ response: ControlResponse, command: String, package: String, arguments: [String]) throws {
         if let file = response.file {
-            // Only a path this command line named (an export's output) is written.
-            guard arguments.contains(file.path) else {
+            // Only an export that ran writes a file, and only at a path its command line named.
+            guard command == "export", response.outcome == .done, arguments.contains(file.path) else {
                 throw Failure("the peer holding \(package) answered with a file for \(file.path), which this command did not ask for; nothing written")
             }
             try CommandOutput.writeExport(file.path, file.bytes)

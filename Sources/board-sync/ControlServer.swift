@@ -23,11 +23,18 @@ final class ControlServer: Sendable {
         var wake: (read: Int32, write: Int32) = (-1, -1)
         var connections = 0
         var stopping = false
+        /// The socket this peer bound (device and inode): `stop` removes only that one, never
+        /// the socket of a peer that took the package after this one released it.
+        var bound: (device: UInt64, inode: UInt64)?
     }
     private let state = Mutex(State())
 
+    /// The package this peer serves (requests for any other are refused).
+    private let package: ControlPackageID?
+
     init(package: String, runner: any CommandBoardRunner, log: @escaping @Sendable (String) -> Void) {
         path = ControlSocket.path(package: package)
+        self.package = ControlPackageID(path: package)
         self.runner = runner
         self.log = log
     }
@@ -49,6 +56,8 @@ final class ControlServer: Sendable {
             }
             // The mode bind gave (umask) is tightened at once; SO_PEERCRED guards the moment between.
             _ = chmod(path, 0o600)
+            var info = stat()
+            if lstat(path, &info) == 0 { state.withLock { $0.bound = (UInt64(info.st_dev), UInt64(info.st_ino)) } }
             guard listen(fd, 16) == 0 else {
                 close(fd)
                 throw ControlSocket.Trouble("listen: \(String(cString: strerror(errno)))")
@@ -92,7 +101,11 @@ final class ControlServer: Sendable {
             return state.wake.write
         }
         guard wakeWriter >= 0 else { return }
-        unlink(path)
+        var info = stat()
+        if lstat(path, &info) == 0, let bound = state.withLock({ $0.bound }),
+           bound == (UInt64(info.st_dev), UInt64(info.st_ino)) {
+            unlink(path)
+        }
         var byte: UInt8 = 1
         _ = write(wakeWriter, &byte, 1)
         close(wakeWriter)
@@ -163,7 +176,12 @@ final class ControlServer: Sendable {
 
     private func answer(_ fd: Int32, _ response: ControlResponse, within seconds: Double) {
         do {
-            try ControlSocket.send(fd, try JSONEncoder().encode(response), until: ControlSocket.now() + seconds)
+            var payload = try JSONEncoder().encode(response)
+            if payload.count > ControlLimits.responseBytes {
+                log("control: an answer of \(payload.count) bytes is over the \(ControlLimits.responseBytes >> 20) MiB limit; sent a failure instead")
+                payload = try JSONEncoder().encode(ControlResponse(outcome: .failure, message: "the answer (\(payload.count) bytes) is over the \(ControlLimits.responseBytes >> 20) MiB a peer sends back; stop the peer to run this command (an export at a smaller --scale fits)"))
+            }
+            try ControlSocket.send(fd, payload, until: ControlSocket.now() + seconds)
         } catch {
             log("control: could not deliver an answer: \(error)")
         }
@@ -189,6 +207,10 @@ final class ControlServer: Sendable {
         guard !stopping else { return ControlResponse(outcome: .stopping, message: "the peer is stopping") }
         guard Commands.throughPeer.contains(request.command) else {
             return ControlResponse(outcome: .refused, message: "'\(request.command)' does not run through a peer")
+        }
+        guard let package, request.package == package else {
+            log("control: refused a request for another package (a socket that leads here from elsewhere)")
+            return ControlResponse(outcome: .refused, message: "this peer serves another package (the control socket the command found leads to it); the command was not run")
         }
         let output = CommandOutput(direct: false)
         var commands = Commands()

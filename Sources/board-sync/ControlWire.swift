@@ -12,6 +12,23 @@ struct ControlRequest: Codable {
     var arguments: [String]
     var directory: String
     var images: [String: Data]
+    /// The package folder the client means (its device and inode): a peer serves only its own
+    /// package, so a socket planted in another package (a symbolic link to this peer's socket)
+    /// cannot turn a command on that package into one on this peer's board.
+    var package: ControlPackageID?
+}
+
+/// A package folder's device and inode, as `stat` gives them.
+struct ControlPackageID: Codable, Equatable {
+    var device: UInt64
+    var inode: UInt64
+
+    init?(path: String) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+    }
 }
 
 /// What the command printed and its outcome, which the client reproduces as its own.
@@ -139,7 +156,9 @@ enum ControlSocket {
 
     /// Sends one frame of `payload` (the socket is non-blocking).
     static func send(_ fd: Int32, _ payload: Data, until deadline: Double) throws {
-        var length = UInt32(payload.count).bigEndian
+        guard var length = UInt32(exactly: payload.count)?.bigEndian else {
+            throw Trouble("a frame of \(payload.count) bytes is over the 4 GiB a frame can say")
+        }
         var frame = Data(magic)
         frame.append(Data(bytes: &length, count: 4))
         frame.append(payload)

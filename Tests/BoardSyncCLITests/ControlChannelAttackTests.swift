@@ -97,8 +97,12 @@ final class RawControl {
         notJSON.send(RawControl.frame(Array("{nope".utf8)))
         let notJSONAnswer = notJSON.answer(within: 5)
         #expect(notJSONAnswer.outcome == "refused" && notJSONAnswer.message.contains("malformed request"), "\(notJSONAnswer)")
+        var package = stat()
+        #expect(stat(workspace.path + "/A.boardpkg", &package) == 0)
         func request(_ command: String, _ arguments: [String]) throws -> [UInt8] {
-            RawControl.frame(Array(try JSONSerialization.data(withJSONObject: ["command": command, "arguments": arguments, "directory": "/", "images": [String: String]()])))
+            RawControl.frame(Array(try JSONSerialization.data(withJSONObject: [
+                "command": command, "arguments": arguments, "directory": "/", "images": [String: String](),
+                "package": ["device": UInt64(package.st_dev), "inode": UInt64(package.st_ino)]])))
         }
         let newPackage = try RawControl(socketPath)
         newPackage.send(try request("new", ["/tmp/evil.boardpkg"]))
@@ -133,6 +137,79 @@ final class RawControl {
         }, "\(peer.log)")
         #expect(peer.terminate() == 0, "\(peer.log)")
         #expect(server.terminate() == 0)
+    }
+}
+
+/// A package prepared by someone else: its `sync/control.sock` a symbolic link to the socket of
+/// this user's running peer on another board. A command on that package must not run on the
+/// peer's board (found by review: `show`, `export` and `stroke` did).
+@Suite(.serialized) struct ControlChannelPlantedSocketTests {
+    @Test func aSocketLinkedFromAnotherPackageRunsNothingThere() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        for name in ["secret", "evil"] { try cli.run("new", "\(name).boardpkg") }
+        try cli.run("stroke", "secret.boardpkg", "--points", "1,1 2,2")
+        let peer = try Daemon(["peer", "secret.boardpkg", "--connect", ControlChannelLifeTests.nowhere, "--board", "secret"], in: workspace.path)
+        let secretSocket = workspace.path + "/secret.boardpkg/sync/control.sock"
+        #expect(ControlChannelCLITests.eventually(within: 10) { FileManager.default.fileExists(atPath: secretSocket) }, "\(peer.log)")
+        // evil is held (a lock holder) and its socket leads to secret's peer.
+        let fd = open(workspace.path + "/evil.boardpkg/sync/lock", O_RDWR)
+        defer { close(fd) }
+        #expect(flock(fd, LOCK_EX) == 0)
+        #expect(symlink(secretSocket, workspace.path + "/evil.boardpkg/sync/control.sock") == 0)
+
+        let show = try cli.run("show", "evil.boardpkg")
+        #expect(show.status == 1 && show.stderr.contains("is not a socket of this user's"), "\(show.stdout) \(show.stderr)")
+        #expect(!show.stdout.contains("strokes"), "nothing of secret's board shown: \(show.stdout)")
+        let stroke = try cli.run("stroke", "evil.boardpkg", "--points", "5,5 6,6")
+        #expect(stroke.status == 1, "\(stroke.stderr)")
+        let export = try cli.run("export", "evil.boardpkg", "leak.svg")
+        #expect(export.status == 1 && !FileManager.default.fileExists(atPath: workspace.path + "/leak.svg"), "\(export.stderr)")
+
+        // The peer itself refuses a request naming another package (a client that skipped the
+        // check above, or a link in a folder on the way): its own board is untouched.
+        let raw = try RawControl(secretSocket)
+        var info = stat()
+        #expect(stat(workspace.path + "/evil.boardpkg", &info) == 0)
+        let request: [String: Any] = ["command": "stroke", "arguments": ["evil.boardpkg", "--points", "7,7 8,8"], "directory": workspace.path,
+                                      "images": [String: String](), "package": ["device": UInt64(info.st_dev), "inode": UInt64(info.st_ino)]]
+        raw.send(RawControl.frame(Array(try JSONSerialization.data(withJSONObject: request))))
+        let answer = raw.answer(within: 5)
+        #expect(answer.outcome == "refused" && answer.message.contains("serves another package"), "\(answer)")
+        #expect(peer.terminate() == 0, "\(peer.log)")
+        _ = flock(fd, LOCK_UN)
+        #expect(try workspace.board("secret.boardpkg").strokes.count == 1, "secret's board has only its own stroke")
+        #expect(peer.log.contains("refused a request for another package"), "\(peer.log)")
+    }
+
+    /// A peer that stops after another took the package removes only its own socket.
+    @Test func aStoppingPeerLeavesTheNextPeersSocket() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        try cli.run("new", "A.boardpkg")
+        let socket = workspace.path + "/A.boardpkg/sync/control.sock"
+        let first = try Daemon(["peer", "A.boardpkg", "--connect", ControlChannelLifeTests.nowhere, "--board", "a"], in: workspace.path)
+        #expect(ControlChannelCLITests.eventually(within: 10) { FileManager.default.fileExists(atPath: socket) }, "\(first.log)")
+        // An idle control connection keeps the first peer's channel busy while it stops.
+        let idle = try RawControl(socket)
+        kill(first.process.processIdentifier, SIGTERM)
+        // The next peer takes the package as soon as the first released it.
+        var second: Daemon?
+        #expect(ControlChannelCLITests.eventually(within: 15) {
+            let candidate = try? Daemon(["peer", "A.boardpkg", "--connect", ControlChannelLifeTests.nowhere, "--board", "a"], in: workspace.path)
+            guard let candidate, candidate.waitFor("control: other commands on this package run here", count: 1, within: 3) else {
+                _ = candidate?.terminate()
+                return false
+            }
+            second = candidate
+            return true
+        })
+        withExtendedLifetime(idle) {}
+        _ = first.terminate()
+        #expect(FileManager.default.fileExists(atPath: socket), "the second peer's socket is still there")
+        let show = try cli.run("show", "A.boardpkg")
+        #expect(show.status == 0, "served by the second peer: \(show.stderr)")
+        #expect(second?.terminate() == 0)
     }
 }
 
