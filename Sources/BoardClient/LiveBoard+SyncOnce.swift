@@ -42,8 +42,9 @@ public enum SyncOnceError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Everything else is done (this replica's own operations acknowledged, the server's
     /// received), but the server dropped operations of other replicas this board holds: for
     /// each, how many it still lacks, counted by version vector like `SyncReport` (the
-    /// refusal's text has the server's own count). A write token sends only operations of replica ids its
-    /// subject owns; their owner (or a `peer` token) must sync them. Not worth retrying as is.
+    /// refusal's text has the server's own count). A write token sends only operations of
+    /// replica ids its subject owns; their owner (or a `peer` token) must sync them. Not worth
+    /// retrying as is.
     case operationsRefused([ReplicaID: Int], Refusal)
 
     public var description: String {
@@ -222,7 +223,7 @@ extension LiveBoard {
 
     /// A live link's look at what the server dropped: kept in the status (`refusedOperations`,
     /// `refusal`) until the server holds those operations (their owner synced them), across
-    /// links (a new link's server drops them again without a new notice until they are sent).
+    /// links (a new link sends them in its handshake and is told again).
     func noteRefusal(_ refusal: (operations: VersionVector, error: SessionError)?, serverHolds: VersionVector) {
         guard let held = store?.replica.versionVector else { return }
         let operations = (serverRefusal?.operations ?? .empty).merged(with: refusal?.operations ?? .empty)
