@@ -30,9 +30,10 @@ import Testing
         return (path, ids.0, ids.1)
     }
 
-    func guardedServer(_ dir: TempDirectory) throws -> (LocalSyncServer, TokenAuthority) {
+    func guardedServer(_ dir: TempDirectory, capabilities: UInt64 = Capabilities.supported) throws -> (LocalSyncServer, TokenAuthority) {
         let authority = try TokenAuthority(secret: Array(repeating: 7, count: 32))
         var options = SyncHost.Options()
+        options.capabilities = capabilities
         options.access = SyncEndpoint.AccessControl(authority: authority, wallClock: { Date().timeIntervalSince1970 })
         return (try LocalSyncServer(dataDirectory: dir.path + "/guarded", options: options), authority)
     }
@@ -74,6 +75,27 @@ import Testing
         #expect(status.refusal?.message.contains("\(paul)") == true, "\(String(describing: status.refusal))")
         _ = await board.close()
         _ = try await run.ended()
+        await server.stop()
+    }
+
+    @Test func anOlderServerDropsThemSilentlyAndTheTimeoutSaysWhy() async throws {
+        // A server of a build before REFUSED (it does not announce capability bit 8) drops them
+        // without a word: the sync runs to its bound, and its error names the likely reason.
+        let dir = TempDirectory()
+        let (path, paul, _) = try await carriedPackage(dir)
+        let (server, authority) = try guardedServer(dir, capabilities: Capabilities.supported & ~Capabilities.refusalNotices)
+        let token = try authority.mint(board: "watch", role: .write, expires: nil, subject: "quinn")
+        let board = try LiveBoard.open(storage: .package(path: path), sync: LiveBoard.Sync(server: server.address, board: "watch"),
+                                       credentials: .token(token))
+        do {
+            try await board.syncOnce(within: 3)
+            Issue.record("the server took another replica's operations from a write token")
+        } catch let error as SyncOnceError {
+            guard case .timedOut(_, let awaited) = error else { Issue.record("\(error)"); return }
+            #expect(awaited.contains("operations of replica \(paul) that this board holds from other replicas"), "\(awaited)")
+            #expect(awaited.contains("this replica's own are acknowledged") && awaited.contains("peer token"), "\(awaited)")
+        }
+        _ = await board.close()
         await server.stop()
     }
 }
