@@ -4,8 +4,10 @@ fan-out to 50 pages of one board, and server memory per connected page.
 
 Usage: web_bench.py BOARD_SYNC_BINARY [--json]
 
-Starts `board-sync serve --web` (the release binary) on free loopback ports. Watching pages are
-plain WebSocket clients written here (what a page costs the server does not depend on the
+Starts `board-sync serve --web` (the release binary) on free loopback ports, without a secret:
+pages present the token the server mints and logs (`web view at http://ADDR/?token=T`), and
+`--web-pages-per-address` lets all 50 pages come from 127.0.0.1 (the default allows 32). Watching
+pages are plain WebSocket clients written here (what a page costs the server does not depend on the
 browser); edit-to-pixels uses Debian's Chromium through Playwright and is skipped, saying so,
 when either is missing.
 """
@@ -38,17 +40,19 @@ def rss_kb(pid):
 class Page:
     """A WebSocket client of the web view (a page without a browser)."""
 
-    def __init__(self, address, board):
+    def __init__(self, address, board, token):
         host, port = address.split(":")
         self.sock = socket.create_connection((host, int(port)), timeout=10)
         key = base64.b64encode(os.urandom(16)).decode()
-        self.sock.sendall((f"GET /ws/{board} HTTP/1.1\r\nHost: {address}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        self.sock.sendall((f"GET /ws/{board}?token={token} HTTP/1.1\r\nHost: {address}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
         self.buffer = b""
         while b"\r\n\r\n" not in self.buffer:
             self.buffer += self.sock.recv(65536)
         head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
         assert head.startswith(b"HTTP/1.1 101"), head
+        # The board's strokes as this page knows them: the whole board on join, then changes.
+        self.strokes = set()
 
     def send(self, obj):
         payload = json.dumps(obj).encode()
@@ -77,13 +81,21 @@ class Page:
                         opcode = self.buffer[0] & 0x0F
                         self.buffer = self.buffer[offset + length:]
                         if opcode == 1:
-                            return json.loads(payload)
+                            return self.note(json.loads(payload))
                         continue
             remaining = deadline - time.time()
             if remaining <= 0:
                 raise TimeoutError("no message")
             self.sock.settimeout(remaining)
             self.buffer += self.sock.recv(1 << 20)
+
+    def note(self, message):
+        if message["type"] == "board":
+            self.strokes = {item["id"] for item in message["items"] if item["kind"] == "stroke"}
+        elif message["type"] == "changes":
+            self.strokes |= {item["id"] for item in message["upserts"] if item["kind"] == "stroke"}
+            self.strokes -= set(message["removals"])
+        return message
 
     def wait_for(self, predicate, timeout=10):
         deadline = time.time() + timeout
@@ -107,15 +119,18 @@ def main():
             f.write(png(40, 40, (220, 30, 30)))
         cli("new", "B.boardpkg", "--canvas", "800x600", cwd=work)
         cli("sticker", "B.boardpkg", "--image", "red.png", "--at", "100,100", cwd=work)
-        server = subprocess.Popen([BINARY, "serve", "--data", "data", "--listen", "127.0.0.1:0", "--web", "127.0.0.1:0"],
+        server = subprocess.Popen([BINARY, "serve", "--data", "data", "--listen", "127.0.0.1:0", "--web", "127.0.0.1:0",
+                                   "--web-pages-per-address", "64"],
                                   cwd=work, stderr=subprocess.PIPE, text=True)
-        sync_address = web_address = None
+        sync_address = web_address = token = None
         while not (sync_address and web_address):
             line = server.stderr.readline()
+            if not line:
+                raise RuntimeError("the server ended before it said where it listens")
             match = re.search(r"listening on (\S+)", line) or None
             if match: sync_address = match.group(1)
-            match = re.search(r"web view at http://([^/\s]+)/", line)
-            if match: web_address = match.group(1)
+            match = re.search(r"web view at http://([^/\s]+)/\?token=(\S+)", line)
+            if match: web_address, token = match.group(1), match.group(2)
         cli("sync", "B.boardpkg", "--server", sync_address, "--board", "bench", cwd=work)
         # Keep reading the server's log so it never blocks on a full pipe.
         import threading
@@ -126,7 +141,7 @@ def main():
         before = rss_kb(server.pid)
         pages = []
         for _ in range(50):
-            page = Page(web_address, "bench")
+            page = Page(web_address, "bench", token)
             page.wait_for(lambda m: m["type"] == "board")
             pages.append(page)
         time.sleep(0.3)
@@ -135,7 +150,8 @@ def main():
         for index, page in enumerate(pages[:20]):
             page.send({"type": "stroke", "points": [10, 10 + index, 60, 40 + index], "color": "#223344", "width": 2})
         for page in pages[:20]:
-            page.wait_for(lambda m: m["type"] == "board" and sum(1 for i in m["items"] if i["kind"] == "stroke") >= 20)
+            if len(page.strokes) < 20:
+                page.wait_for(lambda m: len(page.strokes) >= 20)
         time.sleep(0.3)
         editing = rss_kb(server.pid)
         figures["memory_per_editing_page_kb"] = round((editing - watching) / 20, 1)
@@ -170,7 +186,7 @@ def main():
                 context = browser.new_context(viewport={"width": 1000, "height": 800})
                 one, two = context.new_page(), context.new_page()
                 for page in (one, two):
-                    page.goto(f"http://{web_address}/b/bench")
+                    page.goto(f"http://{web_address}/b/bench?token={token}")
                     page.wait_for_selector("#status.live")
                 box = one.locator("svg#board").bounding_box()
                 samples = []

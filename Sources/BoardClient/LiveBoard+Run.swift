@@ -272,6 +272,7 @@ extension LiveBoard {
                     // asked this link for an image an earlier link was sending has it.
                     imagesInFlight = imagesInFlight.filter { queued.contains($0) }
                 }
+                noteRefusal(hub?.refusal(from: id), serverHolds: (hub?.acknowledged(by: id) ?? .empty).merged(with: peer.version))
                 if synced && liveSince == nil { liveSince = now }
                 if !saidGoodbye, !session.isClosed { setState(synced ? .live : .catchingUp) } else { refreshStatus() }
             }

@@ -39,6 +39,13 @@ public enum SyncOnceError: Error, Sendable, Equatable, CustomStringConvertible {
     case abandoned(String)
     /// Nothing decided within the bound; the text says what was still awaited.
     case timedOut(Double, waitingFor: String)
+    /// Everything else is done (this replica's own operations acknowledged, the server's
+    /// received), but the server dropped operations of other replicas this board holds: for
+    /// each, how many it still lacks, counted by version vector like `SyncReport` (the
+    /// refusal's text has the server's own count). A write token sends only operations of
+    /// replica ids its subject owns; their owner (or a `peer` token) must sync them. Not worth
+    /// retrying as is.
+    case operationsRefused([ReplicaID: Int], Refusal)
 
     public var description: String {
         switch self {
@@ -49,6 +56,9 @@ public enum SyncOnceError: Error, Sendable, Equatable, CustomStringConvertible {
         case .abandoned(let why): return "closed the connection to the server: \(why)"
         case .timedOut(let seconds, let awaited):
             return "no result after \(LiveBoard.seconds(seconds)) s (still waiting for \(awaited)); the server may be overloaded or unreachable"
+        case .operationsRefused(let counts, let refusal):
+            return "the server refused the \(LiveBoard.describe(counts.keys)) that this board holds from other replicas (\(refusal)); "
+                + "everything else is in sync and this replica's own operations were acknowledged"
         }
     }
 
@@ -74,6 +84,8 @@ struct SyncOnceProgress {
     /// Images sent on earlier attempts (a token refresh redials) and on this one.
     var imagesSentEarlier = 0
     var imagesSent = 0
+    /// Done, except for operations of other replicas the server dropped (REFUSED).
+    var refused: (counts: [ReplicaID: Int], refusal: Refusal)?
 }
 
 extension LiveBoard {
@@ -111,7 +123,10 @@ extension LiveBoard {
             setState(.connecting(attempt: 1))
             let outcome = await connectOnce(sync, attempt: 1)
             let shot = oneShot!
-            if shot.done { return report(shot) }
+            if shot.done {
+                if let refused = shot.refused { throw SyncOnceError.operationsRefused(refused.counts, refused.refusal) }
+                return report(shot)
+            }
             if Task.isCancelled { throw CancellationError() }
             if closeDeadline != nil { throw LiveBoardError.closed }
             guard let outcome, Self.now() < shot.deadline, case .dropped(let reason, let refusal, _, _, let closeReason) = outcome else {
@@ -167,17 +182,61 @@ extension LiveBoard {
         if shot.serverHad == nil { shot.serverHad = peer.version }
         shot.imagesSent = session.sentAssets.count
         let serverHolds = (hub.acknowledged(by: id) ?? .empty).merged(with: peer.version)
+        let held = heldByThisReplica(shot)
+        // Operations the server said it dropped are not waited for (no ACK will cover them).
+        let refusal = hub.refusal(from: id)
+        let refused = refusal.map { refusedCounts($0.operations, held: held, serverHolds: serverHolds) } ?? [:]
+        let covered = serverHolds.merged(with: VersionVector(held.entries.filter { refused[$0.key] != nil }))
         if !hub.hasSynced(id) {
             shot.awaiting = "the server's operations"
         } else if !session.outstandingWants.isEmpty {
             shot.awaiting = "images asked for"
-        } else if !serverHolds.dominates(heldByThisReplica(shot)) {
-            shot.awaiting = "the server to acknowledge this replica's operations: it does so once its storage holds them"
+        } else if !covered.dominates(held) {
+            let others = held.entries.filter { $0.key != replicaID && $0.value > covered[$0.key] }
+                .map { ($0.key, Int($0.value - covered[$0.key])) }
+            if serverHolds[replicaID] >= held[replicaID], !others.isEmpty {
+                // A server of an older build drops what a write token may not send without saying so.
+                shot.awaiting = "the server to acknowledge the \(Self.describe(others.map(\.0))) that this board holds from other replicas "
+                    + "(this replica's own are acknowledged): a server with access control drops those a write token's subject does not own; "
+                    + "let their owner sync them, or sync with a peer token"
+            } else {
+                shot.awaiting = "the server to acknowledge this replica's operations: it does so once its storage holds them"
+            }
         } else if !session.queuedAssets.isEmpty || session.hasOutput {
             shot.awaiting = "the last bytes to be written"
         } else {
             shot.done = true
+            if let refusal, !refused.isEmpty { shot.refused = (refused, Refusal(refusal.error)) }
         }
+    }
+
+    /// Of the replicas the server said it dropped operations of, how many operations of each
+    /// this side holds and the server still lacks (this replica's own never count: refusing
+    /// those closes the session).
+    func refusedCounts(_ operations: VersionVector, held: VersionVector, serverHolds: VersionVector) -> [ReplicaID: Int] {
+        var counts: [ReplicaID: Int] = [:]
+        for replica in operations.entries.keys where replica != replicaID && held[replica] > serverHolds[replica] {
+            counts[replica] = Int(held[replica] - serverHolds[replica])
+        }
+        return counts
+    }
+
+    /// A live link's look at what the server dropped: kept in the status (`refusedOperations`,
+    /// `refusal`) until the server holds those operations (their owner synced them), across
+    /// links (a new link sends them in its handshake and is told again).
+    func noteRefusal(_ refusal: (operations: VersionVector, error: SessionError)?, serverHolds: VersionVector) {
+        guard let held = store?.replica.versionVector else { return }
+        let operations = (serverRefusal?.operations ?? .empty).merged(with: refusal?.operations ?? .empty)
+        let counts = refusedCounts(operations, held: held, serverHolds: serverHolds)
+        let latest = refusal.map { Refusal($0.error) } ?? serverRefusal?.refusal
+        serverRefusal = counts.isEmpty || latest == nil ? nil : (operations, latest!, counts.values.reduce(0, +))
+    }
+
+    /// "operations of replica a1b2…", "operations of replicas a1b2…, c3d4…" (counts by version
+    /// vector can differ from the operations a server counts, so the server's text has those).
+    static func describe<S: Sequence<ReplicaID>>(_ replicas: S) -> String {
+        let names = replicas.sorted { $0.rawValue < $1.rawValue }.map { "\($0)" }
+        return "operations of replica\(names.count == 1 ? "" : "s") \(names.joined(separator: ", "))"
     }
 
     var oneShotIsDone: Bool { oneShot?.done == true }

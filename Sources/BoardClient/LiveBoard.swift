@@ -53,6 +53,9 @@ public actor LiveBoard {
     var state: LiveStatus.State = .idle
     /// Why the last connection ended (`LiveStatus.lastError`).
     var lastLinkError: String?
+    /// Operations of other replicas the server said it dropped (REFUSED), and why: in the status
+    /// until the server holds them (LiveBoard+SyncOnce.swift, `noteRefusal`).
+    var serverRefusal: (operations: VersionVector, refusal: Refusal, count: Int)?
     /// How many of this replica's operations a server is known to hold: what a handshake or
     /// an acknowledgement said in this process (nothing is recorded across runs, so a board
     /// opened again counts its earlier edits as unacknowledged until a server says it has them).
@@ -331,7 +334,7 @@ public actor LiveBoard {
             ? LiveStatus(state: state, unacknowledgedOperations: closeReport?.unacknowledgedOperations ?? 0,
                          unacknowledgedImages: closeReport?.unacknowledgedImages ?? 0)
             : LiveStatus(state: state, unacknowledgedOperations: unacknowledgedOperations, unacknowledgedImages: unacknowledgedImages,
-                         lastError: lastLinkError)
+                         lastError: lastLinkError, refusedOperations: serverRefusal?.count ?? 0, refusal: serverRefusal?.refusal)
         if status != statusChannel.current { statusChannel.publish(status) }
     }
 }

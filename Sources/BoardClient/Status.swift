@@ -31,12 +31,22 @@ public struct LiveStatus: Sendable, Equatable {
     /// Why the last connection ended (nil until one has): what `.connecting` retries after, and
     /// what `.offline` shows as `lastError`.
     public var lastError: String?
+    /// Operations of other replicas this board holds (learned from others) that the server
+    /// said it dropped and still lacks: a write token sends only operations of replica ids its
+    /// subject owns. The link stays up and this replica's own edits go through; these wait for
+    /// their owner, or a `peer` token (docs/DEPLOYMENT.md, "Authorship").
+    public var refusedOperations: Int
+    /// Why the server dropped them (its words, code `notAuthor`); nil when it dropped none.
+    public var refusal: Refusal?
 
-    public init(state: State, unacknowledgedOperations: Int, unacknowledgedImages: Int = 0, lastError: String? = nil) {
+    public init(state: State, unacknowledgedOperations: Int, unacknowledgedImages: Int = 0, lastError: String? = nil,
+                refusedOperations: Int = 0, refusal: Refusal? = nil) {
         self.state = state
         self.unacknowledgedOperations = unacknowledgedOperations
         self.unacknowledgedImages = unacknowledgedImages
         self.lastError = lastError
+        self.refusedOperations = refusedOperations
+        self.refusal = refusal
     }
 
     public var isLive: Bool { state == .live }

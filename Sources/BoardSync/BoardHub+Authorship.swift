@@ -140,6 +140,7 @@ extension BoardHub {
             let count = batch.operations.lazy.filter { $0.id.replica == author }.count
             log?("session \(id): dropped \(count) operations of replica \(author), which \(owner.map { "belongs to '\($0)'" } ?? "no subject owns"), sent by subject '\(subject)' without a peer token")
         }
+        tellDropped(dropped, of: batch, to: id)
         // What is left claims nothing of the dropped replicas beyond what the board holds.
         let covers = batch.covers.map { covers in
             VersionVector(covers.entries.filter { dropped[$0.key] == nil }
@@ -147,6 +148,38 @@ extension BoardHub {
                          uniquingKeysWith: { $1 }))
         }
         return .allowed(OperationBatch(operations: batch.operations.filter { dropped[$0.id.replica] == nil }, base: batch.base, covers: covers))
+    }
+
+    /// Tells a writer that announced `Capabilities.refusalNotices` which operations were dropped
+    /// (REFUSED; the session stays open), so a one-shot sync ends with an error naming them
+    /// instead of waiting for an ACK that cannot come, and a live client's status says why.
+    private func tellDropped(_ dropped: [ReplicaID: String?], of batch: OperationBatch, to id: SessionID) {
+        var highest: [ReplicaID: UInt64] = [:]
+        var counts: [ReplicaID: Int] = [:]
+        for op in batch.operations where dropped[op.id.replica] != nil {
+            highest[op.id.replica] = max(highest[op.id.replica] ?? 0, op.id.seq)
+            counts[op.id.replica, default: 0] += 1
+        }
+        let named = dropped.sorted(by: { $0.key.rawValue < $1.key.rawValue }).map { author, owner in
+            let count = counts[author] ?? 0
+            return "\(count) operation\(count == 1 ? "" : "s") of replica \(author) (\(owner == nil ? "no subject owns it" : "another subject owns it"))"
+        }
+        let error = SessionError(.notAuthor, "dropped \(named.joined(separator: ", ")): a write token sends only operations of replica ids its subject owns. Have their owner sync them, or sync them with a peer token (`board-sync token --role peer`); this connection stays open and its own operations go through")
+        _ = withSession(id) { $0.sendRefused(error, operations: VersionVector(highest)) }
+    }
+
+    /// The other side's REFUSED: kept (merged over the session) for `refusal(from:)`.
+    func noteRefused(_ operations: VersionVector, _ error: SessionError, from id: SessionID) {
+        log?("session \(id): the other side dropped operations \(operations): \(error.summary)")
+        withPeer(id) { peer in
+            peer.refused = ((peer.refused?.operations ?? .empty).merged(with: operations), error)
+        }
+    }
+
+    /// Operations of this side the session's peer said it dropped (for each replica, the
+    /// highest), and its latest reason; nil when it dropped none.
+    public func refusal(from id: SessionID) -> (operations: VersionVector, error: SessionError)? {
+        withPeer(id) { $0.refused } ?? nil
     }
 
     /// Keeps a writer's batch until its authorship is decided (`busy` past `maxHeldBatches`).

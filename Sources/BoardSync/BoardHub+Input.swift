@@ -43,6 +43,7 @@ extension BoardHub {
         case .assetChunk(let chunk): receiveChunk(chunk, from: id)
         case .assetUnavailable(let hash): peerLacks(hash, id)
         case .presence(let presence): receivePresence(presence, from: id)
+        case .refused(let error, let operations): noteRefused(operations, error, from: id)
         case .closed(let error):
             if let error { log?("session \(id) closed: \(error)") }
         }

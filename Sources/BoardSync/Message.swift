@@ -23,9 +23,13 @@ package enum Message: Equatable, Sendable {
     case bye
     /// Who is on the board and what they are doing (ephemeral; never logged).
     case presence(Presence)
+    /// "I dropped these operations of yours and keep the session open": for each replica, the
+    /// highest sequence number dropped from a batch; why, as an ERROR's code and text. Only to
+    /// a peer whose HELLO announced `Capabilities.refusalNotices`.
+    case refused(code: UInt16, message: String, operations: VersionVector)
 
     public enum Kind: UInt8, Sendable {
-        case hello = 1, operations, ack, synced, want, assetChunk, noAsset, ping, pong, error, bye, presence
+        case hello = 1, operations, ack, synced, want, assetChunk, noAsset, ping, pong, error, bye, presence, refused
     }
 
     package var kind: Kind {
@@ -42,6 +46,7 @@ package enum Message: Equatable, Sendable {
         case .error: return .error
         case .bye: return .bye
         case .presence: return .presence
+        case .refused: return .refused
         }
     }
 }
@@ -148,6 +153,10 @@ extension Message {
             break
         case .presence(let presence):
             presence.write(&w)
+        case .refused(let code, let message, let operations):
+            w.write(varint: UInt64(code))
+            w.write(lengthPrefixed: Array(message.utf8.prefix(1024)))
+            writeVector(operations, &w)
         }
         return Frame(type: kind.rawValue, payload: w.bytes)
     }
@@ -211,6 +220,10 @@ extension Message {
                 self = .error(code: UInt16(code), message: String(decoding: text, as: UTF8.self))
             case .bye: self = .bye
             case .presence: self = .presence(try Presence.read(&r))
+            case .refused:
+                let code = try r.readVarint(max: UInt64(UInt16.max), "refusal code")
+                let text = try r.readLengthPrefixed(max: 4096, "refusal message")
+                self = .refused(code: UInt16(code), message: String(decoding: text, as: UTF8.self), operations: try readVector(&r))
             }
         } catch let error as SessionError {
             throw error

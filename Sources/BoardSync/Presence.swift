@@ -94,8 +94,11 @@ public enum Capabilities {
     /// connection already carried, about a quarter of a self-contained batch's bytes
     /// (docs/PROTOCOL.md, "Linked batches"). A peer without it gets self-contained batches.
     public static let linkedBatches: UInt64 = 1 << 2
+    /// The peer reads REFUSED: a server with access control says which operations of a batch it
+    /// dropped (docs/PROTOCOL.md, "Refused operations"). A peer without it is not told.
+    public static let refusalNotices: UInt64 = 1 << 3
     /// What this version of BoardSync speaks.
-    public static let supported: UInt64 = presence | packedPoints | linkedBatches
+    public static let supported: UInt64 = presence | packedPoints | linkedBatches | refusalNotices
 }
 
 extension Presence {

@@ -59,6 +59,9 @@ public enum SessionEvent: Equatable, Sendable {
     case assetUnavailable(AssetHash)
     /// What a peer (or a replica behind it) is doing on the board (ephemeral).
     case presence(Presence)
+    /// The peer dropped these operations of this side (for each replica, the highest dropped)
+    /// and keeps the session open; `SessionError` (remote) says why.
+    case refused(SessionError, VersionVector)
     /// The session is over: nil for a clean goodbye, else why.
     case closed(SessionError?)
 }

@@ -44,6 +44,18 @@ extension SyncSession {
         }
     }
 
+    /// Says which operations of a batch were dropped and why, to a peer that announced
+    /// `Capabilities.refusalNotices` (an older peer would close on an unknown message: it is not
+    /// told). Returns whether it was sent.
+    @discardableResult
+    public mutating func sendRefused(_ error: SessionError, operations: VersionVector) -> Bool {
+        withOpen { link, outbox in
+            guard link.sharedCapabilities & Capabilities.refusalNotices != 0 else { return false }
+            link.queue(.refused(code: error.code.rawValue, message: error.message, operations: operations), into: &outbox)
+            return true
+        } ?? false
+    }
+
     /// Marks the end of the initial delta.
     package mutating func sendSynced(_ version: VersionVector) {
         withOpen { link, outbox in link.queue(.synced(version), into: &outbox) }

@@ -134,8 +134,12 @@ enum ClientCommands {
     /// retrying, failed.
     static func logStatus(of live: LiveBoard, server: SocketAddress, args: Arguments) async {
         var previous: LiveStatus.State?
+        var previousRefusal: Refusal?
         for await status in live.status {
-            defer { previous = status.state }
+            defer { previous = status.state; previousRefusal = status.refusal }
+            if let refusal = status.refusal, refusal != previousRefusal {
+                NetCommands.log("the server dropped \(status.refusedOperations) operation(s) of other replicas this board holds (they stay here, unsent): \(refusal.message)")
+            }
             guard status.state != previous else { continue }
             let waiting = status.isAllAcknowledged ? "" : " (\(status.unacknowledgedOperations) change(s) and \(status.unacknowledgedImages) image(s) waiting)"
             switch status.state {

@@ -40,6 +40,8 @@ struct HubPeer {
     var awaitingSync = false
     /// Rate limit of its live operations (`maxOperationsPerSecond`).
     var bucket: TokenBucket?
+    /// Operations of this side it said it dropped (REFUSED, merged over the session) and why.
+    var refused: (operations: VersionVector, error: SessionError)?
 
     // Assets (BoardHub+Assets.swift).
     /// Assets it said it does not have, and when it may be asked again: it may get them later

@@ -125,6 +125,8 @@ struct OpenLink: Sendable {
         case .noAsset(let hash):
             outstandingWants.remove(hash)
             return .assetUnavailable(hash)
+        case .refused(let code, let text, let operations):
+            return .refused(SessionError(SessionError.Code(rawValue: code) ?? .notAuthor, text, remote: true), operations)
         case .ping(let nonce):
             pendingPong = nonce
             return nil
