@@ -9,35 +9,42 @@
 /// Ties are deterministic: among equal deadlines the smaller key comes first, whatever order
 /// the keys were armed in. Sans-IO like the rest of the sync layer: deadlines are numbers the
 /// caller passes in, on whatever clock it keeps.
+// Performance: BoardNet's `EventLoop` keeps its timers in a `DeadlineQueue<Int>`, one entry per
+// `schedule`, so these calls sit on every turn of every loop. Across modules a generic struct's
+// methods run unspecialized (runtime metadata on every sift: an 8-client edit-to-arrival median
+// of 1.4-2.3 ms against 0.6-0.9 ms before the loop used it, `BENCH_ONLY=latency`), so the hot
+// entry points are inlinable and pre-specialized for `Int` keys (`@_specialize(exported:)`,
+// which the client module then calls directly).
 package struct DeadlineQueue<Key: Hashable & Comparable> {
-    private struct Entry {
-        var deadline: Double
-        var key: Key
-        var generation: UInt64
+    @usableFromInline struct Entry {
+        @usableFromInline var deadline: Double
+        @usableFromInline var key: Key
+        @usableFromInline var generation: UInt64
 
         /// Heap order: the earlier deadline, then the smaller key.
-        func precedes(_ other: Entry) -> Bool {
+        @inlinable func precedes(_ other: Entry) -> Bool {
             deadline != other.deadline ? deadline < other.deadline : key < other.key
         }
     }
 
-    private var heap: [Entry] = []
+    @usableFromInline var heap: [Entry] = []
     /// Each armed key's deadline and the generation of its live entry.
-    private var armed: [Key: (deadline: Double, generation: UInt64)] = [:]
-    private var generation: UInt64 = 0
+    @usableFromInline var armed: [Key: (deadline: Double, generation: UInt64)] = [:]
+    @usableFromInline var generation: UInt64 = 0
 
-    package init() {}
+    @inlinable package init() {}
 
     /// Keys with a deadline.
-    package var count: Int { armed.count }
-    package var isEmpty: Bool { armed.isEmpty }
+    @inlinable package var count: Int { armed.count }
+    @inlinable package var isEmpty: Bool { armed.isEmpty }
 
     /// The deadline `key` is armed at, if any.
-    package func deadline(of key: Key) -> Double? { armed[key]?.deadline }
+    @inlinable package func deadline(of key: Key) -> Double? { armed[key]?.deadline }
 
     /// Arms `key` at `deadline` (nil cancels it). Arming it at the deadline it already has
     /// changes nothing.
-    package mutating func schedule(_ key: Key, at deadline: Double?) {
+    @_specialize(exported: true, where Key == Int)
+    @inlinable package mutating func schedule(_ key: Key, at deadline: Double?) {
         guard let deadline else { return cancel(key) }
         if armed[key]?.deadline == deadline { return }
         generation &+= 1
@@ -47,18 +54,21 @@ package struct DeadlineQueue<Key: Hashable & Comparable> {
     }
 
     /// Disarms `key` (its entry goes stale).
-    package mutating func cancel(_ key: Key) {
+    @_specialize(exported: true, where Key == Int)
+    @inlinable package mutating func cancel(_ key: Key) {
         armed[key] = nil
     }
 
     /// The earliest armed deadline and its key (the smaller key among equal deadlines).
-    package mutating func earliest() -> (key: Key, deadline: Double)? {
+    @_specialize(exported: true, where Key == Int)
+    @inlinable package mutating func earliest() -> (key: Key, deadline: Double)? {
         dropStaleTop()
         return heap.first.map { ($0.key, $0.deadline) }
     }
 
     /// Disarms and returns every key armed at or before `now`, earliest first (ties by key).
-    package mutating func popDue(now: Double) -> [Key] {
+    @_specialize(exported: true, where Key == Int)
+    @inlinable package mutating func popDue(now: Double) -> [Key] {
         var due: [Key] = []
         while let top = earliest(), top.deadline <= now {
             armed[top.key] = nil
@@ -70,13 +80,13 @@ package struct DeadlineQueue<Key: Hashable & Comparable> {
 
     // MARK: Heap
 
-    private func isLive(_ entry: Entry) -> Bool { armed[entry.key]?.generation == entry.generation }
+    @inlinable func isLive(_ entry: Entry) -> Bool { armed[entry.key]?.generation == entry.generation }
 
-    private mutating func dropStaleTop() {
+    @inlinable mutating func dropStaleTop() {
         while let top = heap.first, !isLive(top) { popTop() }
     }
 
-    private mutating func push(_ entry: Entry) {
+    @inlinable mutating func push(_ entry: Entry) {
         heap.append(entry)
         var child = heap.count - 1
         while child > 0 {
@@ -87,14 +97,14 @@ package struct DeadlineQueue<Key: Hashable & Comparable> {
         }
     }
 
-    private mutating func popTop() {
+    @inlinable mutating func popTop() {
         let last = heap.removeLast()
         guard !heap.isEmpty else { return }
         heap[0] = last
         siftDown(from: 0)
     }
 
-    private mutating func siftDown(from start: Int) {
+    @inlinable mutating func siftDown(from start: Int) {
         var parent = start
         while true {
             let left = 2 * parent + 1
@@ -108,7 +118,7 @@ package struct DeadlineQueue<Key: Hashable & Comparable> {
     }
 
     /// Drops every stale entry and rebuilds the heap (O(n)).
-    private mutating func compact() {
+    @inlinable mutating func compact() {
         let armed = self.armed
         heap.removeAll { armed[$0.key]?.generation != $0.generation }
         var index = heap.count / 2
