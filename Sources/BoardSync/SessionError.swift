@@ -81,7 +81,7 @@ public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible 
 
     /// A remote error is "the other side's": a session does not know whether it dialed a server
     /// or a peer (`peer --connect` reaches either), so it names neither; a one-shot sync, which
-    /// always meets a server, says "the server refused" (`OneShotSync.Failure`).
+    /// always meets a server, says "the server refused" (`SyncOnceError`, BoardClient).
     public var description: String {
         "\(remote ? "the other side reported " : "")\(summary)"
     }
