@@ -134,9 +134,20 @@ public struct PosixFileSystem: FileSystem {
 
     /// Every open refuses a symbolic link as the last component (O_NOFOLLOW): a link planted
     /// inside a package must never make BoardSync read or write a file outside it.
+    /// Opens without following a link; a file (not a folder) must be a regular one: a FIFO,
+    /// device or socket planted at a name BoardSync reads or writes (a predictable temp name, a
+    /// package's file) is refused at once instead of blocking the open or the read forever.
     private func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0) throws -> Int32 {
-        let fd = retrying { Glibc.open(path, flags | O_NOFOLLOW | O_CLOEXEC, mode) }
+        let isDirectory = flags & O_DIRECTORY != 0
+        let fd = retrying { Glibc.open(path, flags | O_NOFOLLOW | O_CLOEXEC | (isDirectory ? 0 : O_NONBLOCK), mode) }
         if fd < 0 { throw error("open", path) }
+        guard !isDirectory else { return fd }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            _ = close(fd)
+            throw FileSystemError(.io, path: path, "open refused: not a regular file (a FIFO, device or socket is never read or written)")
+        }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         return fd
     }
 
