@@ -15,7 +15,7 @@ final class ViewSaves: Sendable {
     private let queues: [DispatchQueue]
     private let running = DispatchGroup()
     /// Finished jobs waiting for the loop: board, job, and what the job threw.
-    let finished = Mutex<[(board: String, job: ViewSaveJob, error: (any Error)?)]>([])
+    private let finished = Mutex<[(board: String, job: ViewSaveJob, error: (any Error)?)]>([])
 
     init(threads: Int) {
         queues = (0..<max(0, threads)).map { DispatchQueue(label: "board-sync.view-save.\($0)") }
@@ -34,6 +34,14 @@ final class ViewSaves: Sendable {
             self.finished.withLock { $0.append((board, job, failure)) }
             self.running.leave()
             done()
+        }
+    }
+
+    /// The finished jobs not handed back yet (the list starts over empty).
+    func takeFinished() -> [(board: String, job: ViewSaveJob, error: (any Error)?)] {
+        finished.withLock { list in
+            defer { list.removeAll() }
+            return list
         }
     }
 
@@ -72,11 +80,7 @@ extension SyncHost {
     /// After `abort`: the saves that ran are handed back as abandoned (each store forgets its
     /// write in flight; nothing more happens, no log compaction), as a killed process would.
     func abandonViewSaves() {
-        let done = viewSaves.finished.withLock { list in
-            defer { list.removeAll() }
-            return list
-        }
-        for save in done { try? endpoint.boards[save.board]?.store.endViewSave(save.job, error: ViewSaveAbandoned()) }
+        for save in viewSaves.takeFinished() { try? endpoint.boards[save.board]?.store.endViewSave(save.job, error: ViewSaveAbandoned()) }
     }
 
     /// Hands finished saves back to the endpoint (first waiting for those still running, when
@@ -84,10 +88,7 @@ extension SyncHost {
     /// is due again.
     func finishViewSaves(waiting: Bool) {
         if waiting { viewSaves.waitForAll() }
-        let done = viewSaves.finished.withLock { list in
-            defer { list.removeAll() }
-            return list
-        }
+        let done = viewSaves.takeFinished()
         guard !done.isEmpty else { return }
         let now = EventLoop.now()
         for save in done { endpoint.viewSaveFinished(board: save.board, save.job, error: save.error, now: now) }

@@ -52,9 +52,9 @@ extension BoardPackage {
         let write = ViewWrite(path: path, fileSystem: fileSystem, board: board, previous: lastView?.snapshot,
                               undo: history == undoSaved ? nil : history,
                               index: ViewIndex(board: board, version: replica.versionVector),
-                              serial: viewWriteSerial + 1)
-        viewWriteSerial += 1
-        viewWriteInFlight = true
+                              serial: viewWrites + 1)
+        viewWrites += 1
+        viewWriteInFlight = write.serial
         return write
     }
 
@@ -63,8 +63,8 @@ extension BoardPackage {
     /// failed the next write compares against the last view that was written whole, as before.
     /// Then compacts the log when it has grown well past the state it holds.
     public func finishViewWrite(_ write: ViewWrite, error: (any Error)?) throws {
-        guard viewWriteInFlight, write.serial == viewWriteSerial else { return }
-        viewWriteInFlight = false
+        guard write.serial == viewWriteInFlight else { return }
+        viewWriteInFlight = nil
         guard error == nil else { return }
         if let undo = write.undo { undoSaved = undo }
         lastView = write.index
@@ -73,6 +73,6 @@ extension BoardPackage {
     }
 
     func requireNoViewWrite() throws {
-        if viewWriteInFlight { throw StoreError.viewWriteInFlight(path: path) }
+        if viewWriteInFlight != nil { throw StoreError.viewWriteInFlight(path: path) }
     }
 }

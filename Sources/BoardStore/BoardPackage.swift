@@ -29,10 +29,10 @@ public final class BoardPackage {
     var undoSaved: UndoHistory?
     var storedAssets: Set<AssetHash> = []
     var assetDirectoryDirty = false
-    /// A `ViewWrite` was prepared and not finished yet.
-    var viewWriteInFlight = false
-    /// Counts prepared view writes: finishing a write other than the last one prepared changes nothing.
-    var viewWriteSerial = 0
+    /// Counts prepared view writes (`ViewWrite.serial`).
+    var viewWrites = 0
+    /// The serial of the `ViewWrite` prepared and not finished yet: finishing any other changes nothing.
+    var viewWriteInFlight: Int?
 
     /// Records beyond which `save` considers compacting the log.
     public var compactionRecordThreshold = 512

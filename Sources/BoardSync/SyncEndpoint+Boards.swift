@@ -103,7 +103,6 @@ extension SyncEndpoint {
         let name = board.name
         board.hub.commitMerges()
         absorb(board.hub)  // what it queued goes before its `.boardClosed`
-        board.scheduler.didSave()
         saveNow(board)
         board.store.closeStore()
         boards[name] = nil
@@ -129,13 +128,13 @@ extension SyncEndpoint {
             board.scheduler.didFinishSave()
             return
         }
-        board.scheduler.didSave()
         saveNow(board)
     }
 
     /// Saves a board's view inside this call (closing and shutting down, when no save of the
     /// board is in flight).
     func saveNow(_ board: Board) {
+        board.scheduler.didSave()
         do {
             try board.store.saveView()
         } catch {

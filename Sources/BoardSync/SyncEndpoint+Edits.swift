@@ -42,10 +42,7 @@ extension SyncEndpoint {
         for board in boards.values {
             board.hub.commitMerges()  // acknowledge what is saved before saying goodbye
             board.hub.closeAll(nil)
-            if saving {
-                board.scheduler.didSave()
-                saveNow(board)  // a host with saves off its thread waits for them first
-            }
+            if saving { saveNow(board) }  // a host with saves off its thread waits for them first
         }
         for id in links.keys.sorted() where links[id]?.isHandshaking == true {
             withHandshaking(id) { $0.close(SessionError(.shuttingDown, "the server is stopping")) }
