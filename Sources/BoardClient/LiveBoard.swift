@@ -45,7 +45,7 @@ public actor LiveBoard {
     var presenceSentAt = -Double.infinity
     var version: UInt64 = 0
     /// The board as last published, kept up to date at the cost of each change.
-    var view: IncrementalView
+    var view: ChangeTracker
     /// Updates published since one's snapshot was last made (`snapshotEvery` bounds the chain
     /// of unmade snapshots a board keeps).
     var updatesSinceSnapshot = 0
@@ -154,7 +154,7 @@ public actor LiveBoard {
             op.id.replica == replica.id ? op.payload.asset.map { (op.id.seq, $0) } : nil
         }
         let snapshot = replica.snapshot()
-        view = IncrementalView(replica, snapshot: snapshot)
+        view = ChangeTracker(replica, snapshot: snapshot)
         updateChannel = Multicast(BoardUpdate(snapshot: snapshot, changes: BoardChanges(), origins: [.loaded], version: 0),
                                   combine: BoardUpdate.folding)
         statusChannel = Multicast(LiveStatus(state: .idle, unacknowledgedOperations: Int(vector[replica.id]),

@@ -1,0 +1,42 @@
+import BoardCRDT
+import BoardModel
+import Foundation
+import Synchronization
+
+/// An update's snapshot, made when first asked for: the previous update's snapshot with this
+/// update's changes applied (a chain of updates nobody looked at folds its changes first and
+/// applies them once). Thread-safe; the result is kept.
+final class SnapshotSource: Sendable {
+    private enum State {
+        case ready(BoardSnapshot)
+        case pending(previous: SnapshotSource, changes: BoardChanges)
+    }
+    private let state: Mutex<State>
+
+    init(_ snapshot: BoardSnapshot) { state = Mutex(.ready(snapshot)) }
+    init(previous: SnapshotSource, changes: BoardChanges) { state = Mutex(.pending(previous: previous, changes: changes)) }
+
+    /// The snapshot (made now if nobody asked before).
+    var snapshot: BoardSnapshot {
+        if case .ready(let snapshot) = state.withLock({ $0 }) { return snapshot }
+        // Walk back to a ready snapshot, fold the changes on the way (newest last), apply once.
+        var chain: [BoardChanges] = []
+        var base: BoardSnapshot?
+        var cursor: SnapshotSource? = self
+        while let source = cursor {
+            switch source.state.withLock({ $0 }) {
+            case .ready(let snapshot):
+                base = snapshot
+                cursor = nil
+            case .pending(let previous, let changes):
+                chain.append(changes)
+                cursor = previous
+            }
+        }
+        var folded = chain.removeLast()
+        while let next = chain.popLast() { folded = folded.followed(by: next) }
+        let result = folded.applied(to: base!)
+        state.withLock { $0 = .ready(result) }
+        return result
+    }
+}
