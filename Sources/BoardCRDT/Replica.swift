@@ -15,7 +15,7 @@ import BoardModel
 /// Overwritten values are compacted as they lose: the log keeps only operations that still
 /// affect the state (creations, point runs, and the winning write of each register).
 public struct Replica: Sendable {
-    public let id: ReplicaID
+    public internal(set) var id: ReplicaID
     /// Asset bytes by hash. Insert bytes here as they arrive; snapshots read from it.
     public var assets = AssetStore()
 

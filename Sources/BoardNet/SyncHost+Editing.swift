@@ -11,6 +11,18 @@ extension SyncHost {
         return edit
     }
 
+    /// An edit on a hosted board made for `author` (a web page editing through this host): its
+    /// operations carry the author's replica id and its undo history is the author's, with
+    /// nothing of the board copied; they are merged as a peer's are (group commit, relayed,
+    /// into the shared log). `author` moves on only when the edit went through.
+    @discardableResult
+    public func edit(_ board: String, as author: inout Author, _ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
+        let edit = try endpoint.edit(board, as: &author, now: EventLoop.now(), body)
+        flushSoon()
+        armTimer()
+        return edit
+    }
+
     /// Announces what this host's replica is doing on a board (`SyncEndpoint.setPresence`);
     /// refresh it before its time-to-live runs out.
     public func setPresence(_ presence: Presence, on board: String? = nil) {

@@ -45,9 +45,12 @@ enum WebPage {
     /// The board as the page draws it: the canvas and background (`header`), each item's JSON
     /// by id, and the paint order, bottom to top.
     struct Rendered: Equatable {
-        var header: String
+        var size: CodableSize
+        var background: String?
         var items: [String: String]
         var order: [String]
+
+        var header: String { WebPage.header(size: size, background: background) }
 
         /// The whole board, one message.
         var json: String {
@@ -56,16 +59,52 @@ enum WebPage {
 
         /// What changed since `old` as one message (items upserted, ids removed, and the paint
         /// order when it changed), or nil when nothing did. A new canvas or background sends the
-        /// whole board instead.
+        /// whole board instead. Compares every item: `apply` is the incremental way.
         func changes(since old: Rendered) -> String? {
             guard header == old.header else { return json }
             let upserts = order.filter { items[$0] != old.items[$0] }.compactMap { items[$0] }
             let removals = old.order.filter { items[$0] == nil }
-            let reordered = order != old.order
-            guard !upserts.isEmpty || !removals.isEmpty || reordered else { return nil }
+            return Self.message(upserts: upserts, removals: removals, order: order != old.order ? order : nil)
+        }
+
+        /// Brings this rendering up to date with typed changes, re-rendering only the items they
+        /// name; returns the message for pages that had the rendering before (nil: nothing a page
+        /// sees changed). A new canvas or background gives the whole board.
+        mutating func apply(_ changes: BoardChanges, sizes: inout [String: (width: Int, height: Int)]) -> String? {
+            var upserts: [String] = []
+            for item in changes.added + changes.changed {
+                let (id, text) = WebPage.itemJSON(item, sizes: &sizes)
+                if items[id] != text {
+                    items[id] = text
+                    upserts.append(text)
+                }
+            }
+            var removals: [String] = []
+            for uuid in changes.removed where items.removeValue(forKey: uuid.uuidString) != nil {
+                removals.append(uuid.uuidString)
+            }
+            var reordered: [String]?
+            if let paintOrder = changes.paintOrder {
+                let order = paintOrder.map(\.uuidString).filter { items[$0] != nil }
+                if order != self.order {
+                    self.order = order
+                    reordered = order
+                }
+            }
+            if changes.canvasSize != nil || changes.background != nil {
+                let before = header
+                if let size = changes.canvasSize { self.size = size }
+                if let background = changes.background { self.background = background.sha256 }
+                if header != before { return json }
+            }
+            return Self.message(upserts: upserts, removals: removals, order: reordered)
+        }
+
+        private static func message(upserts: [String], removals: [String], order: [String]?) -> String? {
+            guard !upserts.isEmpty || !removals.isEmpty || order != nil else { return nil }
             var out = "{\"type\":\"changes\",\"upserts\":[\(upserts.joined(separator: ","))],"
             out += "\"removals\":[\(removals.map { "\"\($0)\"" }.joined(separator: ","))]"
-            if reordered { out += ",\"order\":[\(order.map { "\"\($0)\"" }.joined(separator: ","))]" }
+            if let order { out += ",\"order\":[\(order.map { "\"\($0)\"" }.joined(separator: ","))]" }
             return out + "}"
         }
     }
@@ -79,15 +118,30 @@ enum WebPage {
     static func render(_ board: BoardSnapshot, sizes: inout [String: (width: Int, height: Int)]) -> Rendered {
         var items: [String: String] = [:]
         for stroke in board.strokes {
+            let (id, text) = itemJSON(.stroke(stroke), sizes: &sizes)
+            items[id] = text
+        }
+        for sticker in board.stickers {
+            let (id, text) = itemJSON(.sticker(sticker), sizes: &sizes)
+            items[id] = text
+        }
+        let order = (board.paintOrder ?? (board.strokes.map(\.id) + board.stickers.map(\.id))).map(\.uuidString).filter { items[$0] != nil }
+        return Rendered(size: board.canvasSize, background: board.backgroundSHA256, items: items, order: order)
+    }
+
+    /// One item as the page draws it, by its id.
+    static func itemJSON(_ item: BoardItem, sizes: inout [String: (width: Int, height: Int)]) -> (id: String, json: String) {
+        switch item {
+        case .stroke(let stroke):
             var points = ""
             points.reserveCapacity(stroke.points.count * 12)
             for (index, point) in stroke.points.enumerated() {
                 if index > 0 { points += "," }
                 points += number(point.x) + "," + number(point.y)
             }
-            items[stroke.id.uuidString] = "{\"id\":\"\(stroke.id.uuidString)\",\"kind\":\"stroke\",\"color\":\"\(hex(stroke.color))\",\"width\":\(number(stroke.width)),\"points\":[\(points)]}"
-        }
-        for sticker in board.stickers {
+            let id = stroke.id.uuidString
+            return (id, "{\"id\":\"\(id)\",\"kind\":\"stroke\",\"color\":\"\(hex(stroke.color))\",\"width\":\(number(stroke.width)),\"points\":[\(points)]}")
+        case .sticker(let sticker):
             let hash = sticker.imageSHA256 ?? AssetHash.of(sticker.imagePNG).hex
             let size: (width: Int, height: Int)
             if let known = sizes[hash], !sticker.isPending {
@@ -97,15 +151,17 @@ enum WebPage {
                 size = header.map { (Int($0.width), Int($0.height)) } ?? (64, 64)
                 if header != nil { sizes[hash] = size }
             }
-            items[sticker.id.uuidString] = "{\"id\":\"\(sticker.id.uuidString)\",\"kind\":\"sticker\",\"asset\":\(json(hash)),"
+            let id = sticker.id.uuidString
+            return (id, "{\"id\":\"\(id)\",\"kind\":\"sticker\",\"asset\":\(json(hash)),"
                 + "\"pending\":\(sticker.isPending),\"x\":\(number(sticker.position.x)),\"y\":\(number(sticker.position.y)),"
                 + "\"scale\":\(number(sticker.scale)),\"rotation\":\(number(sticker.rotationRadians)),"
-                + "\"w\":\(size.width),\"h\":\(size.height)}"
+                + "\"w\":\(size.width),\"h\":\(size.height)}")
         }
-        let order = (board.paintOrder ?? (board.strokes.map(\.id) + board.stickers.map(\.id))).map(\.uuidString).filter { items[$0] != nil }
-        let background = board.backgroundSHA256.map(json) ?? "null"
-        let header = "\"width\":\(number(board.canvasSize.width)),\"height\":\(number(board.canvasSize.height)),\"background\":\(background)"
-        return Rendered(header: header, items: items, order: order)
+    }
+
+    /// The board message's canvas and background fields.
+    static func header(size: CodableSize, background: String?) -> String {
+        "\"width\":\(number(size.width)),\"height\":\(number(size.height)),\"background\":\(background.map(json) ?? "null")"
     }
 
     /// The whole board as one message.

@@ -72,8 +72,7 @@ extension WebView {
     func closeSocket(_ client: Client, _ code: WebSocket.CloseCode, _ reason: String) {
         guard !client.closing else { return }
         client.closing = true
-        client.editor?.shutdown(save: false)
-        client.editor = nil
+        client.author = nil
         client.drainDeadline = EventLoop.now() + options.drainTimeout
         guard var socket = client.socket else { return client.connection.close() }
         socket.close(code, reason: reason)
@@ -102,13 +101,14 @@ extension WebView {
             return queuePresence(presence, from: client, on: board)
         }
         guard let body = message.edit else { return }
-        // Grouping and undo mean nothing to a page that has not edited yet: no replica is made
+        // Grouping and undo mean nothing to a page that has not edited yet: no author is made
         // for them.
-        if client.editor == nil, [WebMessage.beginGroup, .endGroup, .undo, .redo].contains(message) { return }
+        if client.author == nil, [WebMessage.beginGroup, .endGroup, .undo, .redo].contains(message) { return }
         do {
-            let editor = try editorHost(for: client, board: board)
+            var author = try author(for: client, board: board)
             client.lastEdit = EventLoop.now()
-            _ = try editor.edit(board, body)
+            _ = try host.edit(board, as: &author, body)
+            client.author = author
         } catch let error as EditError {
             refuse(client, error.description)
         } catch let error as EditorLimit {
@@ -151,31 +151,15 @@ extension WebView {
         flushSocket(client)
     }
 
-    /// The page's replica: made at its first edit, holding the board (it syncs the whole board
-    /// from the server first, as any new peer does) and joined to the server in-process.
-    private func editorHost(for client: Client, board: String) throws -> SyncHost {
-        if let editor = client.editor { return editor }
-        let editors = clients.values.filter { $0.board == board && $0.editor != nil }.count
-        guard editors < self.options.maxEditorsPerBoard else {
+    /// The page as an author on the board's replica: made at its first edit, under the page's
+    /// replica id (its presence's), holding only its undo history.
+    private func author(for client: Client, board: String) throws -> Author {
+        if let author = client.author { return author }
+        let editors = clients.values.filter { $0.board == board && $0.author != nil }.count
+        guard editors < options.maxEditorsPerBoard else {
             throw EditorLimit(message: "\(editors) pages are editing board '\(board)', the most at once; try again later")
         }
-        var options = SyncHost.Options()
-        options.credentials = client.token
-        let log = self.options.log
-        let name = client.name
-        options.log = { line in log("web page \(name): \(line)") }
-        options.reconnectDelay = (0.05, 1)
-        let replica = Replica(id: client.tab)
-        // The board's current state, so the first edit already sees every item.
-        var seeded = replica
-        if let current = host.endpoint.boards[board]?.store.replica {
-            try seeded.apply(current.fullState())
-            seeded.assets = current.assets
-        }
-        let editor = try SyncHost(board: board, store: MemoryReplicaStore(replica: seeded), listen: nil, loop: loop, options: options)
-        editor.connectLocally(to: host)
-        client.editor = editor
-        return editor
+        return Author(id: client.tab)
     }
 
     func flushSocket(_ client: Client) {
@@ -183,86 +167,6 @@ extension WebView {
         let output = socket.takeOutput()
         client.socket = socket
         if !output.isEmpty { _ = client.connection.send(output) }
-    }
-
-    // MARK: Board updates
-
-    func changed(_ board: String) {
-        guard clients.values.contains(where: { $0.board == board }) else { return }
-        renders[board, default: RenderState()].dirty = true
-        requestRender(board)
-    }
-
-    /// Renders a board off the loop, at most every 0.1 s and one render at a time: the first
-    /// change goes out at once, changes meanwhile are coalesced into the next render.
-    func requestRender(_ board: String) {
-        var state = renders[board, default: RenderState()]
-        state.dirty = true
-        guard !state.inFlight, !state.scheduled else { renders[board] = state; return }
-        let wait = max(0, state.lastStart + 0.1 - EventLoop.now())
-        state.scheduled = true
-        renders[board] = state
-        loop.schedule(after: wait) { [weak self] in self?.startRender(board) }
-    }
-
-    private func startRender(_ board: String) {
-        guard var state = renders[board] else { return }
-        state.scheduled = false
-        let pages = clients.values.filter { $0.board == board && $0.socket != nil }
-        guard !pages.isEmpty, let replica = host.endpoint.boards[board]?.store.replica else {
-            renders[board] = nil
-            return
-        }
-        state.inFlight = true
-        state.dirty = false
-        state.lastStart = EventLoop.now()
-        renders[board] = state
-        let needWhole = pages.contains { $0.seq != state.seq }
-        let box = WeakView(self)
-        let loop = self.loop
-        // The replica is a value: this copy is the board as it is now, whatever the loop merges
-        // while the render runs.
-        renderer.render(board, replica, whole: needWhole) { result in
-            loop.execute { box.view?.rendered(board, result) }
-        }
-    }
-
-    private func rendered(_ board: String, _ result: WebRenderer.Result) {
-        guard var state = renders[board] else { return }
-        let previous = state.seq
-        state.seq += 1
-        state.inFlight = false
-        var missing = false
-        for client in clients.values where client.board == board && client.socket != nil {
-            if client.seq == previous, result.compared {
-                client.seq = state.seq
-                if let message = result.changes { sendUpdate(message, to: client) }
-            } else if let whole = result.whole {
-                client.seq = state.seq
-                sendUpdate(whole, to: client)
-            } else {
-                missing = true  // joined while this render ran: the next one sends it the board
-            }
-        }
-        if missing { state.dirty = true }
-        renders[board] = state
-        if state.dirty { requestRender(board) }
-    }
-
-    private func sendUpdate(_ message: String, to client: Client) {
-        guard var socket = client.socket else { return }
-        // A page that does not read gets nothing more queued past its limit; it gets the whole
-        // board once it reads again (its next update is measured against nothing).
-        guard client.connection.queuedBytes < options.maxQueuedPerPage else {
-            client.seq = nil
-            return
-        }
-        // A whole board larger than the queue limit still goes (once), rather than closing
-        // every page that joins it.
-        client.connection.maxQueuedBytes = max(client.connection.maxQueuedBytes, message.utf8.count + options.maxQueuedPerPage)
-        socket.send(text: message)
-        client.socket = socket
-        flushSocket(client)
     }
 
     func relay(_ presence: Presence, on board: String) {
@@ -282,49 +186,4 @@ extension WebView {
 /// More pages edit a board than `WebView.Options.maxEditorsPerBoard` allows.
 struct EditorLimit: Error {
     var message: String
-}
-
-/// The view, weakly, for a render's result to find it back on the loop thread.
-/// `@unchecked Sendable`: created on the loop and dereferenced only in tasks the loop runs.
-final class WeakView: @unchecked Sendable {
-    weak var view: WebView?
-    init(_ view: WebView) { self.view = view }
-}
-
-/// Renders boards for the web view on a queue of its own, so a large board's render never
-/// holds the event loop that serves every other board: the snapshot, each item's JSON (image
-/// sizes read once per image), and what changed since the board's previous render.
-/// `@unchecked Sendable`: its state is touched only on `queue`.
-final class WebRenderer: @unchecked Sendable {
-    struct Result: Sendable {
-        /// Whether there was a previous render to compare with, and what changed since it
-        /// (nil: nothing).
-        var compared = false
-        var changes: String?
-        var whole: String?
-    }
-
-    private let queue = DispatchQueue(label: "boardsync.web.render")
-    private var previous: [String: WebPage.Rendered] = [:]
-    private var sizes: [String: (width: Int, height: Int)] = [:]
-
-    func render(_ board: String, _ replica: Replica, whole: Bool, _ done: @escaping @Sendable (Result) -> Void) {
-        queue.async {
-            let rendered = WebPage.render(replica.snapshot(), sizes: &self.sizes)
-            var result = Result()
-            if let old = self.previous[board] {
-                result.compared = true
-                result.changes = rendered.changes(since: old)
-            }
-            if whole || !result.compared { result.whole = rendered.json }
-            self.previous[board] = rendered
-            if self.sizes.count > 100_000 { self.sizes = [:] }
-            done(result)
-        }
-    }
-
-    /// Drops what is kept for a board nobody watches any more.
-    func forget(_ board: String) {
-        queue.async { self.previous[board] = nil }
-    }
 }

@@ -17,10 +17,17 @@ import Foundation
 /// DNS rebinding), and a WebSocket's `Origin`, when a browser sends one, must be this server's
 /// own (or an allowed origin).
 ///
-/// Editing: a page that edits gets its own replica (a fresh replica id, its own undo history),
-/// joined to the server through an in-process link (`SyncHost.connectLocally`) and presenting
-/// the page's token, so a read token gives a page whose edits are refused, and authorship,
-/// limits and conflicts follow the same rules as for any peer.
+/// Editing: a page that edits is a light author on the board's one replica in the server
+/// (`Author`: a fresh replica id and its own undo history, a few hundred bytes; nothing of the
+/// board is copied per page). Its edits are drafted on the board's replica as that author and
+/// merged the way a peer's operations are (group commit, relayed to every peer and page, into
+/// the shared log with Redis), so conflicts follow the same contract as for any peer. A read
+/// token gives a page whose edits are refused unread; a page's token is checked again every
+/// second, so an expired or revoked one ends the page and its edits.
+///
+/// Pages render from typed changes: per board the view keeps a `ChangeTracker` on the loop
+/// (made off the loop from one snapshot when the first page joins), and each update re-renders
+/// and re-sends only the items that changed (`WebRenderer`).
 ///
 /// Bounds (docs/DEPLOYMENT.md lists them with their defaults): pages at once and per address,
 /// a whole request within `requestTimeout`, a response drained within `drainTimeout`, a page
@@ -49,9 +56,9 @@ public final class WebView {
         /// Connections that have not yet been answered or upgraded (no valid token shown yet):
         /// beyond, the oldest of them is dropped, so strangers cannot take the pages' places.
         public var maxUnanswered = 64
-        /// Pages of one board that edit (each holds a replica of the board), and how long an
-        /// editing page's replica lives without an edit before it is released.
-        public var maxEditorsPerBoard = 32
+        /// Pages of one board that edit (each holds its undo history), and how long an editing
+        /// page keeps its undo history without an edit.
+        public var maxEditorsPerBoard = 128
         public var editorIdleTimeout: Double = 300
         /// Seconds a connection has to send a whole request (a connection that sends nothing,
         /// or a trickle, must not hold one of the `maxPages` places).
@@ -97,6 +104,9 @@ public final class WebView {
     /// Per board: the render in flight, whether the board changed since it started, the
     /// latest render's sequence number, and when the last one started.
     var renders: [String: RenderState] = [:]
+    /// Per board with pages: the typed changes' tracker and the version it was brought to (nil
+    /// while the first one is being made off the loop).
+    var feeds: [String: Feed] = [:]
     /// The latest presence of each page, by board (sent to pages that join later).
     var pagePresences: [String: [ReplicaID: Presence]] = [:]
 
@@ -125,9 +135,9 @@ public final class WebView {
         /// What the page's token grants (nil without access control): checked again every
         /// second, so a page ends when its token expires or is revoked.
         var grant: AccessGrant?
-        /// The page's own replica, a live peer of this server (made at its first edit), and
-        /// when it last edited.
-        var editor: SyncHost?
+        /// The page as an author on the board's replica (made at its first edit), and when it
+        /// last edited.
+        var author: Author?
         var lastEdit: Double = 0
         /// The view closed this page's socket (its close frame is queued): nothing it sends is
         /// taken any more.
@@ -243,8 +253,7 @@ public final class WebView {
         guard clients.removeValue(forKey: ObjectIdentifier(client)) != nil else { return }
         perAddress[client.address, default: 1] -= 1
         if perAddress[client.address] == 0 { perAddress[client.address] = nil }
-        client.editor?.shutdown(save: false)
-        client.editor = nil
+        client.author = nil
         client.body = nil
         if let board = client.board {
             if pagePresences[board]?.removeValue(forKey: client.tab) != nil {
@@ -255,7 +264,10 @@ public final class WebView {
             if pagePresences[board]?.isEmpty == true { pagePresences[board] = nil }
             host.endpoint.removeViewer(board: board, now: EventLoop.now())
             host.refresh()  // the board may now close when idle: the host's timer must know
-            if !clients.values.contains(where: { $0.board == board }) { renderer.forget(board) }
+            if !clients.values.contains(where: { $0.board == board }) {
+                renderer.forget(board)
+                feeds[board] = nil
+            }
         }
     }
 
@@ -351,10 +363,8 @@ public final class WebView {
                 closeSocket(client, .policyViolation, "\(why); open the page with a new one")
                 continue
             }
-            if let editor = client.editor, now - client.lastEdit >= options.editorIdleTimeout {
-                // Its replica is made again at its next edit (its undo history goes with it).
-                editor.shutdown(save: false)
-                client.editor = nil
+            if client.author?.canUndo == true || client.author?.canRedo == true, now - client.lastEdit >= options.editorIdleTimeout {
+                client.author?.forgetHistory()  // its id and sequence stay
             }
             if now - client.lastHeard >= options.idleTimeout {
                 options.log("web: closed page \(client.connection.remote): nothing heard for \(Int(options.idleTimeout)) s")

@@ -15,6 +15,11 @@ extension BoardPackage: HostedStore {
         try save()
     }
 
+    public func drafting<T>(_ body: (inout Replica) throws -> T) throws -> T {
+        try requireOpen()
+        return try body(&replica)
+    }
+
     public func closeStore() {
         close()
     }

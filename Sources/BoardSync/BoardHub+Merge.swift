@@ -94,6 +94,25 @@ extension BoardHub {
         emit(.changed)
     }
 
+    /// An author's drafted edit (`SyncEndpoint.edit(_:as:now:_:)`): its images stored, its
+    /// operations checked and merged like a peer's, durable with the next group commit, relayed
+    /// to every session and, with a shared log, appended to it. Throws what the store throws
+    /// (nothing changed then but images already stored).
+    package func mergeAuthored(_ draft: Draft) throws {
+        for hash in draft.images.keys.sorted() {
+            try store.addReceivedAsset(draft.images[hash]!, claimedHash: hash)
+        }
+        // Write-read symmetry: never log an operation that this or any replica would refuse.
+        for op in draft.edit.operations { try op.validate() }
+        let fresh = try store.merging(OperationBatch(operations: draft.edit.operations), deferringSync: groupCommit)
+        guard !fresh.isEmpty else { return }
+        operationsMerged += fresh.count
+        if groupCommit || sharedLog, syncPendingSince == nil { syncPendingSince = now }
+        if sharedLog { pendingReplication.append(OperationBatch(operations: fresh)) }
+        broadcast(fresh)
+        emit(.changed)
+    }
+
     /// Group commit: makes the merges deferred since the last commit durable with one sync of
     /// the store, then acknowledges them. A failed sync closes the sessions that waited (they
     /// send their operations again when they reconnect; nothing was acknowledged).

@@ -82,6 +82,9 @@ public final class MemoryReplicaStore: ReplicaStore {
 public protocol HostedStore: ReplicaStore {
     /// Makes a local edit durable and returns it (nothing changes when it throws).
     func commitEdit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit
+    /// Runs `body` on the store's replica in place; `body` must leave it exactly as it found
+    /// it (`Replica.draft(as:_:)` does: an author's edit is drafted, then merged).
+    func drafting<T>(_ body: (inout Replica) throws -> T) throws -> T
     /// Brings the materialized view up to date (a no-op for stores without one).
     func saveView() throws
     /// Releases the store (its lock); the endpoint never uses it again.
@@ -101,6 +104,16 @@ extension HostedStore {
     }
 
     public func endViewSave(_ job: ViewSaveJob, error: (any Error)?) throws {}
+
+    /// Stores that host no authors (a simulation's planted stores) refuse drafts.
+    public func drafting<T>(_ body: (inout Replica) throws -> T) throws -> T {
+        throw DraftsUnsupported()
+    }
+}
+
+/// A store without `drafting` was asked to draft an author's edit.
+public struct DraftsUnsupported: Error, CustomStringConvertible {
+    public var description: String { "this store cannot host authors' edits" }
 }
 
 /// A view save's file writes, taken from a store on its owner's thread to run on any other
@@ -121,6 +134,10 @@ public struct ViewSaveJob: Sendable {
 extension MemoryReplicaStore: HostedStore {
     public func commitEdit(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
         try edit(body)
+    }
+
+    public func drafting<T>(_ body: (inout Replica) throws -> T) throws -> T {
+        try body(&replica)
     }
 
     public func saveView() throws {}

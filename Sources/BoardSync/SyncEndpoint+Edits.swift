@@ -17,6 +17,22 @@ extension SyncEndpoint {
         return edit
     }
 
+    /// An edit made for one of the authors this host edits for (a web page): drafted on the
+    /// board's replica as `author` (nothing of the board is copied), then merged the way a
+    /// peer's operations are: durable with the board's next group commit, relayed to every
+    /// session, into the shared log when there is one. `author` moves on only once the merge
+    /// went through. The caller checks the author may edit (the hub's access and authorship
+    /// checks are for sessions).
+    @discardableResult
+    package func edit(_ name: String, as author: inout Author, now: Double, _ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
+        self.now = now
+        guard let board = boards[name] else { throw BoardNotOpen(board: name) }
+        let draft = try board.store.drafting { try $0.draft(as: author, body) }
+        try board.hub.mergeAuthored(draft)
+        author = draft.author
+        return draft.edit
+    }
+
     /// Announces what this host's replica (or one it edits for) is doing on a board: the
     /// endpoint stamps the presence with its next clock and the hub sends it to every peer that
     /// understands presence. `presence.ttl` 0 says the replica left.
@@ -61,4 +77,10 @@ extension SyncEndpoint {
         }
         return (sent, received)
     }
+}
+
+/// An edit named a board this endpoint does not have open.
+package struct BoardNotOpen: Error, CustomStringConvertible {
+    package var board: String
+    package var description: String { "board '\(board)' is not open on this server" }
 }

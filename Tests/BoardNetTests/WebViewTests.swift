@@ -293,6 +293,11 @@ final class WebFixture: @unchecked Sendable {  // the view is touched on the loo
         let author = ItemID(uuid: stroke.id).high
         let serverID = try serverReplica().id.rawValue
         #expect(author != 0xA && author != serverID, "made by the page's own replica")
+        // The page hears of the stroke (updates are coalesced: a stroke deleted within the same
+        // tenth of a second would never show).
+        #expect(page.message(type: "changes") { changes in
+            ((changes["upserts"] as? [[String: Any]]) ?? []).contains { $0["id"] as? String == stroke.id.uuidString }
+        } != nil, "the stroke is an upsert")
         // A sticker from a PNG the page sends; its image reaches the server.
         page.say("{\"type\":\"sticker\",\"png\":\"\(pngB.base64EncodedString())\",\"x\":100,\"y\":80}")
         #expect(try waitFor { replica in replica.snapshot().stickers.contains { $0.imagePNG == pngB } })
