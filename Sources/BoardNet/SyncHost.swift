@@ -64,13 +64,7 @@ public final class SyncHost {
     private var acceptedFrom: [SessionID: String] = [:]
     private var perAddress: [String: Int] = [:]
     /// The endpoint's dial targets, by index.
-    var dialAddresses: [DialAddress] = []
-
-    enum DialAddress {
-        case tcp(SocketAddress)
-        /// A host on the same loop, reached through an in-process link.
-        case local(SyncHost)
-    }
+    var dialAddresses: [SocketAddress] = []
     private var nextID: SessionID = 0
     var listener: TCPListener?
     var timer: (id: Int, at: Double)?
@@ -211,17 +205,6 @@ public final class SyncHost {
         }
         connection.onClose = { [weak self] error in self?.closed(id, error) }
         return id
-    }
-
-    /// The server's end of an in-process link (`connectLocally`): not counted against the
-    /// connection limits, which protect sockets.
-    func acceptLocally(_ link: LocalLink) {
-        guard !stopped else { link.close(immediately: true); return }
-        let id = newLink(link)
-        endpoint.accept(id, now: EventLoop.now())
-        flush(id)
-        flushNoted()
-        armTimer()
     }
 
     private func accepted(_ connection: TCPConnection) {
