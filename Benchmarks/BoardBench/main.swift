@@ -93,6 +93,16 @@ if let index = arguments.firstIndex(of: "--measure-liveboard"), index + 1 < argu
     _ = await board.close()
     exit(0)
 }
+// bin/bench --web: the workload board as a package, for a server's data directory.
+if let index = arguments.firstIndex(of: "--write-workload"), index + 1 < arguments.count {
+    let workload = Workload().generate(seed: 1)
+    let package = try BoardPackage.create(at: arguments[index + 1], fileSystem: PosixFileSystem(), replicaID: ReplicaID(0x5E5E))
+    for (_, data) in workload.assets { try package.addAsset(data) }
+    try package.merge(workload.replica.fullState())
+    try package.save()
+    package.close()
+    exit(0)
+}
 // bin/bench --peers: the workload's trace for Yrs and Loro, BoardSync's figures, peak memory.
 if let index = arguments.firstIndex(of: "--export-trace"), index + 1 < arguments.count {
     let workload = Workload().generate(seed: 1)

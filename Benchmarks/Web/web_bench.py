@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Figures for the web view (`bin/bench --web`): edit in one page to pixels in another, presence
-fan-out to 50 pages of one board, and server memory per connected page.
+fan-out to 50 pages of one board, and server memory per connected page; with BOARD_BENCH (the
+release board-bench, as bin/bench --web passes it), the same on the 82,400-operation workload
+board: memory per watching and per editing page, and an edit in one page reaching another.
 
 Usage: web_bench.py BOARD_SYNC_BINARY [--json]
 
@@ -14,6 +16,7 @@ when either is missing.
 import base64, json, os, re, shutil, socket, statistics, struct, subprocess, sys, tempfile, time, zlib
 
 BINARY = os.path.abspath(sys.argv[1])
+WORKLOAD_TOOL = os.environ.get("BOARD_BENCH")
 AS_JSON = "--json" in sys.argv
 
 
@@ -105,6 +108,44 @@ class Page:
                 return message
 
 
+def workload_figures(server, web_address, token, figures, pages_count=10):
+    """Pages on the workload board: the server's memory per watching and per editing page, and an
+    edit in one page reaching another (WebSocket clients: the server's side of edit to pixels)."""
+    time.sleep(0.5)
+    base = rss_kb(server.pid)
+    pages = []
+    for _ in range(pages_count):
+        page = Page(web_address, "workload", token)
+        page.wait_for(lambda m: m["type"] == "board", timeout=180)
+        pages.append(page)
+    time.sleep(0.5)
+    watching = rss_kb(server.pid)
+    count = len(pages[0].strokes)
+    for index, page in enumerate(pages):
+        page.send({"type": "stroke", "points": [10, 10 + index, 60, 40 + index], "color": "#223344", "width": 2})
+    for page in pages:
+        page.wait_for(lambda m, p=page: len(p.strokes) >= count + pages_count, timeout=60)
+    time.sleep(0.5)
+    editing = rss_kb(server.pid)
+    figures["workload_memory_per_watching_page_kb"] = round((watching - base) / pages_count, 1)
+    figures["workload_memory_per_editing_page_kb"] = round((editing - watching) / pages_count, 1)
+    sender, receiver = pages[0], pages[1]
+    for page in pages[2:]:
+        page.sock.close()
+    samples = []
+    for index in range(30):
+        before = len(receiver.strokes)
+        start = time.perf_counter()
+        sender.send({"type": "stroke", "points": [300, 100 + index, 340, 110 + index], "color": "#223344", "width": 2})
+        receiver.wait_for(lambda m: len(receiver.strokes) > before, timeout=30)
+        samples.append((time.perf_counter() - start) * 1000)
+        time.sleep(0.15)  # past the 0.1 s coalescing: each edit is its own update
+    figures["workload_edit_to_other_page_ms_p50"] = round(percentile(samples, 50), 1)
+    figures["workload_edit_to_other_page_ms_p99"] = round(percentile(samples, 99), 1)
+    for page in pages[:2]:
+        page.sock.close()
+
+
 def percentile(values, p):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
@@ -119,6 +160,10 @@ def main():
             f.write(png(40, 40, (220, 30, 30)))
         cli("new", "B.boardpkg", "--canvas", "800x600", cwd=work)
         cli("sticker", "B.boardpkg", "--image", "red.png", "--at", "100,100", cwd=work)
+        if WORKLOAD_TOOL:
+            os.makedirs(os.path.join(work, "data"), exist_ok=True)
+            subprocess.run([WORKLOAD_TOOL, "--write-workload", os.path.join(work, "data", "workload.boardpkg")],
+                           check=True, capture_output=True, timeout=600)
         server = subprocess.Popen([BINARY, "serve", "--data", "data", "--listen", "127.0.0.1:0", "--web", "127.0.0.1:0",
                                    "--web-pages-per-address", "64"],
                                   cwd=work, stderr=subprocess.PIPE, text=True)
@@ -173,6 +218,11 @@ def main():
         figures["presence_fanout_50_pages_ms_p99"] = round(percentile(fanout, 99), 2)
         for page in pages:
             page.sock.close()
+
+        if WORKLOAD_TOOL:
+            workload_figures(server, web_address, token, figures)
+        else:
+            print("web_bench: SKIPPED the workload board: BOARD_BENCH (board-bench) not given", file=sys.stderr)
 
         # Edit in one page to pixels in another (Chromium), when it is here.
         chromium = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
