@@ -21,12 +21,6 @@ public struct Author: Sendable {
 
     public var canUndo: Bool { !undoLog.undoStack.isEmpty || undoLog.depth > 0 }
     public var canRedo: Bool { !undoLog.redoStack.isEmpty }
-
-    /// Forgets the undo and redo history (an author idle for long); its id and sequence stay.
-    public mutating func forgetHistory() {
-        undoLog = UndoLog()
-        openStrokes = []
-    }
 }
 
 /// An edit made as an `Author` and not yet applied: the operations to merge (as any peer's

@@ -104,6 +104,22 @@ extension WebView {
         // Grouping and undo mean nothing to a page that has not edited yet: no author is made
         // for them.
         if client.author == nil, [WebMessage.beginGroup, .endGroup, .undo, .redo].contains(message) { return }
+        // A group (a drag) is closed by the view after `maxGroupEdits` edits: however long a
+        // page keeps one open, no step grows without bound (a draft copies the open step).
+        switch message {
+        case .beginGroup: client.groupEdits = 0
+        case .endGroup, .undo, .redo: client.groupEdits = nil
+        default:
+            if let count = client.groupEdits {
+                client.groupEdits = count + 1
+                if count + 1 >= Self.maxGroupEdits, var author = client.author {
+                    client.author = nil
+                    _ = try? host.edit(board, as: &author) { $0.endUndoGroup(); return LocalEdit() }
+                    client.author = author
+                    client.groupEdits = nil
+                }
+            }
+        }
         do {
             var author = try author(for: client, board: board)
             client.lastEdit = EventLoop.now()
@@ -151,16 +167,28 @@ extension WebView {
         flushSocket(client)
     }
 
-    /// The page as an author on the board's replica: made at its first edit, under the page's
-    /// replica id (its presence's), holding only its undo history.
+    /// The page as an author on the board's replica, holding only its undo history: made at
+    /// its first edit (and again after `editorIdleTimeout` without one). Every page of one token
+    /// subject on a board edits under one replica id for this server's run (each page with its
+    /// own undo), made when the first of them edits and never announced before its first
+    /// operation is on the board (pages' presences go under ids of their own): no writer can
+    /// claim it first, and pages cannot mint replica ids without end (each id is an entry in
+    /// every version vector of the board).
     private func author(for client: Client, board: String) throws -> Author {
         if let author = client.author { return author }
         let editors = clients.values.filter { $0.board == board && $0.author != nil }.count
         guard editors < options.maxEditorsPerBoard else {
             throw EditorLimit(message: "\(editors) pages are editing board '\(board)', the most at once; try again later")
         }
-        return Author(id: client.tab)
+        let key = AuthorKey(board: board, subject: client.grant?.subject ?? "")
+        if let id = authorIDs[key] { return Author(id: id) }
+        let id = ReplicaID(UInt64.random(in: 1...UInt64.max))
+        authorIDs[key] = id
+        return Author(id: id)
     }
+
+    /// Edits a page may make inside one group before the view closes it.
+    static let maxGroupEdits = 1_000
 
     func flushSocket(_ client: Client) {
         guard var socket = client.socket else { return }

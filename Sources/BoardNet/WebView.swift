@@ -107,6 +107,14 @@ public final class WebView {
     /// Per board with pages: the typed changes' tracker and the version it was brought to (nil
     /// while the first one is being made off the loop).
     var feeds: [String: Feed] = [:]
+    /// The replica id the pages of one token subject edit a board under, for this run.
+    var authorIDs: [AuthorKey: ReplicaID] = [:]
+
+    struct AuthorKey: Hashable {
+        var board: String
+        var subject: String
+    }
+
     /// The latest presence of each page, by board (sent to pages that join later).
     var pagePresences: [String: [ReplicaID: Presence]] = [:]
 
@@ -135,9 +143,10 @@ public final class WebView {
         /// What the page's token grants (nil without access control): checked again every
         /// second, so a page ends when its token expires or is revoked.
         var grant: AccessGrant?
-        /// The page as an author on the board's replica (made at its first edit), and when it
-        /// last edited.
+        /// The page as an author on the board's replica (made at its first edit), when it last
+        /// edited, and how many edits the group it has open holds (nil: none open).
         var author: Author?
+        var groupEdits: Int?
         var lastEdit: Double = 0
         /// The view closed this page's socket (its close frame is queued): nothing it sends is
         /// taken any more.
@@ -363,8 +372,11 @@ public final class WebView {
                 closeSocket(client, .policyViolation, "\(why); open the page with a new one")
                 continue
             }
-            if client.author?.canUndo == true || client.author?.canRedo == true, now - client.lastEdit >= options.editorIdleTimeout {
-                client.author?.forgetHistory()  // its id and sequence stay
+            if client.author != nil, now - client.lastEdit >= options.editorIdleTimeout {
+                // Its undo history goes; its next edit makes it an author again (under the same
+                // replica id, continuing that id's sequence on the board).
+                client.author = nil
+                client.groupEdits = nil
             }
             if now - client.lastHeard >= options.idleTimeout {
                 options.log("web: closed page \(client.connection.remote): nothing heard for \(Int(options.idleTimeout)) s")

@@ -99,17 +99,28 @@ extension BoardHub {
     /// to every session and, with a shared log, appended to it. Throws what the store throws
     /// (nothing changed then but images already stored).
     package func mergeAuthored(_ draft: Draft) throws {
-        for hash in draft.images.keys.sorted() {
-            try store.addReceivedAsset(draft.images[hash]!, claimedHash: hash)
-        }
         // Write-read symmetry: never log an operation that this or any replica would refuse.
         for op in draft.edit.operations { try op.validate() }
+        // Images count against the board's limit as a session's uploads do.
+        let images = draft.images.keys.filter { !store.replica.assets.contains($0) }.sorted()
+        if let maxAssets, !images.isEmpty, store.replica.assets.count + images.count > maxAssets {
+            throw LimitError("this board holds its limit of \(maxAssets) images")
+        }
+        for hash in images {
+            let data = draft.images[hash]!
+            try store.addReceivedAsset(data, claimedHash: hash)
+            if sharedLog { emit(.sharedLog(.storeAsset(hash, data))) }
+        }
         let fresh = try store.merging(OperationBatch(operations: draft.edit.operations), deferringSync: groupCommit)
         guard !fresh.isEmpty else { return }
         operationsMerged += fresh.count
         if groupCommit || sharedLog, syncPendingSince == nil { syncPendingSince = now }
-        if sharedLog { pendingReplication.append(OperationBatch(operations: fresh)) }
-        broadcast(fresh)
+        if sharedLog {
+            pendingReplication.append(OperationBatch(operations: fresh))
+            pendingAuthored += fresh  // relayed once the shared log holds them (`replicated`)
+        } else {
+            broadcast(fresh)
+        }
         emit(.changed)
     }
 
@@ -140,6 +151,10 @@ extension BoardHub {
             pendingReplication = []
             lastTicket += 1
             awaitingReplication[lastTicket] = (waiting, version)
+            if !pendingAuthored.isEmpty {
+                awaitingAuthored[lastTicket] = pendingAuthored
+                pendingAuthored = []
+            }
             emit(.sharedLog(.append(batches, ticket: lastTicket)))
             return
         }

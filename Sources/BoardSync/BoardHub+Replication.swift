@@ -15,6 +15,7 @@ extension BoardHub {
     /// The shared log holds what the `.append` with `ticket` handed over:
     /// acknowledges the sessions that waited for it (tickets complete in order).
     package func replicated(_ ticket: UInt64) {
+        if let authored = awaitingAuthored.removeValue(forKey: ticket) { broadcast(authored) }
         guard let entry = awaitingReplication.removeValue(forKey: ticket) else { return }
         for id in entry.sessions { withSession(id) { $0.acknowledge(entry.version) } }
     }

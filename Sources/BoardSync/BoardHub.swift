@@ -99,6 +99,11 @@ public final class BoardHub {
     var lastTicket: UInt64 = 0
     var pendingReplication: [OperationBatch] = []
     var awaitingReplication: [UInt64: (sessions: [SessionID], version: VersionVector)] = [:]
+    /// With a shared log: authors' operations (`mergeAuthored`) relayed only once the log holds
+    /// them, by the ticket of the append that carries them (before that, a writer on another
+    /// server could claim the author's replica id, the log holding none of its operations yet).
+    var pendingAuthored: [Op] = []
+    var awaitingAuthored: [UInt64: [Op]] = [:]
     var fetchingFromLog: Set<AssetHash> = []
     /// While set, sessions that said HELLO wait (unanswered, their input buffered) instead of
     /// being greeted: a replication layer holds them until the board has caught up with the

@@ -98,16 +98,4 @@ import Testing
         let draft = try host.draft(as: author) { try $0.bringToFront(stroke) }
         #expect(draft.edit.operations.first?.id == OpID(replica: ReplicaID(0x9), seq: 1))
     }
-
-    @Test func forgettingHistoryKeepsTheSequence() throws {
-        var (host, _, placed) = try Self.board()
-        var author = Author(id: ReplicaID(0x31))
-        let draft = try host.draft(as: author) { try $0.move(placed, to: pt(7, 7)) }
-        try Self.merge(draft, into: &host)
-        author = draft.author
-        author.forgetHistory()
-        #expect(!author.canUndo && author.lastSeq == 1)
-        let undo = try host.draft(as: author) { try $0.undo() }
-        #expect(undo.edit.operations.isEmpty, "nothing left to undo")
-    }
 }

@@ -321,6 +321,32 @@ final class WebFixture: @unchecked Sendable {  // the view is touched on the loo
         #expect((page.message(type: "error")?["message"] as? String)?.contains("not a PNG") == true)
     }
 
+    /// Pages edit under a replica id that is never announced before its first operation is on
+    /// the board: not their presence's (a writer reading presences cannot claim it first), and
+    /// one per token subject and board for the server's run (pages cannot mint ids without end).
+    @Test func pagesEditUnderAnIdNeverAnnouncedOnePerSubject() throws {
+        let fixture = try WebFixture()
+        defer { fixture.stop() }
+        let (temp, server, host) = (fixture.temp, fixture.server, fixture.host)
+        let (a, _) = try Self.sticker(temp, server)
+        defer { a.close() }
+        let pages = try [fixture.page(), fixture.page()]
+        for page in pages { #expect(page.upgrade("/ws/team")?.status == 101) }
+        for (index, page) in pages.enumerated() {
+            page.say("{\"type\":\"pointer\",\"x\":\(index),\"y\":1}")
+            page.say("{\"type\":\"stroke\",\"points\":[\(index),2,30,40],\"width\":2}")
+        }
+        #expect(try server.thread.wait { (host.endpoint.boards["team"]?.store.replica.snapshot().strokes.count ?? 0) == 2 })
+        let (authors, presences) = try server.thread.onLoop { () -> (Set<UInt64>, Set<ReplicaID>) in
+            let board = host.endpoint.boards["team"]!
+            let strokes = board.store.replica.snapshot().strokes
+            return (Set(strokes.map { ItemID(uuid: $0.id).high }), Set(board.hub.presences.values.map(\.presence.replica)))
+        }
+        #expect(authors.count == 1, "both pages (one subject: the run token's) edit under one id")
+        #expect(presences.count == 2, "each page has a presence of its own")
+        #expect(presences.allSatisfy { !authors.contains($0.rawValue) }, "the edits' id is no presence's")
+    }
+
     @Test func aConnectionThatNeverSendsARequestIsClosed() throws {
         var options = WebView.Options()
         options.requestTimeout = 0.3

@@ -78,18 +78,25 @@ import Glibc
         let page = try Page(host, path: "/ws/team?token=\(token)")
         defer { page.close() }
         page.say("{\"type\":\"stroke\",\"points\":[5,5,50,60,90,20],\"color\":\"#3355aaff\",\"width\":4}")
+        // A sticker from the page: its image goes into the shared log too.
+        let blue = Data(PNGEncoder.solid(width: 6, height: 5, red: 0, green: 0, blue: 255))
+        page.say("{\"type\":\"sticker\",\"png\":\"\(blue.base64EncodedString())\",\"x\":70,\"y\":80}")
 
         try cli.run("new", "C.boardpkg")
         var strokes = 0
+        var images: [Data] = []
         for _ in 0..<100 {
             let sync = try cli.run("sync", "C.boardpkg", "--server", addressTwo, "--board", "team")
             #expect(sync.status == 0, "\(sync.stderr)")
             if sync.status != 0 { break }
-            strokes = try workspace.board("C.boardpkg").strokes.count
-            if strokes == 1 { break }
+            let board = try workspace.board("C.boardpkg")
+            strokes = board.strokes.count
+            images = board.stickers.compactMap { FileManager.default.contents(atPath: workspace.path + "/C.boardpkg/stickers/\($0.id.uuidString).png") }
+            if strokes == 1, images.contains(blue) { break }
             usleep(100_000)
         }
         #expect(strokes == 1, "the page's stroke, made on server one, reached C through server two: \(one.log)")
+        #expect(images.contains(blue), "and the page's sticker with its image")
         let stroke = try #require(try workspace.board("C.boardpkg").strokes.first)
         #expect(stroke.points.count == 3 && stroke.width == 4)
         // The page's operations are its own replica's, neither the server's nor A's.
