@@ -306,8 +306,9 @@ public actor LiveBoard {
         updatesSinceSnapshot += 1
         if updatesSinceSnapshot >= Self.snapshotEvery {
             // Nobody read the last `snapshotEvery` snapshots: make this one, so the chain of
-            // changes held for them stays bounded (amortized O(board) / snapshotEvery).
-            _ = source.snapshot
+            // changes held for them stays bounded (amortized O(board) / snapshotEvery), off
+            // the actor: the update does not wait for it.
+            source.makeInBackground()
             updatesSinceSnapshot = 0
         }
         updateChannel.publish(BoardUpdate(source: source, changes: changes, origins: origins, version: version))
