@@ -129,6 +129,10 @@ final class GatedFileSystem: FileSystem {
         try await eventually("a save to reach its manifest write") { files.held == 1 }
         try await board.edit { try $0.beginStroke(color: .black, width: 2, points: line(20)) }
         let closed = Task { await board.close(within: 10) }
+        // With `run()` running, its end waits for the save on the board's actor (blocking that
+        // pool thread): on a one-core pool this test's own task could not run to let the save
+        // go, so a dispatch thread lets it go too, later.
+        DispatchQueue.global().asyncAfter(deadline: .now() + 5) { files.release() }
         // While the save is held the package stays locked (close has not released it) ...
         try await Task.sleep(nanoseconds: 200_000_000)
         #expect(throws: StoreError.self) { _ = try BoardPackage.open(at: path, fileSystem: PosixFileSystem(), newReplicaID: { ReplicaID(1) }) }
