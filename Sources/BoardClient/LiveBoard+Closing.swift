@@ -132,6 +132,9 @@ extension LiveBoard {
             let delay = max(0, deadline - Self.now())
             timer = Task { [weak self] in
                 try? await Task.sleep(nanoseconds: UInt64(min(delay, 86_400) * 1e9) + 1)
+                // Cancelled: the sleep ended otherwise. No hop to the actor (one job per sleep,
+                // and one that could find the generation unchanged and wake the next sleep).
+                if Task.isCancelled { return }
                 await self?.timerFired(generation)
             }
         }
