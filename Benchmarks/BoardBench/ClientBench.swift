@@ -122,6 +122,11 @@ enum ClientBench {
         while mover.currentStatus.state != .live { try await Task.sleep(nanoseconds: 20_000_000) }
         let sticker = try require(workload.replica.itemIDs.first { workload.replica.kind(of: $0) == .sticker && workload.replica.isVisible($0) }, "a sticker")
         let uuid = sticker.uuid
+        // The holder waited only for its own operations to be acknowledged (none: the workload's
+        // are other replicas'), so the server could still lack part of the board when the mover
+        // caught up: its first move threw "no item with id … on this board" and ended the bench
+        // (3 of about 30 runs, both builds). Wait until the mover holds the sticker.
+        while await !mover.replica.isVisible(sticker) { try await Task.sleep(nanoseconds: 20_000_000) }
         let remote = try await fanOut(author: mover, watchers: [big], rounds: 200, edit: { round in
             { try $0.move(sticker, to: CodablePoint(x: Double(round) + 0.5, y: 3)) }
         }, holds: { update, round in
