@@ -17,6 +17,11 @@ extension LiveBoard {
     @discardableResult
     public func close(within bound: Double = 10) async -> CloseReport {
         if let closeReport { return closeReport }
+        if !running {
+            // The save in flight first (suspended: the actor serves others meanwhile).
+            await waitForViewSave()
+            if let closeReport { return closeReport }
+        }
         if running {
             let deadline = min(closeDeadline ?? .infinity, Self.now() + max(0, bound))
             closeDeadline = deadline
@@ -79,7 +84,8 @@ extension LiveBoard {
         waiter.resume(returning: nil)
     }
 
-    /// Saves and releases the storage, ends the streams (after a last status).
+    /// Saves (after the save in flight) and releases the storage, ends the streams (after a
+    /// last status).
     func release(final: LiveStatus.State) {
         guard let store else { return }
         let unacknowledged = unacknowledgedOperations
@@ -87,7 +93,7 @@ extension LiveBoard {
         closeReport = CloseReport(allAcknowledged: unacknowledged == 0 && images == 0, unacknowledgedOperations: unacknowledged,
                                   unacknowledgedImages: images)
         closedReplica = store.replica
-        try? store.saveView()
+        finishViewSavesForClose()
         store.closeStore()
         self.store = nil
         setState(final)
@@ -126,6 +132,9 @@ extension LiveBoard {
             let delay = max(0, deadline - Self.now())
             timer = Task { [weak self] in
                 try? await Task.sleep(nanoseconds: UInt64(min(delay, 86_400) * 1e9) + 1)
+                // Cancelled: the sleep ended otherwise. No hop to the actor (one job per sleep,
+                // and one that could find the generation unchanged and wake the next sleep).
+                if Task.isCancelled { return }
                 await self?.timerFired(generation)
             }
         }

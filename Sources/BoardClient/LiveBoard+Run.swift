@@ -156,6 +156,7 @@ extension LiveBoard {
         options.maxAssetsPerBoard = sync.maxImages
         options.maxOperationsPerSecond = sync.maxOperationsPerSecond
         options.presenceClockStart = UInt64(Date().timeIntervalSince1970 * 1000)
+        options.groupCommit = true  // a merge is published before its log fsync, acknowledged after it
         let endpoint = SyncEndpoint(board: sync.board, store: store, options: options, now: Self.now())
         sessionID += 1
         let id = sessionID

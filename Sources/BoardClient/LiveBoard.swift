@@ -25,8 +25,10 @@ public actor LiveBoard {
     let credentials: Credentials
     let transport: any BoardTransport
 
-    /// Nil once closed.
+    /// Nil once closed. A `SavingStore` over the package or memory replica.
     var store: (any HostedStore)?
+    /// View saves, off the actor (LiveBoard+Saving.swift).
+    let viewSaves = ViewSaves()
     /// What the replica was when the store closed (reads after `close`).
     var closedReplica: Replica?
     /// The sans-IO endpoint of the current connection (nil while offline).
@@ -140,7 +142,7 @@ public actor LiveBoard {
 
     private init(store: any HostedStore, storage: Storage, sync: Sync?, credentials: Credentials, transport: any BoardTransport, identity: Identity) {
         self.identity = identity
-        self.store = store
+        self.store = SavingStore(store, saves: viewSaves)
         self.storage = storage
         self.sync = sync
         self.credentials = credentials
@@ -296,6 +298,7 @@ public actor LiveBoard {
         let replica = store.replica
         let changes = view.update(to: replica, since: vector)
         vector = replica.versionVector
+        noteViewChange()
         refreshStatus()
         guard !changes.isEmpty else { return }
         version += 1
@@ -303,8 +306,9 @@ public actor LiveBoard {
         updatesSinceSnapshot += 1
         if updatesSinceSnapshot >= Self.snapshotEvery {
             // Nobody read the last `snapshotEvery` snapshots: make this one, so the chain of
-            // changes held for them stays bounded (amortized O(board) / snapshotEvery).
-            _ = source.snapshot
+            // changes held for them stays bounded (amortized O(board) / snapshotEvery), off
+            // the actor: the update does not wait for it.
+            source.makeInBackground()
             updatesSinceSnapshot = 0
         }
         updateChannel.publish(BoardUpdate(source: source, changes: changes, origins: origins, version: version))
@@ -334,7 +338,8 @@ public actor LiveBoard {
             ? LiveStatus(state: state, unacknowledgedOperations: closeReport?.unacknowledgedOperations ?? 0,
                          unacknowledgedImages: closeReport?.unacknowledgedImages ?? 0)
             : LiveStatus(state: state, unacknowledgedOperations: unacknowledgedOperations, unacknowledgedImages: unacknowledgedImages,
-                         lastError: lastLinkError, refusedOperations: serverRefusal?.count ?? 0, refusal: serverRefusal?.refusal)
+                         lastError: lastLinkError, refusedOperations: serverRefusal?.count ?? 0, refusal: serverRefusal?.refusal,
+                         viewSaveError: viewSaves.lastError)
         if status != statusChannel.current { statusChannel.publish(status) }
     }
 }

@@ -126,8 +126,7 @@ extension LiveBoardModel {
 extension LiveBoard {
     /// Saves the store's materialized view (a package's manifest and images; nothing for a
     /// memory board). Throws `LiveBoardError.closed` once closed.
-    func saveView() throws {
-        guard let store else { throw LiveBoardError.closed }
-        try store.saveView()
+    func saveView() async throws {
+        try await saveViewNow()
     }
 }

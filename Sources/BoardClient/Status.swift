@@ -38,9 +38,16 @@ public struct LiveStatus: Sendable, Equatable {
     public var refusedOperations: Int
     /// Why the server dropped them (its words, code `notAuthor`); nil when it dropped none.
     public var refusal: Refusal?
+    /// Why the board's view (a package's `manifest.json` and images) could not be saved the
+    /// last time it was tried (a full disk, a folder made read-only): nil once a save succeeds.
+    /// The edits are safe all the same (the op log took them, fsynced); only the files other
+    /// apps read lag behind. The board tries again after a backoff (1 s, doubling to 60 s),
+    /// and once more when it closes.
+    public var viewSaveError: String?
 
     public init(state: State, unacknowledgedOperations: Int, unacknowledgedImages: Int = 0, lastError: String? = nil,
-                refusedOperations: Int = 0, refusal: Refusal? = nil) {
+                refusedOperations: Int = 0, refusal: Refusal? = nil, viewSaveError: String? = nil) {
+        self.viewSaveError = viewSaveError
         self.state = state
         self.unacknowledgedOperations = unacknowledgedOperations
         self.unacknowledgedImages = unacknowledgedImages

@@ -131,9 +131,19 @@ extension BoardPackage {
 
     func compactIfWorthwhile() throws {
         guard log.recordCount > compactionRecordThreshold else { return }
+        // Finding the state's size is O(board) (every surviving operation gathered and encoded:
+        // tens of milliseconds on the workload board), and it ran after every save once the
+        // log passed the threshold. It is looked at again only when the log has grown past
+        // twice the size found last time (a state that shrank meanwhile is compacted a little
+        // later than it could be; never more than twice its old size late).
+        if let known = stateBytesLastChecked, log.size <= 2 * known { return }
         let state = replica.fullState()
-        if log.size > 2 * (state.encoded().count + OpLog.magic.count + 8) {
+        let bytes = state.encoded().count + OpLog.magic.count + 8
+        if log.size > 2 * bytes {
             try log.compact(to: state)
+            stateBytesLastChecked = nil
+        } else {
+            stateBytesLastChecked = bytes
         }
     }
 }

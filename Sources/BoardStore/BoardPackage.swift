@@ -36,6 +36,8 @@ public final class BoardPackage {
 
     /// Records beyond which `save` considers compacting the log.
     public var compactionRecordThreshold = 512
+    /// The log's would-be size after compaction when `save` last looked and did not compact.
+    var stateBytesLastChecked: Int?
 
     init(path: String, fileSystem: any FileSystem, replica: Replica, log: OpLog, lock: FileLock) {
         self.path = path
