@@ -86,8 +86,8 @@ enum ServeLog {
             ("save failed", "save_failed"), ("signal ", "signal"), ("web view at ", "web_view"), ("admin port at ", "admin_port"),
             ("scale-out", "redis"), ("Redis ", "redis"),
         ]
-        for (needle, name) in rules where line.contains(needle) { return name }
         if line.hasPrefix("connection "), line.contains(" closed") { return "connection_closed" }
+        for (needle, name) in rules where line.contains(needle) { return name }
         if line.hasPrefix("web: ") { return "web" }
         if line.hasPrefix("admin: ") { return "admin" }
         if line.hasPrefix("board '") {
