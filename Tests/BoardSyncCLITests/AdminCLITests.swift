@@ -116,7 +116,12 @@ extension Daemon {
         // Still serving while draining: an edit made now is acknowledged, so it must survive.
         let during = try cli.run("sync", "B.boardpkg", "--server", address, "--board", "team")
         #expect(during.status == 0, "\(during.stderr)")
-        #expect(server.terminate() == 0, "\(server.log)")
+        // No second signal: the drain ends by itself, then the server stops as always.
+        #expect(server.waitFor("stopped") != nil, "\(server.log)")
+        server.process.waitUntilExit()
+        #expect(server.process.terminationStatus == 0, "\(server.log)")
+        let draining = try #require(server.log.range(of: "admin: draining"))
+        #expect(server.log.range(of: "stopped").map { $0.lowerBound > draining.lowerBound } == true)
         let saved = try workspace.board("data/team.boardpkg")
         #expect(saved.strokes.count == 4, "every acknowledged operation is on disk")
     }
@@ -169,5 +174,43 @@ extension Daemon {
         let line = try #require(open.waitFor("web view at "), "\(open.log)")
         #expect(line.contains("token=REDACTED"), "\(line)")
         #expect(open.terminate() == 0)
+    }
+
+    /// With --redis, readiness follows Redis: a real redis-server killed makes /readyz 503 (the
+    /// body says why), restarted makes it 200 again; the Redis series count round trips.
+    @Test func readinessFollowsRedis() throws {
+        if RedisClusterTests.skipped() { return }
+        let workspace = try Workspace()
+        let redis = try RedisProcess(in: workspace.path)
+        let server = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0", "--redis", redis.address, "--node-id", "one",
+                                 "--admin", "127.0.0.1:0", "--admin-token-file", "admin.token"], in: workspace.path)
+        let address = try #require(server.syncAddress(), "\(server.log)")
+        let admin = try #require(server.adminAddress(), "\(server.log)")
+        #expect(server.waitFor("Redis tail link connected") != nil, "\(server.log)")
+        func readyz(_ status: Int) -> String? {
+            let deadline = Date().addingTimeInterval(20)
+            var answer = plainGet(admin, "/readyz")
+            while answer.status != status, Date() < deadline {
+                usleep(100_000)
+                answer = plainGet(admin, "/readyz")
+            }
+            return answer.status == status ? answer.body : nil
+        }
+        #expect(readyz(200) != nil)
+        try workspace.cli.run("new", "A.boardpkg")
+        try workspace.cli.run("stroke", "A.boardpkg", "--points", "1,1 4,4")
+        #expect(try workspace.cli.run("sync", "A.boardpkg", "--server", address, "--board", "team").status == 0)
+        let token = try String(contentsOfFile: workspace.path + "/admin.token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let metrics = plainGet(admin, "/metrics", headers: "Authorization: Bearer \(token)\r\n").body
+        let trips = metrics.split(separator: "\n").first { $0.hasPrefix("boardsync_redis_round_trips_total ") }
+        #expect((trips.flatMap { Double($0.split(separator: " ")[1]) } ?? 0) > 0, "\(metrics)")
+        #expect(metrics.contains("boardsync_redis_connected 1"))
+        redis.crash()
+        let down = readyz(503)
+        #expect(down?.contains("redis: not connected to Redis at \(redis.address)") == true, "\(String(describing: down))")
+        #expect(plainGet(admin, "/healthz").status == 200, "alive while Redis is down")
+        try redis.restart()
+        #expect(readyz(200) != nil, "ready again once Redis is back")
+        #expect(server.terminate() == 0)
     }
 }
