@@ -83,8 +83,20 @@ struct NetCommands {
         }
     }
 
+    static let serveOptions = Set(["data", "listen", "secret-file", "web", "redis", "node-id", "checkpoint-every", "checkpoint-lease", "checkpoint-retention", "redis-password-file", "redis-user", "web-host", "web-origin", "web-token-file", "web-pages-per-address"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name) + ServeAdmin.options)
+
+    /// `serve`: its settings from the command line, `BOARD_SYNC_*` and `--config FILE` (ServeConfig).
     private func serve(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: Set(["data", "listen", "secret-file", "web", "redis", "node-id", "checkpoint-every", "checkpoint-lease", "checkpoint-retention", "redis-password-file", "redis-user", "web-host", "web-origin", "web-token-file", "web-pages-per-address"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name) + ServeAdmin.options), flags: [])
+        let config = try ServeConfig(raw, options: Self.serveOptions, flags: [], environment: ProcessInfo.processInfo.environment)
+        do {
+            try serve(config)
+        } catch let error as UsageError {
+            throw config.explained(error)
+        }
+    }
+
+    private func serve(_ config: ServeConfig) throws {
+        let args = try Arguments(config.arguments, options: Self.serveOptions.union(["config"]), flags: ["print-config"])
         _ = try args.positionals([])
         try ServeLog.configure(args.value("log-format"))
         let adminSettings = try ServeAdmin.Settings(args)
@@ -123,6 +135,7 @@ struct NetCommands {
         var options = SyncHost.Options()
         options.log = NetCommands.log
         try ServeLimits.apply(args, to: &options)
+        if args.has("print-config") { return try config.printed(args, options: Self.serveOptions, defaults: ServeConfig.defaults) }
         options.serverTLS = try Access.serverTLS(args)
         let loop = try EventLoop()
         var revocationWatcher: RevocationWatcher?
