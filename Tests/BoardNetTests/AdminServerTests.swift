@@ -293,6 +293,23 @@ final class AdminFixture: @unchecked Sendable {  // host and admin only touched 
         #expect(probes.isEmpty, "the storage probe leaves nothing behind")
     }
 
+    @Test func withACertificateTheAdminPortSpeaksHTTPSOnly() throws {
+        guard let pki = try TestPKI.make() else { return }
+        var options = AdminServer.Options()
+        options.tls = try TLSContext.server(certificate: pki.server.cert, key: pki.server.key)
+        let fixture = try AdminFixture(adminOptions: options)
+        defer { fixture.stop() }
+        let plain = try WebClient(fixture.address)
+        plain.send(Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
+        #expect(plain.response(seconds: 2)?.status != 200, "no plain HTTP on an HTTPS admin port")
+        let client = try WebClient(fixture.address)
+        #expect(try client.startTLS(TLSContext.client(ca: pki.ca)))
+        client.send(Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(try fixture.token(.admin))\r\n\r\n".utf8))
+        let answer = try #require(client.response())
+        #expect(answer.status == 200)
+        #expect(String(decoding: answer.body, as: UTF8.self).contains("# TYPE boardsync_boards_open gauge"))
+    }
+
     @Test func labelValuesAndHelpAreEscaped() {
         var text = MetricsText()
         text.family("x", .gauge, "a \\ help\nline", [([("l", "a\"b\\c\nd")], 1.5)])

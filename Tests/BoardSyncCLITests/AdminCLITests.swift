@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// One HTTP/1.0 GET over a plain socket (the server closes after answering): status and body.
-func plainGet(_ address: String, _ target: String, headers: String = "") -> (status: Int, body: String) {
+func plainGet(_ address: String, _ target: String, headers: String = "", host: String? = nil) -> (status: Int, body: String) {
     let parts = address.split(separator: ":")
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
@@ -20,7 +20,7 @@ func plainGet(_ address: String, _ target: String, headers: String = "") -> (sta
     guard connected == 0 else { return (0, "no connection") }
     var timeout = timeval(tv_sec: 5, tv_usec: 0)
     _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    let request = Array("GET \(target) HTTP/1.0\r\nHost: \(address)\r\n\(headers)\r\n".utf8)
+    let request = Array("GET \(target) HTTP/1.0\r\nHost: \(host ?? address)\r\n\(headers)\r\n".utf8)
     _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     var received: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65536)
@@ -146,6 +146,10 @@ extension Daemon {
         #expect(try cli.run("sync", "A.boardpkg", "--server", address, "--board", "team", "--token", adminToken).status == 1)
         #expect(plainGet(admin, "/metrics", headers: "Authorization: Bearer \(write)\r\n").status == 403)
         #expect(plainGet(admin, "/metrics", headers: "Authorization: Bearer \(adminToken)\r\n").status == 200)
+        // A stranger's text in a log line (a Host header made to close the JSON object early).
+        let forged = #"a"},{"level":"forged","x":"\#u{202E}"#
+        #expect(plainGet(admin, "/healthz", host: forged).status == 421)
+        #expect(server.waitFor("for host") != nil)
         #expect(server.terminate() == 0)
         let secret = try String(contentsOfFile: workspace.path + "/secret", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         for token in [write, other, foreign, adminToken, secret] {
@@ -165,6 +169,8 @@ extension Daemon {
             events.append(object)
         }
         #expect(events.count > 10)
+        #expect(!events.contains { $0["level"] as? String == "forged" }, "no field forged by a peer")
+        #expect(events.contains { ($0["message"] as? String)?.contains(#"a"},{"level":"forged""#) == true && $0["event"] as? String == "admin" })
         #expect(events.contains { $0["event"] as? String == "board_created" && $0["board"] as? String == "team" })
         #expect(events.contains { $0["event"] as? String == "access_denied" && $0["level"] as? String == "warning" })
         #expect(events.contains { $0["event"] as? String == "connection_closed" && $0["code"] as? String == "unauthorized" && $0["peer"] is String })
