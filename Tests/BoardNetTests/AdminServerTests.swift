@@ -152,6 +152,11 @@ final class AdminFixture: @unchecked Sendable {  // host and admin only touched 
         }
         let made = package.replica.versionVector.totalCount
         try syncOnce(&package, board: "team", server: fixture.server.address, token: fixture.token(.write))
+        // A browser's request to the sync port: refused at its first bytes, counted by reason.
+        let reply = rawExchange(fixture.server.address, Array("GET /team HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
+        let code = try #require(errorCode(in: reply))
+        let host = fixture.server.host
+        #expect(try fixture.server.thread.wait { host.connectionCount == 0 })
         let body = try fixture.request("/metrics", token: admin).body
         func value(_ sample: String) -> Double? {
             body.split(separator: "\n").first { $0.hasPrefix(sample + " ") }.flatMap { Double($0.split(separator: " ").last!) }
@@ -164,7 +169,11 @@ final class AdminFixture: @unchecked Sendable {  // host and admin only touched 
         #expect((value("boardsync_fsync_seconds_count") ?? 0) >= 1)
         #expect(value("boardsync_auth_failures_total{port=\"sync\",reason=\"admin_token\"}") == 1)
         #expect(value("boardsync_sessions_closed_total{reason=\"unauthorized\"}") == 1)
-        #expect(value("boardsync_connections_accepted_total") == 2)
+        #expect(value("boardsync_connections_accepted_total") == 3)
+        let framesRefused = body.split(separator: "\n").filter { $0.hasPrefix("boardsync_frames_refused_total{") }
+            .map { Double($0.split(separator: " ").last!) ?? 0 }.reduce(0, +)
+        #expect(framesRefused == 1, "the refused request, code \(code)")
+        #expect(value("boardsync_connections{port=\"sync\",state=\"open\"}") == 0)
     }
 
     @Test func withoutAccessControlTheRunTokenOpensMetrics() throws {
