@@ -58,8 +58,10 @@ extension AdminServer {
                    [([], Double(host.closedByCode[.tooFast] ?? 0))])
         out.histogram("boardsync_fsync_seconds", "Seconds each group commit's fsync of a board's log took.", endpoint.metrics.syncSeconds)
         out.histogram("boardsync_group_commit_operations", "Operations made durable by each group commit (one fsync).", endpoint.metrics.commitSizes)
-        out.family("boardsync_queued_output_bytes", .gauge, "Bytes queued in sync connections' send buffers now.",
-                   [([], Double(host.connections.values.reduce(0) { $0 + $1.queuedBytes }))])
+        out.family("boardsync_queued_output_bytes", .gauge, "Bytes waiting to go out on sync connections: in sessions (not yet handed to the socket) and in send buffers.", [
+            ([("where", "session")], Double(host.connections.keys.reduce(0) { $0 + endpoint.pendingOutput(for: $1) })),
+            ([("where", "transport")], Double(host.connections.values.reduce(0) { $0 + $1.queuedBytes })),
+        ])
         let deltas = endpoint.deltasInFlight
         out.family("boardsync_handshake_deltas_in_flight", .gauge, "Handshake deltas (over 64 KiB) sent and not yet acknowledged.", [([], Double(deltas.count))])
         out.family("boardsync_handshake_delta_bytes_in_flight", .gauge, "Bytes of the handshake deltas in flight.", [([], Double(deltas.bytes))])
