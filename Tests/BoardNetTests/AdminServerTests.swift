@@ -17,10 +17,11 @@ final class AdminFixture: @unchecked Sendable {  // host and admin only touched 
     let admin: AdminServer
     let temp = TempDirectory()
 
-    init(adminOptions: AdminServer.Options = AdminServer.Options(), withAccess: Bool = true) throws {
+    init(adminOptions: AdminServer.Options = AdminServer.Options(), withAccess: Bool = true,
+         serverOptions: SyncHost.Options = SyncHost.Options()) throws {
         authority = try TokenAuthority(secret: Array("0123456789abcdef0123456789abcdef".utf8))
         access = SyncEndpoint.AccessControl(authority: authority, wallClock: { Date().timeIntervalSince1970 })
-        var options = SyncHost.Options()
+        var options = serverOptions
         if withAccess { options.access = access }
         server = try ServerFixture(data: temp.path + "/data", options: options)
         var adminOptions = adminOptions
@@ -174,6 +175,41 @@ final class AdminFixture: @unchecked Sendable {  // host and admin only touched 
             .map { Double($0.split(separator: " ").last!) ?? 0 }.reduce(0, +)
         #expect(framesRefused == 1, "the refused request, code \(code)")
         #expect(value("boardsync_connections{port=\"sync\",state=\"open\"}") == 0)
+    }
+
+    @Test func aSessionOverTheOperationRateIsCountedAsRateLimited() throws {
+        var serverOptions = SyncHost.Options()
+        serverOptions.maxOperationsPerSecond = 2  // bursts of 10
+        let fixture = try AdminFixture(serverOptions: serverOptions)
+        defer { fixture.stop() }
+        var peerOptions = SyncHost.Options()
+        peerOptions.credentials = Array(try fixture.token(.write).utf8)
+        peerOptions.reconnect = false
+        peerOptions.viewSaveThreads = 0
+        let loop = fixture.server.thread.loop
+        let address = fixture.server.address
+        nonisolated(unsafe) let chosen = peerOptions
+        let peer = try fixture.server.thread.onLoop {
+            let peer = try SyncHost(board: "team", store: MemoryReplicaStore(replica: Replica(id: ReplicaID(0xBEE))), listen: nil, loop: loop, options: chosen)
+            peer.connect(to: address)
+            return peer
+        }
+        let server = fixture.server.host
+        #expect(try fixture.server.thread.wait { server.boards["team"]?.hub.sessionCount == 1 })
+        try fixture.server.thread.onLoop {
+            for index in 0..<40 {
+                try peer.edit { replica in
+                    let edit = try replica.beginStroke(color: RGBAColor(red: 0, green: 0, blue: 1), width: 1, points: [pt(Double(index), 1)])
+                    replica.finishStroke()
+                    return edit
+                }
+            }
+        }
+        #expect(try fixture.server.thread.wait { server.closedByCode[.tooFast] == 1 })
+        let body = try fixture.request("/metrics", token: fixture.token(.admin)).body
+        #expect(body.contains("boardsync_rate_limited_sessions_total 1\n"), "\(body)")
+        #expect(body.contains("boardsync_frames_refused_total{reason=\"tooFast\"} 1\n"))
+        try fixture.server.thread.onLoop { peer.shutdown(save: false) }
     }
 
     @Test func withoutAccessControlTheRunTokenOpensMetrics() throws {
