@@ -74,6 +74,10 @@ public final class SyncHost {
     let viewSaves: ViewSaves
     /// Called after every event, so one-shot clients can check whether they are done.
     public var onProgress: (() -> Void)?
+    /// For metrics: connections accepted, and sessions this side closed with an error, by code
+    /// (a peer's own ERROR is not counted).
+    public internal(set) var acceptedTotal = 0
+    public internal(set) var closedByCode: [SessionError.Code: Int] = [:]
 
     public var boards: [String: HostedBoard] { endpoint.boards }
     /// Why the most recent link closed, as the session knew it (a peer's ERROR text, or the
@@ -147,6 +151,7 @@ public final class SyncHost {
     }
 
     private func wire() {
+        endpoint.metrics.clock = { EventLoop.now() }  // group commits' syncs are timed
         if !options.reconnect { endpoint.setReconnecting(false, now: EventLoop.now()) }
         // The endpoint closes the sessions a change of revocations revokes (its own observer,
         // registered first); their ERROR is written and their connections closed here.
@@ -210,6 +215,7 @@ public final class SyncHost {
     private func accepted(_ connection: TCPConnection) {
         guard !stopped else { connection.close(immediately: true); return }
         options.log("connection from \(connection.remote)")
+        acceptedTotal += 1
         if let tls = options.serverTLS {
             do { try connection.acceptTLS(tls) } catch { return options.log("connection \(connection.remote) closed: \(error)") }
         }
@@ -245,6 +251,7 @@ public final class SyncHost {
             if perAddress[address] == 0 { perAddress[address] = nil }
         }
         let reason = endpoint.session(id)?.closeReason
+        if let reason, !reason.remote { closedByCode[reason.code, default: 0] += 1 }
         // A reset once the session has ended (a BYE or an ERROR either way) is how a peer that
         // closes with bytes unread ends: an ordinary close, not a transport error.
         let error = connection.wasResetByPeer && endpoint.session(id)?.isClosed == true ? nil : error

@@ -72,6 +72,7 @@ extension RedisBoardLog {
         }
         let replies = try withChannel(link) { channel throws(RESPError) in try channel.pipeline.receive(bytes) }
         defer { troubleChanged() }
+        repliesReceived += replies.count
         for (ticket, value) in replies {
             guard let entry = withChannel(link, { $0.requests.removeValue(forKey: ticket) }) else { continue }
             noteReply(to: entry.request, value, on: link)

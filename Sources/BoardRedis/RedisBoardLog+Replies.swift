@@ -3,6 +3,7 @@
 extension RedisBoardLog {
     func handle(_ request: Request, _ value: RESPValue) {
         if case .error(let message) = value {
+            errorReplies += 1
             // Trouble of Redis itself (no password, loading...) is logged once, when it starts.
             retryLater(request, because: message, quietly: Self.troubleClass(message, for: request) != nil)
             return

@@ -80,6 +80,9 @@ public final class RedisBoardLog {
 
     /// Statistics.
     public internal(set) var entriesAppended = 0
+    /// Replies received (round trips completed) and error replies among them, for metrics.
+    public internal(set) var repliesReceived = 0
+    public internal(set) var errorReplies = 0
     public internal(set) var entriesMerged = 0
 
     public init(options: Options) {

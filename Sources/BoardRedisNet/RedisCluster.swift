@@ -67,6 +67,9 @@ public final class RedisCluster: HostReplication {
         host?.refresh()
     }
 
+    /// Links lost or not connected (each retried after a backoff), for metrics.
+    public private(set) var linkFailures = 0
+
     /// Whether every link (commands, tail, presence) is connected.
     public var isConnected: Bool { connected.count == RedisBoardLog.Link.allCases.count }
 
@@ -116,6 +119,7 @@ public final class RedisCluster: HostReplication {
     /// A link closed, or could not be connected: it is dialed again after the backoff. A
     /// failed connect is the board log's storage trouble (logged once, told to clients).
     private func lost(_ link: RedisBoardLog.Link, _ reason: String, refused: Bool = false) {
+        linkFailures += 1
         connections[link] = nil
         let wasUp = connected.remove(link) != nil
         boardLog.linkDown(link, now: EventLoop.now(), reason: reason)

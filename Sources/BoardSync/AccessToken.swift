@@ -10,6 +10,10 @@ public enum AccessRole: String, Sendable, CaseIterable {
     /// Reads, writes, and relays operations of any author: for servers and trusted peers that
     /// carry other people's edits.
     case peer
+    /// The operator's: the admin port (`serve --admin`: metrics), never a board. An admin
+    /// token names no board (its board field is `*`, `TokenAuthority.adminScope`), and board
+    /// checks refuse it (`AccessRefusal.adminToken`).
+    case admin
 }
 
 /// A verified token: who (the subject), which board, what role, until when.
@@ -49,6 +53,10 @@ public enum AccessRefusal: Error, Equatable, Sendable, CustomStringConvertible {
     case revoked
     /// The board asked for is not a plain name (checked before the token is looked at).
     case invalidBoardName
+    /// An admin token presented for a board (admin tokens open the admin port only).
+    case adminToken
+    /// A board token presented to the admin port (it needs an admin token).
+    case notAdmin
 
     public var description: String {
         switch self {
@@ -59,6 +67,8 @@ public enum AccessRefusal: Error, Equatable, Sendable, CustomStringConvertible {
         case .expired(let when): "a token that expired at \(Date(timeIntervalSince1970: when))"
         case .revoked: "a revoked token"
         case .invalidBoardName: "a request for an invalid board name"
+        case .adminToken: "an admin token (it opens the admin port, not boards)"
+        case .notAdmin: "a token that is not an admin token"
         }
     }
 }
@@ -73,6 +83,8 @@ public struct TokenAuthority: Sendable {
     public static let prefix = "bst1"
     /// Shortest secret accepted, in bytes.
     public static let minimumSecret = 16
+    /// What an admin token says in its board field: it names no board.
+    public static let adminScope = "*"
     private let secret: [UInt8]
 
     public init(secret: [UInt8]) throws {
@@ -95,7 +107,11 @@ public struct TokenAuthority: Sendable {
     /// issue time included, get different ids.
     public func mint(board: String, role: AccessRole, expires: Double?, subject: String,
                      tokenID: String? = nil, issued: Double? = nil) throws -> String {
-        guard Hello.isValidBoardName(board) else { throw AccessSetupError("'\(board)' is not a valid board name") }
+        if role == .admin {
+            guard board == TokenAuthority.adminScope else { throw AccessSetupError("an admin token names no board (its board is '\(TokenAuthority.adminScope)')") }
+        } else {
+            guard Hello.isValidBoardName(board) else { throw AccessSetupError("'\(board)' is not a valid board name") }
+        }
         guard TokenAuthority.isValidSubject(subject) else {
             throw AccessSetupError("a subject is 1-64 letters, digits, '-', '_' or '.'")
         }
@@ -123,7 +139,22 @@ public struct TokenAuthority: Sendable {
         case .failure(let refusal): return .failure(refusal)
         case .success(let decoded): grant = decoded
         }
+        // An admin token opens no board, whatever its board field says.
+        guard grant.role != .admin else { return .failure(.adminToken) }
         guard Array(grant.board.utf8) == Array(board.utf8) else { return .failure(.otherBoard(grant.board)) }
+        if let expires = grant.expires, now >= expires { return .failure(.expired(expires)) }
+        return .success(grant)
+    }
+
+    /// Checks a token presented to the admin port at `now`: signed with this secret, role
+    /// `admin` for scope `*`, not expired (revocations: `AccessControl.checkAdmin`).
+    public func verifyAdmin(_ token: [UInt8], now: Double) -> Result<AccessGrant, AccessRefusal> {
+        let grant: AccessGrant
+        switch decode(token) {
+        case .failure(let refusal): return .failure(refusal)
+        case .success(let decoded): grant = decoded
+        }
+        guard grant.role == .admin, grant.board == TokenAuthority.adminScope else { return .failure(.notAdmin) }
         if let expires = grant.expires, now >= expires { return .failure(.expired(expires)) }
         return .success(grant)
     }

@@ -49,6 +49,7 @@ extension BoardHub {
             return
         }
         operationsMerged += fresh.count
+        if groupCommit || sharedLog { operationsSinceCommit += fresh.count }
         // A peer that said it lacks an image may have it by now if it sends operations using it.
         if peers[id]?.unavailable.isEmpty == false {
             for op in fresh { if let hash = op.payload.asset { peers[id]?.unavailable[hash] = nil } }
@@ -137,8 +138,12 @@ extension BoardHub {
         }
         waiting.sort()
         commitWaiters.removeAll(keepingCapacity: true)
+        let operations = operationsSinceCommit
+        operationsSinceCommit = 0
+        let started = metrics?.clock?()
         do {
             try store.syncMerges()
+            metrics?.committed(operations, started: started)
         } catch {
             log?("could not save merged operations: \(error)")
             for id in waiting { closeSession(id, SessionError(.internalError, "the server could not save operations (its log says why)")) }

@@ -31,6 +31,7 @@ extension BoardHub {
         if groupCommit, syncPendingSince == nil { syncPendingSince = now }
         guard !fresh.isEmpty || rose(from: vectorBefore) else { return 0 }
         operationsMerged += fresh.count
+        if groupCommit { operationsSinceCommit += fresh.count }
         let named = fresh.compactMap { op in op.payload.asset.map { (hash: $0, item: op.payload.item) } }
         if !named.isEmpty { requestMissing(preferring: nil, named: named) }
         relay(fresh, of: batch, except: nil)

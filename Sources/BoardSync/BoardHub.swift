@@ -152,6 +152,10 @@ public final class BoardHub {
     /// Operations merged from peers, and operations sent to peers (deltas and live), for statistics.
     package internal(set) var operationsMerged = 0
     package internal(set) var operationsSent = 0
+    /// Where group commits are counted and timed (the endpoint's), and the operations merged
+    /// since the last commit.
+    package var metrics: SyncMetrics?
+    var operationsSinceCommit = 0
 
     package init(board: String, store: ReplicaStore) {
         self.board = board

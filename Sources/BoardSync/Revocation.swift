@@ -123,6 +123,14 @@ extension SyncEndpoint.AccessControl {
         }
     }
 
+    /// Verifies a token presented to the admin port now: an admin token, not expired, not revoked.
+    public func checkAdmin(_ token: [UInt8]) -> Result<AccessGrant, AccessRefusal> {
+        switch authority.verifyAdmin(token, now: wallClock()) {
+        case .failure(let refusal): return .failure(refusal)
+        case .success(let grant): return revocations.current.revokes(grant) ? .failure(.revoked) : .success(grant)
+        }
+    }
+
     /// Why a grant verified earlier no longer holds now (`.expired`, `.revoked`), or nil while
     /// it does. Open connections ask it again when `revocations` changes (`RevocationList.observe`)
     /// and when `secondsLeft` runs out.

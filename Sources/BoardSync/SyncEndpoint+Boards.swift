@@ -21,6 +21,7 @@ extension SyncEndpoint {
         board.hub.maxOperationsPerSecond = options.maxOperationsPerSecond
         board.hub.groupCommit = options.groupCommit
         board.hub.maxAssets = options.maxAssetsPerBoard
+        board.hub.metrics = metrics
         boards[name] = board
         timersMayHaveChanged(board)
         emit(.boardOpened(board))
@@ -105,6 +106,8 @@ extension SyncEndpoint {
         absorb(board.hub)  // what it queued goes before its `.boardClosed`
         saveNow(board)
         board.store.closeStore()
+        metrics.retiredOperations.received += board.hub.operationsMerged
+        metrics.retiredOperations.sent += board.hub.operationsSent
         boards[name] = nil
         timers.cancel(.board(name))
         emit(.boardClosed(name))

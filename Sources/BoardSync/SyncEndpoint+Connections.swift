@@ -78,6 +78,7 @@ extension SyncEndpoint {
             case .failure(let refusal):
                 let name = Hello.isValidBoardName(hello.board) ? "'\(hello.board)'" : "(an invalid name)"
                 options.log("connection \(id): access denied to board \(name): \(refusal)")
+                metrics.refused(refusal)
                 // An expired token (signed, for this board) is told so, that its holder may
                 // fetch a fresh one and dial again; every other refusal says only "denied".
                 if case .expired = refusal {

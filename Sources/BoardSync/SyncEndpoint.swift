@@ -126,6 +126,8 @@ public final class SyncEndpoint {
     /// (`limitReached` when the opener hit a fixed limit, `LimitError`).
     var openFailures: [String: (why: String, code: SessionError.Code)] = [:]
     var retiredBytes = (sent: 0, received: 0)
+    /// Counters for an operator's metrics (`SyncMetrics`).
+    public let metrics = SyncMetrics()
     var now: Double
     /// Why the most recent session closed, as the session knew it.
     package internal(set) var lastCloseReason: SessionError?

@@ -32,6 +32,7 @@ struct NetCommands {
         gmtime_r(&seconds, &parts)
         func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
         let stamp = "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
+        if ServeLog.isJSON { return FileHandle.standardError.write(Data((ServeLog.json(line, stamp: stamp) + "\n").utf8)) }
         FileHandle.standardError.write(Data("\(stamp) \(LogText.escaped(line))\n".utf8))
     }
 
@@ -39,6 +40,10 @@ struct NetCommands {
     /// made, so one arriving while it starts is not lost). Loop thread only, after `host` is set.
     final class HostSlot: @unchecked Sendable {
         var host: SyncHost?
+        /// `serve --admin`: told first, so /readyz fails before the host stops (`--drain-seconds` later).
+        var admin: AdminServer?
+        var drainSeconds: Double = 0
+        var stopping = false
     }
 
     /// Stops the slot's host cleanly on SIGINT or SIGTERM: no new connections, goodbyes, saves,
@@ -50,8 +55,15 @@ struct NetCommands {
             source.setEventHandler {
                 loop.execute {
                     NetCommands.log("signal \(number == SIGINT ? "SIGINT" : "SIGTERM"): stopping")
-                    slot.host?.shutdown()
-                    loop.schedule(after: 0.2) { loop.stop() }
+                    func stop() {
+                        slot.host?.shutdown()
+                        loop.schedule(after: 0.2) { loop.stop() }
+                    }
+                    // Readiness fails first; a second signal while draining stops at once.
+                    slot.admin?.beginDraining()
+                    guard !slot.stopping, slot.drainSeconds > 0 else { return stop() }
+                    slot.stopping = true
+                    loop.schedule(after: slot.drainSeconds) { stop() }
                 }
             }
             // The source first, then stop the default action: the other way round, a signal
@@ -71,9 +83,23 @@ struct NetCommands {
         }
     }
 
+    static let serveOptions = Set(["data", "listen", "secret-file", "web", "redis", "node-id", "checkpoint-every", "checkpoint-lease", "checkpoint-retention", "redis-password-file", "redis-user", "web-host", "web-origin", "web-token-file", "web-pages-per-address"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name) + ServeAdmin.options)
+
+    /// `serve`: its settings from the command line, `BOARD_SYNC_*` and `--config FILE` (ServeConfig).
     private func serve(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: Set(["data", "listen", "secret-file", "web", "redis", "node-id", "checkpoint-every", "checkpoint-lease", "checkpoint-retention", "redis-password-file", "redis-user", "web-host", "web-origin", "web-token-file", "web-pages-per-address"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name)), flags: [])
+        let config = try ServeConfig(raw, options: Self.serveOptions, flags: [], environment: ProcessInfo.processInfo.environment)
+        do {
+            try serve(config)
+        } catch let error as UsageError {
+            throw config.explained(error)
+        }
+    }
+
+    private func serve(_ config: ServeConfig) throws {
+        let args = try Arguments(config.arguments, options: Self.serveOptions.union(["config"]), flags: ["print-config"])
         _ = try args.positionals([])
+        try ServeLog.configure(args.value("log-format"))
+        let adminSettings = try ServeAdmin.Settings(args)
         guard let data = args.value("data") else { throw UsageError("missing --data DIR") }
         let listen = try address(args.value("listen") ?? "127.0.0.1:7420", "--listen")
         let webAddress = try args.value("web").map { try address($0, "--web") }
@@ -109,6 +135,7 @@ struct NetCommands {
         var options = SyncHost.Options()
         options.log = NetCommands.log
         try ServeLimits.apply(args, to: &options)
+        if args.has("print-config") { return try config.printed(args, options: Self.serveOptions, defaults: ServeConfig.defaults) }
         options.serverTLS = try Access.serverTLS(args)
         let loop = try EventLoop()
         var revocationWatcher: RevocationWatcher?
@@ -189,8 +216,12 @@ struct NetCommands {
             // other web site a browser visits can reach the boards.
             NetCommands.log("web view at \(web!.url)\(options.access == nil ? "" : " (pages need ?token=... for their board)")")
         }
+        let admin = try adminSettings.map { try ServeAdmin.start($0, host: host, web: web, cluster: cluster, data: data, loop: loop, access: options.access, tls: options.serverTLS) }
+        slot.admin = admin
+        slot.drainSeconds = adminSettings?.drainSeconds ?? 0
         loop.run()
-        withExtendedLifetime((signals, web, cluster, revocationWatcher)) {}
+        admin?.close()
+        withExtendedLifetime((signals, web, cluster, revocationWatcher, admin)) {}
     }
 
     private func sync(_ raw: [String]) throws {
@@ -214,10 +245,9 @@ struct NetCommands {
         let args = try Arguments(raw, options: ["secret-file", "board", "role", "expires", "subject"], flags: ["json"])
         _ = try args.positionals([])
         guard let secretFile = args.value("secret-file") else { throw UsageError("missing --secret-file FILE") }
-        guard let board = args.value("board") else { throw UsageError("missing --board NAME") }
-        guard Hello.isValidBoardName(board) else { throw UsageError("--board '\(board)' is not a plain name (letters, digits, '-', '_', '.')") }
-        guard let roleText = args.value("role") else { throw UsageError("missing --role read|write|peer") }
-        guard let role = AccessRole(rawValue: roleText) else { throw UsageError("--role must be read, write or peer, not '\(roleText)'") }
+        guard let roleText = args.value("role") else { throw UsageError("missing --role read|write|peer|admin") }
+        guard let role = AccessRole(rawValue: roleText) else { throw UsageError("--role must be read, write, peer or admin, not '\(roleText)'") }
+        let board = try ServeAdmin.tokenBoard(args.value("board"), role: role)
         let now = Date().timeIntervalSince1970
         var expires: Double? = now + NetCommands.defaultTokenLifetime
         if let text = args.value("expires") {
