@@ -34,6 +34,8 @@ public final class BackupScheduler {
     private var pending = false
     private var runs = 0
     private var timer: Int?
+    /// The run in flight was scheduled: it logs only when it wrote or failed something.
+    private var quiet = false
     /// The last run's report (nil before the first ends).
     public private(set) var lastReport: BackupReport?
     /// Called on the loop after each run.
@@ -60,8 +62,12 @@ public final class BackupScheduler {
     /// Starts a run now (or right after the one in flight). Loop thread; the admin API and
     /// SIGUSR1 call this.
     public func backupNow(reason: String = "on demand") {
+        start(reason: reason, scheduled: false)
+    }
+
+    private func start(reason: String, scheduled: Bool) {
         guard !running else {
-            pending = true
+            if !scheduled { pending = true }
             return
         }
         running = true
@@ -71,7 +77,8 @@ public final class BackupScheduler {
         let data = dataDirectory
         let loop = host.loop
         let box = WeakScheduler(self)
-        log("backup \(run) (\(reason)): to \(target)")
+        quiet = scheduled
+        if !scheduled { log("backup \(run) (\(reason)): to \(target)") }
         worker.queue.async {
             let names: [String]
             let listing: String?
@@ -110,6 +117,9 @@ public final class BackupScheduler {
                 report.failed.append((name, "\(error)"))
             }
         }
+        if !sources.isEmpty {
+            log("backup \(run): took the points of \(sources.count) board\(sources.count == 1 ? "" : "s") (every operation acknowledged until now)")
+        }
         let box = WeakScheduler(self)
         let loop = host.loop
         let worker = self.worker
@@ -137,7 +147,7 @@ public final class BackupScheduler {
         }
         lastReport = report
         let seconds = String(format: "%.2f", report.finishedAt - report.takenAt)
-        log("backup \(report.run) finished: \(report.written.count) written, \(report.unchanged.count) unchanged, \(report.failed.count) failed in \(seconds) s; every operation acknowledged before \(BackupManifest.timestamp(report.takenAt)) is in \(target) for the boards written or unchanged")
+        if !quiet || !report.written.isEmpty || !report.failed.isEmpty { log("backup \(report.run) finished: \(report.written.count) written, \(report.unchanged.count) unchanged, \(report.failed.count) failed in \(seconds) s; every operation acknowledged before \(BackupManifest.timestamp(report.takenAt)) is in \(target) for the boards written or unchanged") }
         onFinished?(report)
         if pending {
             pending = false
@@ -149,7 +159,7 @@ public final class BackupScheduler {
         guard let every else { return }
         timer = host.loop.schedule(after: every) { [weak self] in
             guard let self else { return }
-            self.backupNow(reason: "every \(BackupScheduler.duration(every))")
+            self.start(reason: "every \(BackupScheduler.duration(every))", scheduled: true)
             self.scheduleNext()
         }
     }

@@ -65,7 +65,9 @@ public struct DirectoryBackupTarget: BackupTarget {
                 }
             }
         }
-        guard fileSystem.isDirectory(root) else { throw BackupError("no backup directory at \(root)") }
+        // A directory not made yet holds nothing (the first put makes it).
+        guard fileSystem.exists(root) else { return [] }
+        guard fileSystem.isDirectory(root) else { throw BackupError("the backup destination \(root) is not a directory") }
         try walk("", depth: 0)
         return keys
     }
@@ -169,12 +171,15 @@ public struct S3BackupTarget: BackupTarget {
         var keys: [String] = []
         var token: String?
         repeat {
-            var query = [("list-type", "2"), ("prefix", prefix + keyPrefix)]
+            // Asked without a trailing '/' (keys are filtered here): moto checks signatures of
+            // queries holding '/' against a canonical form AWS does not use (tested there).
+            let full = prefix + keyPrefix
+            var query = [("list-type", "2"), ("prefix", full.hasSuffix("/") ? String(full.dropLast()) : full)]
             if let token { query.append(("continuation-token", token)) }
             let response = try send("GET", key: nil, query: query)
             guard response.status == 200 else { throw failure("LIST", keyPrefix, response) }
             let text = String(decoding: response.body, as: UTF8.self)
-            for key in S3BackupTarget.element("Key", in: text) where key.hasPrefix(prefix) {
+            for key in S3BackupTarget.element("Key", in: text) where key.hasPrefix(full) {
                 keys.append(String(key.dropFirst(prefix.count)))
             }
             token = S3BackupTarget.element("IsTruncated", in: text).first == "true" ? S3BackupTarget.element("NextContinuationToken", in: text).first : nil
