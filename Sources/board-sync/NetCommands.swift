@@ -72,7 +72,7 @@ struct NetCommands {
     }
 
     private func serve(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: Set(["data", "listen", "secret-file", "web", "redis", "node-id", "checkpoint-every", "checkpoint-lease", "checkpoint-retention", "redis-password-file", "redis-user", "web-host", "web-origin", "web-token-file", "web-pages-per-address"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name) + ServeBackup.serveOptions), flags: [])
+        let args = try Arguments(raw, options: Set(["data", "listen", "secret-file", "web", "redis", "node-id", "checkpoint-every", "checkpoint-lease", "checkpoint-retention", "redis-password-file", "redis-user", "web-host", "web-origin", "web-token-file", "web-pages-per-address"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name) + ServeBackup.serveOptions + ServeWebhooks.options), flags: [])
         _ = try args.positionals([])
         guard let data = args.value("data") else { throw UsageError("missing --data DIR") }
         let listen = try address(args.value("listen") ?? "127.0.0.1:7420", "--listen")
@@ -107,6 +107,7 @@ struct NetCommands {
             throw UsageError("--node-id '\(id)' must be 1 to 128 characters without spaces")
         }
         let backupPlan = try ServeBackup.plan(args)
+        let webhookPlan = try ServeWebhooks.plan(args)
         var options = SyncHost.Options()
         options.log = NetCommands.log
         try ServeLimits.apply(args, to: &options)
@@ -191,8 +192,9 @@ struct NetCommands {
             NetCommands.log("web view at \(web!.url)\(options.access == nil ? "" : " (pages need ?token=... for their board)")")
         }
         let backups = backupPlan.map { ServeBackup.start($0, host: host, data: data, loop: loop) }
+        let webhooks = webhookPlan.map { ServeWebhooks.start($0, host: host, data: data) }
         loop.run()
-        withExtendedLifetime((signals, web, cluster, revocationWatcher, backups)) {}
+        withExtendedLifetime((signals, web, cluster, revocationWatcher, backups, webhooks)) {}
     }
 
     private func sync(_ raw: [String]) throws {
