@@ -281,6 +281,29 @@ final class MotoProcess {
         #expect(try cli.run("sync", "A.boardpkg", "--server", s3Address, "--board", "team").status == 0)
         #expect(s3.terminate() == 0)
         #expect(!s3.log.contains("super-secret-value"))
+
+        // S3 that takes the connection and never answers: the request's deadline ends it, and
+        // meanwhile the server serves (the backup thread waits, never the loop).
+        let hung = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(hung) }
+        var hungAddress = sockaddr_in()
+        hungAddress.sin_family = sa_family_t(AF_INET)
+        hungAddress.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &hungAddress) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(hung, $0, length) } }
+        listen(hung, 16)
+        _ = withUnsafeMutablePointer(to: &hungAddress) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(hung, $0, &length) } }
+        let hungPort = Int(UInt16(bigEndian: hungAddress.sin_port))
+        let slow = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0", "--backup-to", "s3://bucket/p", "--s3-endpoint", "http://127.0.0.1:\(hungPort)",
+                               "--s3-credentials-file", credentials, "--backup-every", "1s", "--backup-timeout", "3"], in: workspace.path)
+        let slowAddress = try #require(slow.listeningAddress(), "\(slow.log)")
+        #expect(slow.waitFor("took the points") != nil, "\(slow.log)")
+        for _ in 0..<3 {
+            try cli.run("stroke", "A.boardpkg", "--points", "3,3 4,4")
+            #expect(try cli.run("sync", "A.boardpkg", "--server", slowAddress, "--board", "team", "--timeout", "5").status == 0, "served while the backup hangs")
+        }
+        #expect(slow.waitFor("timed out") != nil, "\(slow.log)")
+        #expect(slow.terminate() == 0)
     }
 
     @Test func badBackupOptionsAreUsageErrors() throws {
