@@ -109,9 +109,9 @@ public final class BackupScheduler {
                     sources.append(try BackupSource(board: name, point: point, takenAt: now))
                     // Operations merged but not yet synced are not in this point: the board stays due.
                     if package.logSize > point.logBytes { continue }
-                } else {
+                } else if PosixFileSystem().isDirectory(path) {
                     sources.append(try BackupSource(board: name, closedPackage: path, takenAt: now))
-                }
+                }  // else deleted since the listing: its last backup stays at the destination
                 dirty.remove(name)
             } catch {
                 report.failed.append((name, "\(error)"))

@@ -20,6 +20,8 @@ public final class WebhookSender: @unchecked Sendable {
         /// The first retry's delay; each failure doubles it, up to `retryMax`.
         public var retryFirst: Double = 1
         public var retryMax: Double = 60
+        /// TLS for https:// (nil: the system trust store).
+        public var tls: TLSContext?
 
         public init(url: HTTPClient.URLParts, secret: [UInt8]) {
             self.url = url
@@ -97,7 +99,7 @@ public final class WebhookSender: @unchecked Sendable {
 
     private func run() {
         var delay = options.retryFirst
-        let client = HTTPClient(timeout: options.timeout, maxResponseBytes: 64 << 10)
+        let client = HTTPClient(timeout: options.timeout, maxResponseBytes: 64 << 10, tls: options.tls)
         while true {
             condition.lock()
             while queue.isEmpty && !stopped { condition.wait() }

@@ -3,13 +3,14 @@ import Foundation
 
 /// `serve --webhook URL --webhook-secret-file FILE` (docs/DEPLOYMENT.md, "Webhooks").
 enum ServeWebhooks {
-    static let options = ["webhook", "webhook-secret-file", "webhook-queue", "webhook-timeout"]
+    static let options = ["webhook", "webhook-secret-file", "webhook-queue", "webhook-timeout", "webhook-tls-ca"]
 
     static let help: [(String, String)] = [
         ("--webhook URL", "POST board.created, board.changed (after 2 s quiet, at most every 10 s per board), board.deleted, client.joined and client.left to this http:// or https:// URL (docs/DEPLOYMENT.md, Webhooks): JSON bodies signed with HMAC-SHA256 (X-BoardSync-Signature: sha256=HEX), an Idempotency-Key header, retried with backoff (1 s doubling to 60 s) from a thread of their own."),
         ("--webhook-secret-file FILE", "The webhook signing secret (a regular file, mode 0600, 16 bytes to 4 KB; or BOARD_SYNC_WEBHOOK_SECRET in the environment). Never logged."),
         ("--webhook-queue N", "Events waiting for a receiver that is down, at most (default 1000); beyond, the oldest is dropped with a log line."),
         ("--webhook-timeout S", "Seconds one delivery may take (default 5)."),
+        ("--webhook-tls-ca CA", "For an https:// receiver with a private CA: verify its certificate against CA (PEM) instead of the system trust store."),
     ]
 
     /// The sender's options, checked before the server starts (nil: no --webhook).
@@ -40,6 +41,10 @@ enum ServeWebhooks {
             let number = try Parse.number(timeout, "--webhook-timeout")
             guard number >= 0.1, number <= 600 else { throw UsageError("--webhook-timeout must be between 0.1 and 600 seconds") }
             options.timeout = number
+        }
+        if let ca = args.value("webhook-tls-ca") {
+            guard url.tls else { throw UsageError("--webhook-tls-ca is for an https:// --webhook") }
+            do { options.tls = try TLSContext.client(ca: ca) } catch { throw Failure("--webhook-tls-ca: \(error)") }
         }
         return options
     }

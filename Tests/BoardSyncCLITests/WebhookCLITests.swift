@@ -24,20 +24,29 @@ final class WebhookReceiver {
                     f.write(json.dumps({"status": status, "signature": good, "key": self.headers.get("Idempotency-Key"), "event": self.headers.get("X-BoardSync-Event"), "body": json.loads(body)}) + "\\n")
                 self.send_response(status); self.send_header("Content-Length", "0"); self.end_headers()
             def log_message(self, *a): pass
-        http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+        server = http.server.HTTPServer(("127.0.0.1", port), H)
+        if len(sys.argv) > 6:
+            import ssl
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(sys.argv[5], sys.argv[6])
+            server.socket = context.wrap_socket(server.socket, server_side=True)
+        server.serve_forever()
         """
 
     let port: Int
     let process = Process()
     let out: String
 
-    init(in directory: String, secret: String, mode: String, port: Int = RedisProcess.freePort()) throws {
+    let tls: Bool
+
+    init(in directory: String, secret: String, mode: String, port: Int = RedisProcess.freePort(), certificate: (String, String)? = nil) throws {
+        tls = certificate != nil
         self.port = port
         out = directory + "/received-\(port).jsonl"
         let script = directory + "/receiver.py"
         try Data(WebhookReceiver.script.utf8).write(to: URL(fileURLWithPath: script))
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script, String(port), secret, mode, out]
+        process.arguments = ["python3", script, String(port), secret, mode, out] + (certificate.map { [$0.0, $0.1] } ?? [])
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
@@ -45,7 +54,7 @@ final class WebhookReceiver {
         while Date() < deadline, !MotoProcess.accepts(port) { usleep(20_000) }
     }
 
-    var url: String { "http://127.0.0.1:\(port)/hooks/boardsync" }
+    var url: String { "\(tls ? "https" : "http")://127.0.0.1:\(port)/hooks/boardsync" }
 
     /// Every request received so far.
     func received() -> [[String: Any]] {
@@ -156,6 +165,44 @@ final class WebhookReceiver {
         let events = receiver.waitUntil { Self.delivered($0, "board.created").count >= 2 }
         #expect(Set(Self.delivered(events, "board.created").compactMap { $0["key"] as? String }).count == 1, "the same event again: \(events)")
         #expect(server.terminate() == 0)
+    }
+
+    /// An https:// receiver (Python's ssl with a throwaway certificate): verified against
+    /// --webhook-tls-ca it gets every event; against the system trust store the handshake
+    /// fails, which is logged and retried.
+    @Test func anHTTPSReceiverIsVerified() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") else {
+            print("WebhookCLITests: SKIPPED the https receiver test: no /usr/bin/openssl (.ci/run installs it)")
+            return
+        }
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        let secret = try Self.secret(workspace)
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                             "-keyout", "hook.key", "-out", "hook.pem", "-days", "2", "-subj", "/CN=hook test", "-addext", "subjectAltName=IP:127.0.0.1"]
+        openssl.currentDirectoryURL = URL(fileURLWithPath: workspace.path)
+        openssl.standardError = FileHandle.nullDevice
+        try openssl.run()
+        openssl.waitUntilExit()
+        try #require(openssl.terminationStatus == 0)
+        let receiver = try WebhookReceiver(in: workspace.path, secret: secret, mode: "ok",
+                                           certificate: (workspace.path + "/hook.pem", workspace.path + "/hook.key"))
+        let server = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0", "--webhook", receiver.url, "--webhook-secret-file", secret,
+                                 "--webhook-tls-ca", "hook.pem"], in: workspace.path)
+        let address = try #require(server.listeningAddress(), "\(server.log)")
+        try cli.run("new", "A.boardpkg")
+        #expect(try cli.run("sync", "A.boardpkg", "--server", address, "--board", "team").status == 0)
+        let events = receiver.waitUntil { Self.delivered($0, "client.left").count == 1 }
+        #expect(Self.delivered(events, "board.created").count == 1 && Self.delivered(events, "client.joined").count == 1, "\(events) \(server.log)")
+        #expect(events.allSatisfy { $0["signature"] as? Bool == true })
+        #expect(server.terminate() == 0)
+        let untrusted = try Daemon(["serve", "--data", "data2", "--listen", "127.0.0.1:0", "--webhook", receiver.url, "--webhook-secret-file", secret], in: workspace.path)
+        let untrustedAddress = try #require(untrusted.listeningAddress())
+        #expect(try cli.run("sync", "A.boardpkg", "--server", untrustedAddress, "--board", "other").status == 0)
+        #expect(untrusted.waitFor("certificate verify failed") != nil, "\(untrusted.log)")
+        #expect(untrusted.terminate() == 0)
     }
 
     @Test func badWebhookOptionsAreRefused() throws {
