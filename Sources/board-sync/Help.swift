@@ -65,7 +65,7 @@ let commandHelps: [String: CommandHelp] = [
                            options: [("--above ID", "The item it goes above."), ("--below ID", "The item it goes below."), jsonOption]),
     "delete": CommandHelp(name: "delete", overview: "Erase a stroke or delete a sticker (restore brings it back).",
                           usage: "delete <package> <id> [--json]", arguments: [packageArgument, idArgument], options: [jsonOption]),
-    "restore": CommandHelp(name: "restore", overview: "Bring back an erased stroke or deleted sticker with every edit merged meanwhile.",
+    "restore": CommandHelp(name: "restore", overview: "Bring back an erased stroke or deleted sticker with every edit merged meanwhile; with --from, restore a server's backups into a data directory.",
                            usage: "restore <package> <id> [--json]\n       board-sync restore --from DIR|s3://BUCKET/PREFIX --data DIR [--board NAME]... [--force] [--json]",
                            arguments: [packageArgument, idArgument], options: [jsonOption] + ServeBackup.restoreHelp),
     "front": CommandHelp(name: "front", overview: "Bring an item to the front.", usage: "front <package> <id> [--json]",

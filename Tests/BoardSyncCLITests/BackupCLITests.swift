@@ -206,7 +206,16 @@ final class MotoProcess {
         // On demand: SIGUSR1.
         kill(server.process.processIdentifier, SIGUSR1)
         #expect(server.waitFor("1 written") != nil, "\(server.log)")
+        // Again with no change: only changed boards are backed up, so nothing is written.
+        kill(server.process.processIdentifier, SIGUSR1)
+        #expect(server.waitFor("backup 2 finished: 0 written") != nil, "\(server.log)")
         #expect(server.terminate() == 0)
+        // A restarted server reads the board's manifest and finds its backup current.
+        let restarted = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0", "--backup-to", "good", "--backup-every", "never"], in: workspace.path)
+        _ = try #require(restarted.listeningAddress())
+        kill(restarted.process.processIdentifier, SIGUSR1)
+        #expect(restarted.waitFor("backup 1 finished: 0 written, 1 unchanged") != nil, "\(restarted.log)")
+        #expect(restarted.terminate() == 0)
         let manager = FileManager.default
         let root = workspace.path
         let log = try #require(try manager.contentsOfDirectory(atPath: root + "/good/boards/team").first { $0.hasPrefix("log-") })
@@ -247,6 +256,13 @@ final class MotoProcess {
         let forced = try cli.run("restore", "--from", "good", "--data", "out", "--force", "--json")
         #expect(forced.status == 0, "\(forced.stderr)")
         #expect(try manager.contentsOfDirectory(atPath: root + "/out").contains { $0.hasPrefix("team.boardpkg.before-restore-") })
+        // Never from under a server that holds the board open.
+        let serving = try Daemon(["serve", "--data", "out", "--listen", "127.0.0.1:0"], in: workspace.path)
+        let servingAddress = try #require(serving.listeningAddress())
+        #expect(try cli.run("sync", "A.boardpkg", "--server", servingAddress, "--board", "team").status == 0)
+        let held = try cli.run("restore", "--from", "good", "--data", "out", "--force")
+        #expect(held.status == 1 && held.stderr.contains("open in another process"), "\(held.stderr)")
+        #expect(serving.terminate() == 0)
     }
 
     /// A target that refuses writes (here a file where its images go) or cannot be reached:
