@@ -127,6 +127,7 @@ struct NetCommands {
         }
         let slot = HostSlot()
         let signals = NetCommands.stopOnSignals(slot, loop)
+        let backupSignal = backupPlan.map { _ in ServeBackup.watchSignal(loop) }
         let host: SyncHost
         do {
             host = try SyncHost(serverDataDirectory: data, listen: listen, loop: loop, options: options)
@@ -191,7 +192,7 @@ struct NetCommands {
             // other web site a browser visits can reach the boards.
             NetCommands.log("web view at \(web!.url)\(options.access == nil ? "" : " (pages need ?token=... for their board)")")
         }
-        let backups = backupPlan.map { ServeBackup.start($0, host: host, data: data, loop: loop) }
+        let backups = backupPlan.map { ServeBackup.start($0, host: host, data: data, signal: backupSignal!) }
         let webhooks = webhookPlan.map { ServeWebhooks.start($0, host: host, data: data) }
         loop.run()
         withExtendedLifetime((signals, web, cluster, revocationWatcher, backups, webhooks)) {}

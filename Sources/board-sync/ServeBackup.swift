@@ -105,21 +105,29 @@ enum ServeBackup {
         return text
     }
 
-    /// Starts the schedule and SIGUSR1 (back up now) on the server's loop.
-    static func start(_ plan: Plan, host: SyncHost, data: String, loop: EventLoop) -> (BackupScheduler, DispatchSourceSignal) {
-        let scheduler = BackupScheduler(host: host, dataDirectory: data, target: plan.target, every: plan.every, log: NetCommands.log)
-        let box = SchedulerBox(scheduler)
+    /// SIGUSR1 (back up now), watched from before the server listens so one arriving while it
+    /// starts is never the default action (which ends the process); until `start` fills the
+    /// box it does nothing.
+    static func watchSignal(_ loop: EventLoop) -> (SchedulerBox, DispatchSourceSignal) {
+        let box = SchedulerBox()
         let source = DispatchSource.makeSignalSource(signal: SIGUSR1, queue: .global())
         source.setEventHandler { loop.execute { box.scheduler?.backupNow(reason: "SIGUSR1") } }
         source.resume()
         signal(SIGUSR1, SIG_IGN)
-        NetCommands.log("backups: every board to \(plan.target)\(plan.every.map { ", every \(Int($0)) s" } ?? "") and on SIGUSR1 (`kill -USR1 \(getpid())`)")
-        return (scheduler, source)
+        return (box, source)
     }
 
+    /// Starts the schedule on the server's loop; SIGUSR1 (`watchSignal`) reaches it from here on.
+    static func start(_ plan: Plan, host: SyncHost, data: String, signal: (SchedulerBox, DispatchSourceSignal)) -> (BackupScheduler, DispatchSourceSignal) {
+        let scheduler = BackupScheduler(host: host, dataDirectory: data, target: plan.target, every: plan.every, log: NetCommands.log)
+        signal.0.scheduler = scheduler
+        NetCommands.log("backups: every board to \(plan.target)\(plan.every.map { ", every \(Int($0)) s" } ?? "") and on SIGUSR1 (`kill -USR1 \(getpid())`)")
+        return (scheduler, signal.1)
+    }
+
+    /// The scheduler SIGUSR1 reaches (set on the loop thread, read there).
     final class SchedulerBox: @unchecked Sendable {
         weak var scheduler: BackupScheduler?
-        init(_ scheduler: BackupScheduler) { self.scheduler = scheduler }
     }
 
     /// `restore --from DEST --data DIR [--board NAME]... [--force] [--json]`.

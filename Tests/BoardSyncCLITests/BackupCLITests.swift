@@ -122,6 +122,7 @@ import Glibc
         // A restarted server reads the board's manifest and finds its backup current.
         let restarted = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0", "--backup-to", "good", "--backup-every", "never"], in: workspace.path)
         _ = try #require(restarted.listeningAddress())
+        #expect(restarted.waitFor("backups: every board") != nil)
         kill(restarted.process.processIdentifier, SIGUSR1)
         #expect(restarted.waitFor("backup 1 finished: 0 written, 1 unchanged") != nil, "\(restarted.log)")
         #expect(restarted.terminate() == 0)
