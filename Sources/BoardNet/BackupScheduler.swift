@@ -100,6 +100,7 @@ public final class BackupScheduler {
         var report = BackupReport(run: run, takenAt: now)
         if let listingError { report.failed.append(("(all)", listingError)) }
         var sources: [BackupSource] = []
+        let captureStart = EventLoop.now()
         for name in names where !current.contains(name) || dirty.contains(name) {
             let path = Path.join(dataDirectory, "\(name).boardpkg")
             do {
@@ -118,7 +119,8 @@ public final class BackupScheduler {
             }
         }
         if !sources.isEmpty {
-            log("backup \(run): took the points of \(sources.count) board\(sources.count == 1 ? "" : "s") (every operation acknowledged until now)")
+            let milliseconds = String(format: "%.2f", (EventLoop.now() - captureStart) * 1000)
+            log("backup \(run): took the points of \(sources.count) board\(sources.count == 1 ? "" : "s") of \(names.count) (every operation acknowledged until now) in \(milliseconds) ms on the loop")
         }
         let box = WeakScheduler(self)
         let loop = host.loop
