@@ -94,14 +94,28 @@ public final class BackupScheduler {
         }
     }
 
-    /// On the loop: a source per board that needs one.
+    /// Boards captured per turn of the loop: bounds both the loop's hold (an open and an
+    /// fstat per board) and the log descriptors held open while the backup thread copies.
+    static let boardsPerTurn = 64
+
+    /// On the loop: the run's first turn (the point in time the run reports).
     private func capture(run: Int, names: [String], listingError: String?) {
-        let now = Date().timeIntervalSince1970
-        var report = BackupReport(run: run, takenAt: now)
+        var report = BackupReport(run: run, takenAt: Date().timeIntervalSince1970)
         if let listingError { report.failed.append(("(all)", listingError)) }
+        captureNext(names[...], total: names.count, report: report, first: true)
+    }
+
+    /// On the loop: sources for the next boards that need one (at most `boardsPerTurn`), handed
+    /// to the backup thread, which comes back here for the rest.
+    private func captureNext(_ names: ArraySlice<String>, total: Int, report: BackupReport, first: Bool) {
+        var report = report
         var sources: [BackupSource] = []
+        var rest = names
+        let now = Date().timeIntervalSince1970
         let captureStart = EventLoop.now()
-        for name in names where !current.contains(name) || dirty.contains(name) {
+        while let name = rest.first, sources.count < Self.boardsPerTurn {
+            rest = rest.dropFirst()
+            guard !current.contains(name) || dirty.contains(name) else { continue }
             let path = Path.join(dataDirectory, "\(name).boardpkg")
             do {
                 if let board = host.boards[name] {
@@ -118,22 +132,34 @@ public final class BackupScheduler {
                 report.failed.append((name, "\(error)"))
             }
         }
-        if !sources.isEmpty {
-            let milliseconds = String(format: "%.2f", (EventLoop.now() - captureStart) * 1000)
-            log("backup \(run): took the points of \(sources.count) board\(sources.count == 1 ? "" : "s") of \(names.count) (every operation acknowledged until now) in \(milliseconds) ms on the loop")
+        let held = EventLoop.now() - captureStart
+        report.longestLoopHold = max(report.longestLoopHold, held)
+        report.captured += sources.count
+        if !sources.isEmpty, first || report.captured == sources.count {
+            let milliseconds = String(format: "%.2f", held * 1000)
+            log("backup \(report.run): took the points of \(sources.count) board\(sources.count == 1 ? "" : "s") of \(total) (every operation acknowledged until now) in \(milliseconds) ms on the loop\(rest.isEmpty ? "" : "; more follow, \(Self.boardsPerTurn) a turn")")
         }
         let box = WeakScheduler(self)
         let loop = host.loop
         let worker = self.worker
         let captured = sources
         let started = report
+        let remaining = rest
         worker.queue.async {
             var report = started
             let sources = captured
             worker.backUp(sources, report: &report)
-            report.finishedAt = Date().timeIntervalSince1970
             let done = report
-            loop.execute { box.scheduler?.finish(done) }
+            loop.execute {
+                guard let scheduler = box.scheduler else { return }
+                if remaining.isEmpty {
+                    var finished = done
+                    finished.finishedAt = Date().timeIntervalSince1970
+                    scheduler.finish(finished)
+                } else {
+                    scheduler.captureNext(remaining, total: total, report: done, first: false)
+                }
+            }
         }
     }
 
@@ -149,7 +175,7 @@ public final class BackupScheduler {
         }
         lastReport = report
         let seconds = String(format: "%.2f", report.finishedAt - report.takenAt)
-        if !quiet || !report.written.isEmpty || !report.failed.isEmpty { log("backup \(report.run) finished: \(report.written.count) written, \(report.unchanged.count) unchanged, \(report.failed.count) failed in \(seconds) s; every operation acknowledged before \(BackupManifest.timestamp(report.takenAt)) is in \(target) for the boards written or unchanged") }
+        if !quiet || !report.written.isEmpty || !report.failed.isEmpty { log("backup \(report.run) finished: \(report.written.count) written, \(report.unchanged.count) unchanged, \(report.failed.count) failed in \(seconds) s (the loop held at most \(String(format: "%.2f", report.longestLoopHold * 1000)) ms a turn); every operation acknowledged before \(BackupManifest.timestamp(report.takenAt)) is in \(target) for the boards written or unchanged") }
         onFinished?(report)
         if pending {
             pending = false

@@ -16,6 +16,9 @@ public struct BackupReport: Sendable {
     /// board written or unchanged, is at the destination.
     public var takenAt: Double
     public var finishedAt: Double = 0
+    /// Boards whose points were taken, and the longest a turn of the loop spent taking them.
+    public var captured = 0
+    public var longestLoopHold: Double = 0
 }
 
 /// The backup's file work, on a thread of its own (never the loop): reads each captured op log
