@@ -101,6 +101,30 @@ import Glibc
         #expect(again.terminate() == 0)
     }
 
+    /// More boards than one turn of the loop takes: their points are taken in turns, each
+    /// batch copied before the next is taken, and every board is backed up and restored.
+    @Test func manyBoardsAreTakenInTurns() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        try cli.run("new", "seed.boardpkg")
+        try cli.run("stroke", "seed.boardpkg", "--points", "1,1 2,2")
+        try FileManager.default.createDirectory(atPath: workspace.path + "/data", withIntermediateDirectories: true)
+        for index in 0..<150 {
+            try FileManager.default.copyItem(atPath: workspace.path + "/seed.boardpkg", toPath: workspace.path + "/data/b\(index).boardpkg")
+        }
+        let server = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0", "--backup-to", "backups", "--backup-every", "never"], in: workspace.path)
+        _ = try #require(server.listeningAddress(), "\(server.log)")
+        #expect(server.waitFor("backups: every board") != nil)
+        kill(server.process.processIdentifier, SIGUSR1)
+        #expect(server.waitFor("backup 1 finished: 150 written", count: 1, within: 180), "\(server.log)")
+        #expect(server.log.contains("took the points of 64 boards of 150"), "\(server.log)")
+        #expect(server.terminate() == 0)
+        let restore = try cli.run("restore", "--from", "backups", "--data", "restored", "--json")
+        #expect(restore.status == 0, "\(restore.stderr)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(restore.stdout.utf8)) as? [String: Any])
+        #expect((report["boards"] as? [Any])?.count == 150)
+    }
+
     /// A damaged backup (truncated log, a flipped byte, an unreadable manifest, a missing
     /// image) is refused with a clear error and the data directory is left as it was.
     @Test func aDamagedBackupIsRefusedAndChangesNothing() throws {
