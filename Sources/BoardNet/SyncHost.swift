@@ -72,6 +72,8 @@ public final class SyncHost {
     private var flushScheduled = false
     /// View saves running off the loop (`SyncHost+Saving.swift`).
     let viewSaves: ViewSaves
+    /// Sessions joining and leaving boards, when someone watches (`SyncHost+Sessions.swift`).
+    var sessionWatch: SessionWatch?
     /// Called after every event, so one-shot clients can check whether they are done.
     public var onProgress: (() -> Void)?
     /// For metrics: connections accepted, and sessions this side closed with an error, by code
@@ -236,6 +238,7 @@ public final class SyncHost {
     private func received(_ id: SessionID, _ bytes: [UInt8]) {
         guard connections[id] != nil else { return }
         endpoint.receive(id, bytes, now: EventLoop.now())
+        if sessionWatch != nil { noteJoined(id) }
         // What one session receives may queue output for others (relays): the endpoint lists
         // the sessions that gained output.
         flushNoted()
@@ -257,6 +260,7 @@ public final class SyncHost {
         let error = connection.wasResetByPeer && endpoint.session(id)?.isClosed == true ? nil : error
         if let error { lastTransportError = error }
         endpoint.closed(id, now: EventLoop.now())
+        if sessionWatch != nil { noteLeft(id) }
         flushNoted()
         options.log("connection \(connection.remote) closed\(error.map { ": \($0)" } ?? reason.map { ": \($0)" } ?? "")")
         if let reason, reason.remote, reason.code == .tokenExpired {

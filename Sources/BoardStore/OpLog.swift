@@ -37,6 +37,17 @@ public struct OpLog: Sendable {
     /// Records appended without a sync and not yet durable (`append(_:sync: false)`); a synced
     /// append, a `sync()` or a rewrite makes them durable.
     public private(set) var needsSync = false
+    /// Bytes of the log known durable: every record in them was synced (what a backup may copy,
+    /// `BoardPackage.backupPoint`). Below `size` only while appends wait for a sync.
+    public private(set) var durableSize: Int
+
+    init(path: String, fileSystem: any FileSystem, size: Int, recordCount: Int) {
+        self.path = path
+        self.fileSystem = fileSystem
+        self.size = size
+        self.recordCount = recordCount
+        durableSize = size  // what was read from the file is on the disk
+    }
 
     /// What `open` found and did.
     public struct Recovery: Sendable, Equatable {
@@ -176,6 +187,7 @@ public struct OpLog: Sendable {
         size += record.count
         recordCount += 1
         needsSync = !sync  // a synced append made every record before it durable too
+        if sync { durableSize = size }
     }
 
     /// Makes every appended record durable. A failure leaves the log unusable until the
@@ -191,6 +203,7 @@ public struct OpLog: Sendable {
             throw error
         }
         needsSync = false
+        durableSize = size
     }
 
     private func requireUsable() throws {
@@ -211,6 +224,7 @@ public struct OpLog: Sendable {
         try fileSystem.writeAtomically(path, bytes)
         size = bytes.count
         recordCount = batches.count
+        durableSize = size
         broken = nil
         brokenBy = nil
         needsSync = false

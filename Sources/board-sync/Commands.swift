@@ -32,6 +32,8 @@ struct Commands {
 
     /// Runs a command; when its package is held by a running `peer`, runs it there instead.
     func run(_ name: String, _ raw: [String]) throws {
+        // `restore --from DEST --data DIR` restores a server's backups (ServeBackup.swift).
+        if name == "restore", raw.contains(where: { $0 == "--from" || $0.hasPrefix("--from=") }) { return try ServeBackup.restore(raw) }
         guard case .package = board else { return try runHere(name, raw) }
         try ControlClient.run(name, raw) { images in
             var commands = self

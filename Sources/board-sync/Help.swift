@@ -65,8 +65,9 @@ let commandHelps: [String: CommandHelp] = [
                            options: [("--above ID", "The item it goes above."), ("--below ID", "The item it goes below."), jsonOption]),
     "delete": CommandHelp(name: "delete", overview: "Erase a stroke or delete a sticker (restore brings it back).",
                           usage: "delete <package> <id> [--json]", arguments: [packageArgument, idArgument], options: [jsonOption]),
-    "restore": CommandHelp(name: "restore", overview: "Bring back an erased stroke or deleted sticker with every edit merged meanwhile.",
-                           usage: "restore <package> <id> [--json]", arguments: [packageArgument, idArgument], options: [jsonOption]),
+    "restore": CommandHelp(name: "restore", overview: "Bring back an erased stroke or deleted sticker with every edit merged meanwhile; with --from, restore a server's backups into a data directory.",
+                           usage: "restore <package> <id> [--json]\n       board-sync restore --from DIR|s3://BUCKET/PREFIX --data DIR [--board NAME]... [--force] [--json]",
+                           arguments: [packageArgument, idArgument], options: [jsonOption] + ServeBackup.restoreHelp),
     "front": CommandHelp(name: "front", overview: "Bring an item to the front.", usage: "front <package> <id> [--json]",
                          arguments: [packageArgument, idArgument], options: [jsonOption]),
     "back": CommandHelp(name: "back", overview: "Send an item to the back.", usage: "back <package> <id> [--json]",
@@ -102,7 +103,7 @@ let netHelps: [String: CommandHelp] = [
                                   ("--verbose", "Also print, on standard error, every line the servers, their Redis links and the peers log, each with its source and the seconds since the demo began."),
                                   ("--json", "Print the summary as JSON.")]),
     "serve": CommandHelp(name: "serve", overview: "Run a sync server hosting every board in a data directory.",
-                         usage: "serve --data DIR [--listen HOST:PORT] [--web HOST:PORT [--web-host NAME] [--web-origin ORIGIN] [--web-token-file FILE]] [--redis HOST:PORT [--node-id ID] [--checkpoint-every N]] [--secret-file FILE] [--tls-cert CERT --tls-key KEY] [--admin HOST:PORT [--admin-token-file FILE]] [--log-format text|json] [--max-... N] [--config FILE] [--print-config]",
+                         usage: "serve --data DIR [--listen HOST:PORT] [--web HOST:PORT [--web-host NAME] [--web-origin ORIGIN] [--web-token-file FILE]] [--redis HOST:PORT [--node-id ID] [--checkpoint-every N]] [--secret-file FILE] [--tls-cert CERT --tls-key KEY] [--admin HOST:PORT [--admin-token-file FILE]] [--log-format text|json] [--backup-to DIR|s3://BUCKET/PREFIX [--backup-every D]] [--webhook URL --webhook-secret-file FILE] [--max-... N] [--config FILE] [--print-config]",
                          options: [("--data DIR", "Where boards live, one DIR/<name>.boardpkg each (created if missing)."),
                                    ("--listen HOST:PORT", "Address to listen on (default 127.0.0.1:7420; port 0 picks one)."),
                                    ("--web HOST:PORT", "Also serve the boards to web browsers here (off by default): http://HOST:PORT/ lists them, /b/NAME shows one live with everyone's pointers and lets the page draw, add stickers, move, delete and undo, each tab with its own undo (a light author on the server's replica of the board). Every page needs ?token=...: with --secret-file a token for its board (a read token: watch only), without one the random token the server mints at start and prints in the URL it logs. With --tls-cert the view speaks HTTPS with the same certificate."),
@@ -121,7 +122,8 @@ let netHelps: [String: CommandHelp] = [
                                    ("--tls-cert CERT", "Speak TLS (1.2 or newer): CERT is the server's PEM certificate chain."),
                                    ("--tls-key KEY", "The PEM private key of --tls-cert (keep it mode 0600).")]
                             + ServeAdmin.help + ServeConfig.help
-                            + ServeLimits.flags.map { ("--\($0.name) N", "\($0.help) Default \($0.value == $0.value.rounded() ? String(Int($0.value)) : String($0.value)).") }),
+                            + ServeLimits.flags.map { ("--\($0.name) N", "\($0.help) Default \($0.value == $0.value.rounded() ? String(Int($0.value)) : String($0.value)).") }
+                            + ServeBackup.serveHelp + ServeWebhooks.help),
     "sync": CommandHelp(name: "sync", overview: "Sync a package with a server once, both directions, images included, then exit (one connection, no retries; the library's LiveBoard.syncOnce). Reports what was sent, acknowledged and received.",
                         usage: "sync <package> --server HOST:PORT --board NAME [--token T | --token-file F] [--tls [--tls-ca CA] [--tls-name NAME]] [--timeout S] [--json]",
                         arguments: [packageArgument],

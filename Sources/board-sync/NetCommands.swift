@@ -83,7 +83,7 @@ struct NetCommands {
         }
     }
 
-    static let serveOptions = Set(["data", "listen", "secret-file", "web", "redis", "node-id", "checkpoint-every", "checkpoint-lease", "checkpoint-retention", "redis-password-file", "redis-user", "web-host", "web-origin", "web-token-file", "web-pages-per-address"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name) + ServeAdmin.options)
+    static let serveOptions = Set(["data", "listen", "secret-file", "web", "redis", "node-id", "checkpoint-every", "checkpoint-lease", "checkpoint-retention", "redis-password-file", "redis-user", "web-host", "web-origin", "web-token-file", "web-pages-per-address"] + Access.serverTLSOptions + ServeLimits.flags.map(\.name) + ServeAdmin.options + ServeBackup.serveOptions + ServeWebhooks.options)
 
     /// `serve`: its settings from the command line, `BOARD_SYNC_*` and `--config FILE` (ServeConfig).
     private func serve(_ raw: [String]) throws {
@@ -132,6 +132,8 @@ struct NetCommands {
         if let id = args.value("node-id"), id.isEmpty || id.utf8.count > 128 || id.contains(where: { $0.isWhitespace }) {
             throw UsageError("--node-id '\(id)' must be 1 to 128 characters without spaces")
         }
+        let backupPlan = try ServeBackup.plan(args)
+        let webhookPlan = try ServeWebhooks.plan(args)
         var options = SyncHost.Options()
         options.log = NetCommands.log
         try ServeLimits.apply(args, to: &options)
@@ -152,6 +154,7 @@ struct NetCommands {
         }
         let slot = HostSlot()
         let signals = NetCommands.stopOnSignals(slot, loop)
+        let backupSignal = backupPlan.map { _ in ServeBackup.watchSignal(loop) }
         let host: SyncHost
         do {
             host = try SyncHost(serverDataDirectory: data, listen: listen, loop: loop, options: options)
@@ -219,9 +222,11 @@ struct NetCommands {
         let admin = try adminSettings.map { try ServeAdmin.start($0, host: host, web: web, cluster: cluster, data: data, loop: loop, access: options.access, tls: options.serverTLS) }
         slot.admin = admin
         slot.drainSeconds = adminSettings?.drainSeconds ?? 0
+        let backups = backupPlan.map { ServeBackup.start($0, host: host, data: data, signal: backupSignal!) }
+        let webhooks = webhookPlan.map { ServeWebhooks.start($0, host: host, data: data) }
         loop.run()
         admin?.close()
-        withExtendedLifetime((signals, web, cluster, revocationWatcher, admin)) {}
+        withExtendedLifetime((signals, web, cluster, revocationWatcher, admin, backups, webhooks)) {}
     }
 
     private func sync(_ raw: [String]) throws {

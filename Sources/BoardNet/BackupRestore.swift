@@ -1,0 +1,146 @@
+import BoardCRDT
+import BoardModel
+import BoardStore
+import BoardSync
+import Foundation
+
+/// `board-sync restore`: every board backed up at a target, into a data directory a server
+/// then serves. Everything is fetched and checked first (each manifest, the log's size, hash and
+/// records, each image's hash) into a staging directory inside the data directory, and each
+/// board opened there once (which writes its view and gives it a new replica identity, as a
+/// restored copy must have); only when every board checked out are they moved into place. A
+/// damaged or truncated backup changes nothing.
+public enum BackupRestore {
+    public struct Options: Sendable {
+        /// Restore into a data directory that holds something (existing boards of the same
+        /// names are moved aside, never deleted).
+        public var force = false
+        /// Only these boards (nil: every board in the backup).
+        public var boards: [String]?
+        public init() {}
+    }
+
+    public struct Restored: Sendable {
+        public var board: String
+        public var operations: Int
+        public var images: Int
+        public var takenAt: String
+    }
+
+    public struct Outcome: Sendable {
+        public var restored: [Restored] = []
+        /// Existing packages moved aside (with --force).
+        public var movedAside: [String] = []
+    }
+
+    public static func restore(from target: any BackupTarget, into data: String, options: Options = Options()) throws -> Outcome {
+        let fileSystem = PosixFileSystem()
+        var boards = try target.list("boards/").compactMap { key -> String? in
+            let parts = key.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count == 3, parts[2] == "manifest.json", Hello.isValidBoardName(String(parts[1])) else { return nil }
+            return String(parts[1])
+        }.sorted()
+        if let wanted = options.boards {
+            for name in wanted where !boards.contains(name) { throw BackupError("the backup at \(target) holds no board '\(name)'") }
+            boards = boards.filter(wanted.contains)
+        }
+        guard !boards.isEmpty else { throw BackupError("no board backups at \(target) (expected boards/NAME/manifest.json)") }
+        if fileSystem.isDirectory(data) {
+            let entries = try fileSystem.listDirectory(data).filter { !$0.hasPrefix(".restore-") }
+            if !entries.isEmpty, !options.force {
+                throw BackupError("the data directory \(data) is not empty (\(entries.count) entries); restore into an empty or new directory, or give --force (boards of the same names are then moved aside, never deleted)")
+            }
+        } else if fileSystem.exists(data) {
+            throw BackupError("\(data) is not a directory")
+        }
+        try fileSystem.createDirectories(data)
+        let staging = Path.join(data, ".restore-\(getpid())-\(Int(Date().timeIntervalSince1970))")
+        try fileSystem.createDirectories(staging)
+        var outcome = Outcome()
+        do {
+            for board in boards {
+                outcome.restored.append(try stage(board, from: target, into: Path.join(staging, "\(board).boardpkg"), fileSystem))
+            }
+            // Every board checked out: into place.
+            let stamp = BackupManifest.timestamp(Date().timeIntervalSince1970).replacingOccurrences(of: ":", with: "")
+            for board in boards {
+                let destination = Path.join(data, "\(board).boardpkg")
+                if fileSystem.exists(destination) {
+                    // A server still serving it holds its lock: never pull a package from under it.
+                    let lock = try BoardPackage.takeLockForRestore(destination, fileSystem)
+                    lock?.release()
+                    let aside = "\(destination).before-restore-\(stamp)"
+                    try fileSystem.rename(destination, aside)
+                    outcome.movedAside.append(aside)
+                }
+                try fileSystem.rename(Path.join(staging, "\(board).boardpkg"), destination)
+            }
+            try fileSystem.syncDirectory(data)
+        } catch {
+            try? FileManager.default.removeItem(atPath: staging)
+            throw error
+        }
+        try? FileManager.default.removeItem(atPath: staging)
+        return outcome
+    }
+
+    /// Fetches and checks one board's backup into `path`, then opens it once.
+    static func stage(_ board: String, from target: any BackupTarget, into path: String, _ fileSystem: PosixFileSystem) throws -> Restored {
+        guard let manifestBytes = try target.get(BackupManifest.key(board: board), maxBytes: BackupManifest.maxBytes) else {
+            throw BackupError("board '\(board)': its manifest vanished from \(target)")
+        }
+        let manifest = try BackupManifest.decode(manifestBytes, board: board)
+        let logKey = BackupManifest.logKey(board: board, log: manifest.log)
+        guard let log = try target.get(logKey, maxBytes: manifest.logBytes) else {
+            throw BackupError("board '\(board)': the backup's op log \(logKey) is missing; the backup is damaged")
+        }
+        guard log.count == manifest.logBytes else {
+            throw BackupError("board '\(board)': the backup's op log is \(log.count) bytes, not the \(manifest.logBytes) its manifest names (truncated)")
+        }
+        guard SigV4.hex(SHA256.hash(log)) == manifest.logSHA256 else {
+            throw BackupError("board '\(board)': the backup's op log does not match its SHA-256 (damaged)")
+        }
+        let check = OpLog.check(log)
+        guard check.damage == nil, check.tornTail == nil, check.validBytes == log.count else {
+            throw BackupError("board '\(board)': the backup's op log is damaged: \(check.damage ?? check.tornTail ?? "trailing bytes")")
+        }
+        try fileSystem.createDirectories(Path.join(path, PackageLayout.assets))
+        for hex in manifest.assets {
+            guard let bytes = try target.get(BackupManifest.assetKey(hex), maxBytes: OpLog.maxRecordSize) else {
+                throw BackupError("board '\(board)': image \(hex.prefix(12)) named by its manifest is missing from \(target)")
+            }
+            guard SigV4.hex(SHA256.hash(bytes)) == hex else {
+                throw BackupError("board '\(board)': image \(hex.prefix(12)) does not match its SHA-256 (damaged)")
+            }
+            let file = Path.join(path, PackageLayout.assets, hex)
+            try fileSystem.writeFile(file, bytes)
+            try fileSystem.syncFile(file)
+        }
+        try fileSystem.syncDirectory(Path.join(path, PackageLayout.assets))
+        let logPath = Path.join(path, PackageLayout.opLog)
+        try fileSystem.writeFile(logPath, log)
+        try fileSystem.syncFile(logPath)
+        try fileSystem.syncDirectory(Path.join(path, PackageLayout.sync))
+        // Opening takes a new identity (no replica.json: a restored package must never make
+        // operations under the id of the one backed up) and writes the view.
+        let package = try BoardPackage.open(at: path, fileSystem: fileSystem, newReplicaID: {
+            var generator = SystemRandomNumberGenerator()
+            return ReplicaID(UInt64.random(in: 1...UInt64.max, using: &generator))
+        })
+        let operations = Int(package.replica.versionVector.totalCount)
+        package.close()
+        return Restored(board: board, operations: operations, images: manifest.assets.count, takenAt: manifest.takenAt)
+    }
+}
+
+extension BoardPackage {
+    /// Takes a package's lock to check nobody holds it (nil when the package has no sync/).
+    static func takeLockForRestore(_ path: String, _ fileSystem: any FileSystem) throws -> FileLock? {
+        guard fileSystem.isDirectory(Path.join(path, PackageLayout.sync)) else { return nil }
+        do {
+            return try fileSystem.lock(Path.join(path, PackageLayout.lock))
+        } catch {
+            throw BackupError("\(path) is open in another process (a server still running on this data directory?): \(error)")
+        }
+    }
+}

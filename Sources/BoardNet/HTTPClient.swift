@@ -1,0 +1,268 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A small blocking HTTP/1.1 client for the operator's kit (S3 backups, webhooks): one request
+/// per connection (`Connection: close`), plain or TLS (OpenSSL through `TLSStream`, verifying the
+/// server against the system trust store), with a deadline over the whole exchange and a bound
+/// on the response. Runs on the caller's thread: never call it on an event loop.
+public struct HTTPClient: Sendable {
+    public struct URLParts: Sendable, Equatable {
+        public var tls: Bool
+        public var host: String
+        public var port: UInt16
+        /// The path and query, starting with '/'.
+        public var path: String
+
+        /// Parses `http://HOST[:PORT][/PATH]` or `https://...` (no user info, no fragment).
+        public init(_ text: String) throws {
+            let rest: Substring
+            if text.hasPrefix("http://") { tls = false; rest = text.dropFirst(7) } else if text.hasPrefix("https://") { tls = true; rest = text.dropFirst(8) } else {
+                throw HTTPClientError("'\(text)' is not an http:// or https:// URL")
+            }
+            let authority = rest.prefix { $0 != "/" && $0 != "?" }
+            var remainder = String(rest.dropFirst(authority.count))
+            if remainder.isEmpty { remainder = "/" } else if remainder.hasPrefix("?") { remainder = "/" + remainder }
+            guard !authority.isEmpty, !authority.contains("@"), !text.contains("#"), !text.contains(where: { $0.isWhitespace || $0.isNewline }) else {
+                throw HTTPClientError("'\(text)' is not a plain http(s)://HOST[:PORT]/PATH URL")
+            }
+            var host = String(authority)
+            var port: UInt16 = tls ? 443 : 80
+            if host.hasPrefix("[") {
+                guard let close = host.firstIndex(of: "]") else { throw HTTPClientError("'\(text)': unclosed '[' in the host") }
+                let after = host[host.index(after: close)...]
+                if after.hasPrefix(":") {
+                    guard let number = UInt16(after.dropFirst()), number > 0 else { throw HTTPClientError("'\(text)': bad port") }
+                    port = number
+                } else if !after.isEmpty { throw HTTPClientError("'\(text)': bad host") }
+                host = String(host[host.index(after: host.startIndex)..<close])
+            } else if let colon = host.lastIndex(of: ":") {
+                guard let number = UInt16(host[host.index(after: colon)...]), number > 0 else { throw HTTPClientError("'\(text)': bad port") }
+                port = number
+                host = String(host[..<colon])
+            }
+            guard !host.isEmpty else { throw HTTPClientError("'\(text)' has no host") }
+            self.host = host
+            self.port = port
+            path = remainder
+        }
+
+        /// The `Host` header's value.
+        public var hostHeader: String {
+            let name = host.contains(":") ? "[\(host)]" : host
+            return port == (tls ? 443 : 80) ? name : "\(name):\(port)"
+        }
+    }
+
+    public struct Response: Sendable {
+        public var status: Int
+        /// Header names in lower case.
+        public var headers: [String: String]
+        public var body: [UInt8]
+    }
+
+    /// Seconds the whole exchange (connect, send, receive) may take.
+    public var timeout: Double
+    /// Largest response (head and body) read; beyond it the request fails.
+    public var maxResponseBytes: Int
+    /// TLS for https:// (nil: the system trust store, made on first use).
+    public var tls: TLSContext?
+
+    public init(timeout: Double = 30, maxResponseBytes: Int = 16 << 20, tls: TLSContext? = nil) {
+        self.timeout = timeout
+        self.maxResponseBytes = maxResponseBytes
+        self.tls = tls
+    }
+
+    /// Sends one request and reads the whole response. `headers` must not hold Host,
+    /// Content-Length or Connection (added here).
+    public func request(_ method: String, _ url: URLParts, headers: [(String, String)] = [], body: [UInt8] = []) throws -> Response {
+        let deadline = Date().timeIntervalSince1970 + timeout
+        let socket = try Self.connect(url.host, url.port, deadline: deadline)
+        defer { close(socket) }
+        var head = "\(method) \(url.path) HTTP/1.1\r\nHost: \(url.hostHeader)\r\nConnection: close\r\n"
+        for (name, value) in headers {
+            guard !name.contains(where: { $0 == "\r" || $0 == "\n" || $0 == ":" }), !value.contains(where: { $0 == "\r" || $0 == "\n" }) else {
+                throw HTTPClientError("a header holds a line break")
+            }
+            head += "\(name): \(value)\r\n"
+        }
+        if !body.isEmpty || method == "PUT" || method == "POST" { head += "Content-Length: \(body.count)\r\n" }
+        head += "\r\n"
+        let request = Array(head.utf8) + body
+        var raw: [UInt8] = []
+        if url.tls {
+            let stream = try (tls ?? TLSContext.client()).stream(host: url.host)
+            try stream.start()
+            try stream.send(request)
+            try Self.send(socket, stream.takeOutput(), deadline: deadline)
+            var closed = false
+            while !closed {
+                let chunk = try Self.receive(socket, deadline: deadline)
+                if chunk.isEmpty { break }
+                let (plain, ended) = try stream.receive(chunk)
+                raw += plain
+                closed = ended
+                try Self.send(socket, stream.takeOutput(), deadline: deadline)
+                guard raw.count <= maxResponseBytes + 65536 else { throw HTTPClientError("the response from \(url.hostHeader) is over \(maxResponseBytes) bytes") }
+                if let response = try Self.parse(raw, limit: maxResponseBytes, complete: false) { return response }
+            }
+        } else {
+            try Self.send(socket, request, deadline: deadline)
+            while true {
+                let chunk = try Self.receive(socket, deadline: deadline)
+                if chunk.isEmpty { break }
+                raw += chunk
+                guard raw.count <= maxResponseBytes + 65536 else { throw HTTPClientError("the response from \(url.hostHeader) is over \(maxResponseBytes) bytes") }
+                if let response = try Self.parse(raw, limit: maxResponseBytes, complete: false) { return response }
+            }
+        }
+        guard let response = try Self.parse(raw, limit: maxResponseBytes, complete: true) else {
+            throw HTTPClientError("\(url.hostHeader) closed the connection before a whole response")
+        }
+        return response
+    }
+
+    // MARK: Parsing
+
+    /// A whole response in `raw`, or nil when more is needed (`complete`: the connection
+    /// ended, so a body without a length runs to here).
+    static func parse(_ raw: [UInt8], limit: Int, complete: Bool) throws -> Response? {
+        let separator: [UInt8] = [13, 10, 13, 10]
+        guard let headEnd = raw.firstRange(of: separator) else {
+            if raw.count > 65536 { throw HTTPClientError("the response head is over 64 KiB") }
+            return nil
+        }
+        let headText = String(decoding: raw[..<headEnd.lowerBound], as: UTF8.self)
+        var lines = headText.components(separatedBy: "\r\n")
+        let statusLine = lines.removeFirst()
+        let parts = statusLine.split(separator: " ", maxSplits: 2)
+        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]), (100...599).contains(status) else {
+            throw HTTPClientError("not an HTTP response: '\(statusLine.prefix(80))'")
+        }
+        var headers: [String: String] = [:]
+        for line in lines {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        let bodyStart = headEnd.upperBound
+        if (100..<200).contains(status) {
+            // An interim response (100 Continue): skip it.
+            return try parse(Array(raw[bodyStart...]), limit: limit, complete: complete)
+        }
+        if let length = headers["content-length"] {
+            guard let count = Int(length), count >= 0 else { throw HTTPClientError("bad Content-Length '\(length)'") }
+            guard count <= limit else { throw HTTPClientError("the response body is \(count) bytes, over the limit of \(limit)") }
+            guard raw.count - bodyStart >= count else {
+                if complete { throw HTTPClientError("the response body was cut short (\(raw.count - bodyStart) of \(count) bytes)") }
+                return nil
+            }
+            return Response(status: status, headers: headers, body: Array(raw[bodyStart..<(bodyStart + count)]))
+        }
+        if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {
+            var body: [UInt8] = []
+            var offset = bodyStart
+            while true {
+                guard let lineEnd = raw[offset...].firstRange(of: [13, 10]) else {
+                    if complete { throw HTTPClientError("a chunked response was cut short") }
+                    return nil
+                }
+                let sizeText = String(decoding: raw[offset..<lineEnd.lowerBound], as: UTF8.self).split(separator: ";").first ?? ""
+                guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16), size >= 0 else {
+                    throw HTTPClientError("bad chunk size in the response")
+                }
+                guard body.count + size <= limit else { throw HTTPClientError("the response body is over the limit of \(limit) bytes") }
+                let dataStart = lineEnd.upperBound
+                if size == 0 { return Response(status: status, headers: headers, body: body) }
+                guard raw.count >= dataStart + size + 2 else {
+                    if complete { throw HTTPClientError("a chunked response was cut short") }
+                    return nil
+                }
+                body += raw[dataStart..<(dataStart + size)]
+                offset = dataStart + size + 2
+            }
+        }
+        if status == 204 || status == 304 { return Response(status: status, headers: headers, body: []) }
+        guard complete else { return nil }
+        return Response(status: status, headers: headers, body: Array(raw[bodyStart...]))
+    }
+
+    // MARK: Sockets
+
+    static func remaining(_ deadline: Double) throws -> Int32 {
+        let left = deadline - Date().timeIntervalSince1970
+        guard left > 0 else { throw HTTPClientError("timed out") }
+        return Int32(min(left * 1000, 3_600_000)) + 1
+    }
+
+    static func connect(_ host: String, _ port: UInt16, deadline: Double) throws -> Int32 {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_family = AF_UNSPEC
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &list)
+        guard status == 0, let first = list else {
+            throw HTTPClientError("cannot resolve \(host): \(String(cString: gai_strerror(status)))")
+        }
+        defer { freeaddrinfo(list) }
+        var lastError = "no address"
+        var entry: UnsafeMutablePointer<addrinfo>? = first
+        while let info = entry {
+            entry = info.pointee.ai_next
+            let fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            guard fd >= 0 else { lastError = String(cString: strerror(errno)); continue }
+            if Glibc.connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) != 0, errno != EINPROGRESS {
+                lastError = String(cString: strerror(errno))
+                close(fd)
+                continue
+            }
+            var ready = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            let polled = poll(&ready, 1, try remaining(deadline))
+            var error: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
+            if polled == 1, error == 0 {
+                var one: Int32 = 1
+                setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+                return fd
+            }
+            lastError = polled == 0 ? "timed out" : String(cString: strerror(error == 0 ? errno : error))
+            close(fd)
+        }
+        throw HTTPClientError("cannot connect to \(host):\(port): \(lastError)")
+    }
+
+    static func send(_ fd: Int32, _ bytes: [UInt8], deadline: Double) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            if sent > 0 { offset += sent; continue }
+            guard sent < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR else {
+                throw HTTPClientError("sending failed: \(String(cString: strerror(errno)))")
+            }
+            var ready = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            guard poll(&ready, 1, try remaining(deadline)) >= 0 || errno == EINTR else { throw HTTPClientError("poll failed") }
+        }
+    }
+
+    /// Some bytes, or none at the end of the stream.
+    static func receive(_ fd: Int32, deadline: Double) throws -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count > 0 { return Array(buffer[0..<count]) }
+            if count == 0 { return [] }
+            guard errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR else {
+                throw HTTPClientError("receiving failed: \(String(cString: strerror(errno)))")
+            }
+            var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&ready, 1, try remaining(deadline)) >= 0 || errno == EINTR else { throw HTTPClientError("poll failed") }
+        }
+    }
+}
+
+public struct HTTPClientError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
