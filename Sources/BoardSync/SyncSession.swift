@@ -248,12 +248,21 @@ package struct SyncSession: Sendable {
         if now >= lastReceived + timing.idleTimeout {
             return [fail(SessionError(.idleTimeout, "nothing received for \(Int(timing.idleTimeout)) s"))]
         }
-        if now >= lastSent + timing.keepAlive {
+        if pingsAllowed, now >= lastSent + timing.keepAlive {
             pingNonce += 1
             queue(.ping(pingNonce))
             lastSent = now
         }
         return []
+    }
+
+    /// Whether keep-alive PINGs may go: an acceptor says nothing before its HELLO (a PING first
+    /// is a protocol error to the dialer, which expects HELLO: seen when a loaded server's timer
+    /// fired before it read the dialer's HELLO, or while the host had not yet accepted it).
+    private var pingsAllowed: Bool {
+        guard role == .acceptor else { return true }
+        if case .open = state { return true }
+        return false
     }
 
     /// When `handleTimer` next needs to run.
@@ -262,8 +271,8 @@ package struct SyncSession: Sendable {
         switch state {
         case .idle, .closed, .modifying: return nil
         case .awaitingHello(_, let since) where role == .acceptor:
-            deadline = min(lastSent + timing.keepAlive, lastReceived + timing.idleTimeout, since + timing.handshakeTimeout)
-        default: deadline = min(lastSent + timing.keepAlive, lastReceived + timing.idleTimeout)
+            deadline = min(lastReceived + timing.idleTimeout, since + timing.handshakeTimeout)
+        default: deadline = pingsAllowed ? min(lastSent + timing.keepAlive, lastReceived + timing.idleTimeout) : lastReceived + timing.idleTimeout
         }
         return tokenExpiry.map { min($0, deadline) } ?? deadline
     }

@@ -296,6 +296,36 @@ func storeWithHistory(seed: UInt64, replicaIndex: Int) -> MemoryReplicaStore {
         #expect(events == [.closed(SessionError(.idleTimeout, "nothing received for 20 s"))])
     }
 
+    /// An acceptor sends no keep-alive before its HELLO, however long the dialer's HELLO takes
+    /// to arrive or the host takes to accept it: the dialer would refuse a PING first ("expected
+    /// HELLO, got ping", seen on a loaded machine). Its deadlines are then the handshake's and
+    /// the idle timeout's only, so a host on virtual time never fires a timer that does nothing.
+    @Test func anAcceptorSendsNoPingBeforeItsHello() throws {
+        var timing = SessionTiming(keepAlive: 5, idleTimeout: 20)
+        timing.handshakeTimeout = 15
+        var session = SyncSession(role: .acceptor, localReplica: ReplicaID(1), timing: timing)
+        session.listen(now: 0)
+        #expect(session.nextDeadline == 15, "the handshake's deadline, no keep-alive")
+        #expect(session.handleTimer(now: 6).isEmpty)
+        #expect(session.takeOutput(now: 6).isEmpty, "nothing before a HELLO arrived")
+        // The dialer's HELLO arrives; the host has not accepted it yet.
+        _ = session.receive(Message.hello(Hello(board: "b", replica: ReplicaID(2), version: .empty)).frame().encoded(), now: 7)
+        #expect(session.nextDeadline == 27, "the idle timeout only, while the host decides")
+        #expect(session.handleTimer(now: 13).isEmpty)
+        #expect(session.takeOutput(now: 13).isEmpty, "no PING while the HELLO waits for the host")
+        session.accept(version: .empty)
+        var decoder = FrameDecoder(maxFrame: 1 << 20)
+        decoder.append(session.takeOutput(now: 14))
+        #expect(try decoder.next()?.type == Message.Kind.hello.rawValue, "HELLO goes first")
+        // Open: keep-alives as usual.
+        #expect(session.nextDeadline == 19)
+        #expect(session.handleTimer(now: 19).isEmpty)
+        decoder.append(session.takeOutput(now: 19))
+        var kinds: [UInt8] = []
+        while let frame = try decoder.next() { kinds.append(frame.type) }
+        #expect(kinds.contains(Message.Kind.ping.rawValue))
+    }
+
     /// A corrupted length field makes a frame wait for bytes that never come while keep-alives
     /// keep arriving: the session closes instead of stalling forever (found by the simulator).
     @Test func aFrameWhoseLengthWasCorruptedDoesNotStallTheSession() {
