@@ -78,7 +78,10 @@ import Testing
 @Suite struct SyncOnceHostileServerTests {
     func timedOut(_ board: LiveBoard, within bound: Double) async throws -> String {
         do {
-            let report = try await finishes("syncOnce(within: \(bound))", within: bound + 6) { try await board.syncOnce(within: bound) }
+            // The watchdog catches a syncOnce that never returns; its slack is wide because on a
+            // loaded two-core machine the pool threads the board runs on can be held for seconds
+            // by other suites (a 6 s slack failed there).
+            let report = try await finishes("syncOnce(within: \(bound))", within: bound + 30) { try await board.syncOnce(within: bound) }
             Issue.record("synced with a server that never finishes: \(report)")
             return ""
         } catch let error as SyncOnceError {
