@@ -96,10 +96,9 @@ extension LiveBoard {
                 lastError = reason
             }
             if Task.isCancelled || closeIsDue { break }
-            var generator = SystemRandomNumberGenerator()
-            let wait = backoff.next() * Double.random(in: 0.5...1.5, using: &generator)
-            setState(.offline(retryAt: Date().addingTimeInterval(wait), attempt: attempt, lastError: lastError))
-            let until = Self.now() + wait
+            let wait = backoff.next() * (0.5 + jitter.nextUnit())
+            setState(.offline(retryAt: clock.wallClock().addingTimeInterval(wait), attempt: attempt, lastError: lastError))
+            let until = self.now() + wait
             await sleep(until: min(until, closeDeadline ?? until))
         }
         running = false
@@ -140,7 +139,7 @@ extension LiveBoard {
     /// its bound passed.
     var closeIsDue: Bool {
         guard let closeDeadline else { return false }
-        return (unacknowledgedOperations == 0 && unacknowledgedImages == 0) || Self.now() >= closeDeadline
+        return (unacknowledgedOperations == 0 && unacknowledgedImages == 0) || self.now() >= closeDeadline
     }
 
     /// One connection: a sans-IO endpoint for this board, the bytes of `connection` fed to it
@@ -155,13 +154,13 @@ extension LiveBoard {
         options.limits.maxAsset = sync.maxImageBytes
         options.maxAssetsPerBoard = sync.maxImages
         options.maxOperationsPerSecond = sync.maxOperationsPerSecond
-        options.presenceClockStart = UInt64(Date().timeIntervalSince1970 * 1000)
-        let endpoint = SyncEndpoint(board: sync.board, store: store, options: options, now: Self.now())
+        options.presenceClockStart = UInt64(max(0, clock.wallClock().timeIntervalSince1970) * 1000)
+        let endpoint = SyncEndpoint(board: sync.board, store: store, options: options, now: self.now())
         sessionID += 1
         let id = sessionID
         self.endpoint = endpoint
         linkEnded = nil
-        endpoint.dialed(id, now: Self.now())
+        endpoint.dialed(id, now: self.now())
         presenceDirty = localPresence != nil  // said again on every connection
         defer {
             if sessionID == id {
@@ -190,7 +189,7 @@ extension LiveBoard {
     func received(_ bytes: [UInt8], on id: SessionID) {
         guard let endpoint, id == sessionID else { return }
         trafficSoFar.received += bytes.count
-        endpoint.receive(id, bytes, now: Self.now())
+        endpoint.receive(id, bytes, now: self.now())
         drainEvents()
         publishRemoteChange()
         signal()
@@ -226,25 +225,25 @@ extension LiveBoard {
         var saidGoodbye = false
         var liveSince: Double?
         var wasLive: Bool { liveSince != nil }
-        let helloDeadline = Self.now() + sync.handshakeTimeout
+        let helloDeadline = self.now() + sync.handshakeTimeout
         var sendFailed: (error: String, until: Double)?
         while true {
             // Left behind (close's bound or cancellation passed): the board is no longer ours.
             guard id == sessionID else { return .finished }
-            let now = Self.now()
-            func liveFor() -> Double { liveSince.map { Self.now() - $0 } ?? 0 }
+            let now = self.now()
+            func liveFor() -> Double { liveSince.map { self.now() - $0 } ?? 0 }
             if let failed = sendFailed {
                 // A write failed: what the server said before the link went (an ERROR that
                 // refused this connection at once) may still sit unread. The receiving side
                 // hands it over and then ends; its reason, not the write's, is the outcome.
                 // Nothing else is judged meanwhile (bytes taken for the failed write never
                 // left), and a cancelled attempt does not wait.
-                if linkEnded == nil, !endpoint.isFinished(id), Self.now() < failed.until, !Task.isCancelled {
+                if linkEnded == nil, !endpoint.isFinished(id), self.now() < failed.until, !Task.isCancelled {
                     await sleep(until: failed.until)
                     continue
                 }
                 let reason = endpoint.session(id)?.closeReason
-                endpoint.closed(id, now: Self.now())
+                endpoint.closed(id, now: self.now())
                 return .dropped(reason: reason.map { "\($0)" } ?? failed.error, refusal: Self.refusal(reason), wasLive: wasLive,
                                 liveFor: liveFor(), closeReason: reason)
             }
@@ -287,30 +286,30 @@ extension LiveBoard {
                     guard id == sessionID else { return .finished }
                     if saidGoodbye || error is CancellationError || Task.isCancelled {
                         let reason = endpoint.session(id)?.closeReason
-                        endpoint.closed(id, now: Self.now())
+                        endpoint.closed(id, now: self.now())
                         return saidGoodbye ? .finished : .dropped(reason: "\(error)", refusal: Self.refusal(reason), wasLive: wasLive, liveFor: liveFor(), closeReason: reason)
                     }
-                    sendFailed = ("\(error)", Self.now() + Self.unreadGrace)
+                    sendFailed = ("\(error)", self.now() + Self.unreadGrace)
                 }
                 continue  // more may have queued meanwhile
             }
             if endpoint.isFinished(id) {
                 let reason = session?.closeReason
-                endpoint.closed(id, now: Self.now())
+                endpoint.closed(id, now: self.now())
                 if saidGoodbye { return .finished }
                 let refusal = Self.refusal(reason)
                 return .dropped(reason: reason.map { "\($0)" } ?? "the session ended", refusal: refusal, wasLive: wasLive, liveFor: liveFor(), closeReason: reason)
             }
             if let ended = linkEnded {
                 let reason = session?.closeReason
-                endpoint.closed(id, now: Self.now())
+                endpoint.closed(id, now: self.now())
                 if saidGoodbye { return .finished }
                 let refusal = Self.refusal(reason)
                 return .dropped(reason: reason.map { "\($0)" } ?? ended ?? "the server closed the connection", refusal: refusal, wasLive: wasLive, liveFor: liveFor(), closeReason: reason)
             }
             let answered = session?.peer != nil
             if !answered && !saidGoodbye && now >= helloDeadline {
-                endpoint.closed(id, now: Self.now())
+                endpoint.closed(id, now: self.now())
                 return .dropped(reason: "the server did not answer HELLO within \(Self.seconds(sync.handshakeTimeout)) s", refusal: nil, wasLive: false)
             }
             if !saidGoodbye && (Task.isCancelled || closeIsDue || oneShotIsDone) {
@@ -321,7 +320,7 @@ extension LiveBoard {
             if saidGoodbye && Task.isCancelled {
                 // The goodbye is written (the output above is empty); a cancelled attempt does
                 // not wait for the answer (`sleep` would return at once: a spin on the actor).
-                endpoint.closed(id, now: Self.now())
+                endpoint.closed(id, now: self.now())
                 return .finished
             }
             var deadline = endpoint.nextDeadline

@@ -104,10 +104,11 @@ extension LiveBoard {
         guard let sync else { throw LiveBoardError.noServer }
         guard !running else { throw LiveBoardError.alreadyRunning }
         running = true
-        let start = Self.now()
+        let start = now()
         oneShot = SyncOnceProgress(started: start, deadline: start + max(0, timeout), startVector: replica.versionVector, startTraffic: trafficSoFar)
+        let clock = self.clock
         let timer = Task { [weak self] in
-            try? await Task.sleep(nanoseconds: UInt64(min(max(0, timeout), 86_400) * 1e9) + 1)
+            try? await clock.sleep(until: start + max(0, timeout))
             if Task.isCancelled { return }
             await self?.interruptAttempt()
         }
@@ -129,13 +130,13 @@ extension LiveBoard {
             }
             if Task.isCancelled { throw CancellationError() }
             if closeDeadline != nil { throw LiveBoardError.closed }
-            guard let outcome, Self.now() < shot.deadline, case .dropped(let reason, let refusal, _, _, let closeReason) = outcome else {
+            guard let outcome, now() < shot.deadline, case .dropped(let reason, let refusal, _, _, let closeReason) = outcome else {
                 throw SyncOnceError.timedOut(timeout, waitingFor: shot.awaiting)
             }
             if let error = closeReason ?? refusal {
                 if error.remote {
                     if error.code == .tokenExpired {
-                        if !refreshedToken, Self.now() < shot.deadline {
+                        if !refreshedToken, now() < shot.deadline {
                             refreshedToken = true
                             oneShot?.imagesSentEarlier += shot.imagesSent
                             oneShot?.imagesSent = 0
@@ -165,7 +166,7 @@ extension LiveBoard {
         return SyncReport(operationsSent: sent, operationsAcknowledged: sent, operationsReceived: received,
                           imagesSent: shot.imagesSentEarlier + shot.imagesSent, imagesMissing: replica.missingAssets.count,
                           bytesSent: trafficSoFar.sent - shot.startTraffic.sent,
-                          bytesReceived: trafficSoFar.received - shot.startTraffic.received, seconds: Self.now() - shot.started)
+                          bytesReceived: trafficSoFar.received - shot.startTraffic.received, seconds: now() - shot.started)
     }
 
     /// The pump's look at a one-shot sync: notes progress, and whether both sides are in sync.

@@ -24,6 +24,9 @@ public actor LiveBoard {
     public nonisolated let sync: Sync?
     let credentials: Credentials
     let transport: any BoardTransport
+    /// Where the board reads time and sleeps (`open`'s `clock`), and draws its backoff jitter.
+    public nonisolated let clock: any BoardClock
+    let jitter: any BoardJitter
 
     /// Nil once closed.
     var store: (any HostedStore)?
@@ -102,8 +105,13 @@ public actor LiveBoard {
     ///   - credentials: the token for each connection's HELLO, asked before every connect.
     ///   - identity: the replica id for a new package or memory board.
     ///   - transport: how the server is reached (`TCPTransport()`, `MemoryTransport`, your own).
+    ///   - clock: where every deadline is read and slept on (`SystemBoardClock()`; a test's
+    ///     `TestClock` from BoardClientTesting).
+    ///   - jitter: where the reconnect backoff's jitter is drawn (`SystemJitter()`; a test's
+    ///     `SeededJitter`).
     public static func open(storage: Storage, sync: Sync? = nil, credentials: Credentials = .none,
-                            identity: Identity = Identity(), transport: any BoardTransport = TCPTransport()) throws -> LiveBoard {
+                            identity: Identity = Identity(), transport: any BoardTransport = TCPTransport(),
+                            clock: any BoardClock = SystemBoardClock(), jitter: any BoardJitter = SystemJitter()) throws -> LiveBoard {
         if let sync, !Hello.isValidBoardName(sync.board) { throw LiveBoardError.invalidBoardName(sync.board) }
         let replicaID = identity.replicaID ?? LiveBoard.randomReplicaID()
         let store: any HostedStore
@@ -119,7 +127,8 @@ public actor LiveBoard {
                 store = try BoardPackage.create(at: path, fileSystem: fileSystem, replicaID: replicaID)
             }
         }
-        return LiveBoard(store: store, storage: storage, sync: sync, credentials: credentials, transport: transport, identity: identity)
+        return LiveBoard(store: store, storage: storage, sync: sync, credentials: credentials, transport: transport, identity: identity,
+                         clock: clock, jitter: jitter)
     }
 
     /// Opens the board from a `BoardPackage` the caller has open, and takes it over: the board
@@ -127,19 +136,23 @@ public actor LiveBoard {
     /// ending) closes it, releasing the lock. The package is `sending`: the compiler refuses any
     /// use of it after this call. `storage` is `.package(path:)` of its path; `identity`'s
     /// replica id is not used (the package keeps its own). A closed package throws `StoreError`
-    /// (`closed`). Otherwise as `open(storage:sync:credentials:identity:transport:)`.
+    /// (`closed`). Otherwise as `open(storage:sync:credentials:identity:transport:clock:jitter:)`.
     public static func open(package: sending BoardPackage, sync: Sync? = nil, credentials: Credentials = .none,
-                            identity: Identity = Identity(), transport: any BoardTransport = TCPTransport()) throws -> LiveBoard {
+                            identity: Identity = Identity(), transport: any BoardTransport = TCPTransport(),
+                            clock: any BoardClock = SystemBoardClock(), jitter: any BoardJitter = SystemJitter()) throws -> LiveBoard {
         if let sync, !Hello.isValidBoardName(sync.board) { throw LiveBoardError.invalidBoardName(sync.board) }
         // A closed package throws `StoreError` (closed) here, not at the first edit; an open
         // one's deferred merges are made durable before the board takes it over.
         try package.syncMerges()
         return LiveBoard(store: package, storage: .package(path: package.path), sync: sync, credentials: credentials,
-                         transport: transport, identity: identity)
+                         transport: transport, identity: identity, clock: clock, jitter: jitter)
     }
 
-    private init(store: any HostedStore, storage: Storage, sync: Sync?, credentials: Credentials, transport: any BoardTransport, identity: Identity) {
+    private init(store: any HostedStore, storage: Storage, sync: Sync?, credentials: Credentials, transport: any BoardTransport, identity: Identity,
+                 clock: any BoardClock, jitter: any BoardJitter) {
         self.identity = identity
+        self.clock = clock
+        self.jitter = jitter
         self.store = store
         self.storage = storage
         self.sync = sync
@@ -272,7 +285,7 @@ public actor LiveBoard {
     private func commitRaw(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
         guard let store else { throw LiveBoardError.closed }
         if let endpoint, let sync {
-            return try endpoint.edit(sync.board, now: Self.now(), body)
+            return try endpoint.edit(sync.board, now: now(), body)
         }
         return try store.commitEdit(body)
     }
