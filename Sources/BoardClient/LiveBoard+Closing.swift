@@ -82,7 +82,7 @@ extension LiveBoard {
     }
 
     /// Saves and releases the storage, ends the streams (after a last status).
-    func release(final: LiveStatus.State) {
+    func release(final: ClientEngine.Phase) {
         guard let store else { return }
         let unacknowledged = unacknowledgedOperations
         let images = unacknowledgedImages

@@ -7,16 +7,7 @@ extension LiveBoard {
     /// What of a session's close reason decides the next step: the server's ERROR, or an
     /// error this side found that retrying cannot fix (a protocol version neither side can
     /// change). Other errors found here are the link's trouble: nil, retried.
-    static func refusal(_ reason: SessionError?) -> SessionError? {
-        guard let reason, reason.remote || reason.recovery == .stop || exceedsOwnLimit(reason) else { return nil }
-        return reason
-    }
-
-    /// The server sent more than this board's limits allow (`Sync.maxFrame`, `maxImageBytes`,
-    /// `maxImages`): the same server would send it again, so the run stops.
-    static func exceedsOwnLimit(_ reason: SessionError) -> Bool {
-        !reason.remote && [.frameTooLarge, .assetTooLarge, .limitReached].contains(reason.code)
-    }
+    static func refusal(_ reason: SessionError?) -> SessionError? { ClientEngine.refusal(reason) }
 
     /// How one connection ended.
     enum LinkOutcome: Sendable {
@@ -42,12 +33,12 @@ extension LiveBoard {
         guard let sync else { throw LiveBoardError.noServer }
         guard !running else { throw LiveBoardError.alreadyRunning }
         running = true
-        var attempt = 0
-        var backoff = Backoff(first: sync.firstDelay, max: sync.maximumDelay)
-        var refreshedToken = false
-        var failure: Refusal?
+        // The engine's reconnect policy decides; this loop does the waiting and the dialing.
+        var reconnect = ClientEngine.Reconnect(firstDelay: sync.firstDelay, maximumDelay: sync.maximumDelay,
+                                               resetAfter: sync.backoffResetAfter)
+        var failure: SessionError?
         connecting: while !Task.isCancelled && !closeIsDue {
-            attempt += 1
+            let attempt = reconnect.dialing()
             setState(.connecting(attempt: attempt))
             // Nil: the attempt was cancelled (close's bound, or this task) and did not end at
             // once; it is left behind.
@@ -58,52 +49,26 @@ extension LiveBoard {
             case .finished:
                 break connecting
             case .dropped(let reason, let refusal, let wasLive, let liveFor, _):
-                lastLinkError = reason
-                if wasLive && liveFor >= sync.backoffResetAfter {
-                    // Only a link that stayed live a while resets the backoff: one that went
-                    // live and dropped at once keeps doubling it.
-                    attempt = 0
-                    backoff.reset()
+                engine.lastLinkError = reason
+                switch reconnect.ended(refusal: refusal, wasLive: wasLive, liveFor: liveFor) {
+                case .stop(let error):
+                    failure = error
+                    break connecting
+                case .redialNow:
+                    continue connecting
+                case .retry:
+                    lastError = reason
                 }
-                if wasLive {
-                    // A live link that ended for its token keeps the mark: a server that lets
-                    // the session go live and then says "expired" again gets the backoff, not a
-                    // redial (and a credentials call) per round trip.
-                    if refusal?.code != .tokenExpired { refreshedToken = false }
-                }
-                if let refusal {
-                    var classified = Refusal(refusal)
-                    if Self.exceedsOwnLimit(refusal) { classified.recovery = .stop }
-                    if !classified.isRetryable {
-                        failure = classified
-                        break connecting
-                    }
-                    if classified.recovery == .refreshCredentials {
-                        // Once at once: the next connect asks the credentials again. A fresh
-                        // token refused as expired before going live will not get better by
-                        // waiting; one that expired after a live session (short-lived tokens
-                        // rotated under a running client) is asked for again after the backoff.
-                        if !refreshedToken {
-                            refreshedToken = true
-                            continue connecting
-                        }
-                        if !wasLive {
-                            failure = classified
-                            break connecting
-                        }
-                    }
-                }
-                lastError = reason
             }
             if Task.isCancelled || closeIsDue { break }
-            let wait = backoff.next() * (0.5 + jitter.nextUnit())
-            setState(.offline(retryAt: clock.wallClock().addingTimeInterval(wait), attempt: attempt, lastError: lastError))
+            let wait = reconnect.delay(jitter: jitter.nextUnit())
+            setState(.offline(retryAt: clock.wallClock().timeIntervalSince1970 + wait, attempt: reconnect.attempt, lastError: lastError))
             let until = self.now() + wait
             await sleep(until: min(until, closeDeadline ?? until))
         }
         running = false
         release(final: failure.map { .failed($0) } ?? .closed)
-        if let failure { throw failure }
+        if let failure { throw Self.refusal(of: failure) }
     }
 
     /// One connection attempt (credentials, connect, session) in a task of its own; nil when it
@@ -161,7 +126,7 @@ extension LiveBoard {
         self.endpoint = endpoint
         linkEnded = nil
         endpoint.dialed(id, now: self.now())
-        presenceDirty = localPresence != nil  // said again on every connection
+        engine.presence.connectionOpened()  // said again on every connection
         defer {
             if sessionID == id {
                 self.endpoint = nil
@@ -256,22 +221,7 @@ extension LiveBoard {
             let session = endpoint.session(id)
             let hub = endpoint.boards[board]?.hub
             if let session { noteOneShot(session, hub: hub, id: id) }
-            if let session, session.isOpen, let peer = session.peer {
-                let acknowledged = hub?.acknowledged(by: id)?[replicaID] ?? 0
-                serverHolds = max(peer.version[replicaID], acknowledged)
-                // Sticky across links: an image the server asked for is waiting until this
-                // link has taken all its bytes (a dropped link's is asked for again).
-                let queued = Set(session.queuedAssets)
-                let sent = session.sentAssets
-                imagesInFlight = imagesInFlight.filter { queued.contains($0) || !sent.contains($0) }.union(queued)
-                let synced = hub?.hasSynced(id) ?? false
-                if synced, serverHolds >= (store?.replica.versionVector[replicaID] ?? 0) {
-                    // A server asks for an image as it merges the operation showing it, before
-                    // acknowledging that: one that holds every operation of ours and has not
-                    // asked this link for an image an earlier link was sending has it.
-                    imagesInFlight = imagesInFlight.filter { queued.contains($0) }
-                }
-                noteRefusal(hub?.refusal(from: id), serverHolds: (hub?.acknowledged(by: id) ?? .empty).merged(with: peer.version))
+            if let session, let synced = engine.observe(session, hub: hub, id: id, held: store?.replica.versionVector ?? .empty) {
                 if synced && liveSince == nil { liveSince = now }
                 if !saidGoodbye, !session.isClosed { setState(synced ? .live : .catchingUp) } else { refreshStatus() }
             }

@@ -212,25 +212,9 @@ extension LiveBoard {
     }
 
     /// Of the replicas the server said it dropped operations of, how many operations of each
-    /// this side holds and the server still lacks (this replica's own never count: refusing
-    /// those closes the session).
+    /// this side holds and the server still lacks (`ClientEngine.refusedCounts`).
     func refusedCounts(_ operations: VersionVector, held: VersionVector, serverHolds: VersionVector) -> [ReplicaID: Int] {
-        var counts: [ReplicaID: Int] = [:]
-        for replica in operations.entries.keys where replica != replicaID && held[replica] > serverHolds[replica] {
-            counts[replica] = Int(held[replica] - serverHolds[replica])
-        }
-        return counts
-    }
-
-    /// A live link's look at what the server dropped: kept in the status (`refusedOperations`,
-    /// `refusal`) until the server holds those operations (their owner synced them), across
-    /// links (a new link sends them in its handshake and is told again).
-    func noteRefusal(_ refusal: (operations: VersionVector, error: SessionError)?, serverHolds: VersionVector) {
-        guard let held = store?.replica.versionVector else { return }
-        let operations = (serverRefusal?.operations ?? .empty).merged(with: refusal?.operations ?? .empty)
-        let counts = refusedCounts(operations, held: held, serverHolds: serverHolds)
-        let latest = refusal.map { Refusal($0.error) } ?? serverRefusal?.refusal
-        serverRefusal = counts.isEmpty || latest == nil ? nil : (operations, latest!, counts.values.reduce(0, +))
+        engine.refusedCounts(operations, held: held, serverHolds: serverHolds)
     }
 
     /// "operations of replica a1b2…", "operations of replicas a1b2…, c3d4…" (counts by version
