@@ -349,6 +349,10 @@ final class VirtualNet {
         (.acknowledgeBeforeSync, ["acknowledged loss", "restart"]),
         (.imagesNeverServed, ["liveness"]),
         (.presenceNotRelayed, ["presence"]),
+        // The client engine's oracles: typed changes folded from the start give the board;
+        // a client that never sees its acknowledgements never quiets (no convergence).
+        (.changesDropped, ["typed changes"]),
+        (.acknowledgementsUnseen, ["liveness"]),
     ])
     func theOraclesCatchPlantedBugs(mutation: World.Mutation, kinds: [String]) {
         var caught: World.Report?

@@ -35,6 +35,11 @@ public final class World {
         case tieBreakByArrival = "tie-break-by-arrival"
         /// Hubs keep peers' presences but never pass them on: nobody behind a hub sees anyone.
         case presenceNotRelayed = "presence-not-relayed"
+        /// Clients lose every other typed change (a broken change stream: an app's view drifts
+        /// from the board).
+        case changesDropped = "changes-dropped"
+        /// Clients never look at their upstream session: never live, acknowledgements unseen.
+        case acknowledgementsUnseen = "acknowledgements-unseen"
     }
 
     /// What happened, and what the oracles found.
@@ -89,6 +94,8 @@ public final class World {
         var restarts: UInt64 = 0
         /// Peers: the host each of the endpoint's dial targets stands for.
         var dialTargets: [Int] = []
+        /// Peers: the live client's engine over the link to the first dial target (World+Clients.swift).
+        var client: Client?
 
         unowned let world: World
 
