@@ -22,6 +22,8 @@ extension ClientEngine {
         private var backoff: Backoff
         /// A token refresh was tried since the last live link ended for another reason.
         private var refreshedToken = false
+        /// The limit of this side's the previous link ended on (nil: it ended otherwise).
+        private var previousOwnLimit: SessionError.Code?
 
         public init(firstDelay: Double, maximumDelay: Double, resetAfter: Double) {
             backoff = Backoff(first: firstDelay, max: maximumDelay)
@@ -49,7 +51,15 @@ extension ClientEngine {
                 // (and a credentials call) per round trip.
                 if refusal?.code != .tokenExpired { refreshedToken = false }
             }
+            let ownLimit = refusal.flatMap { ClientEngine.exceedsOwnLimit($0) ? $0.code : nil }
+            defer { previousOwnLimit = ownLimit }
             guard let refusal else { return .retry }
+            if let ownLimit, ownLimit != previousOwnLimit {
+                // More than this side's limits allow (a frame, an image, images) is terminal once
+                // the server is seen to send it again: the first time may be a corrupted length
+                // field (found by the simulator's corrupt fault), which a new link does not repeat.
+                return .retry
+            }
             let recovery = ClientEngine.exceedsOwnLimit(refusal) ? .stop : refusal.recovery
             if recovery == .stop { return .stop(refusal) }
             if recovery == .refreshCredentials {

@@ -110,8 +110,16 @@ import Testing
         #expect(policy.ended(refusal: busy, wasLive: false, liveFor: 0) == .retry)
         let readOnly = SessionError(.readOnly, "read only", remote: true)
         #expect(policy.ended(refusal: readOnly, wasLive: false, liveFor: 0) == .stop(readOnly))
+        // More than this side's limits: terminal when a second link in a row ends on it (the
+        // first may be a corrupted length field).
         let tooLarge = SessionError(.frameTooLarge, "a frame of 9 MiB")
-        #expect(ClientEngine.refusal(tooLarge) == tooLarge && policy.ended(refusal: tooLarge, wasLive: true, liveFor: 0) == .stop(tooLarge))
+        #expect(ClientEngine.refusal(tooLarge) == tooLarge && policy.ended(refusal: tooLarge, wasLive: true, liveFor: 0) == .retry)
+        #expect(policy.ended(refusal: tooLarge, wasLive: false, liveFor: 0) == .stop(tooLarge))
+        #expect(policy.ended(refusal: nil, wasLive: false, liveFor: 0) == .retry)
+        let images = SessionError(.limitReached, "more than 2 images")
+        #expect(policy.ended(refusal: tooLarge, wasLive: false, liveFor: 0) == .retry)
+        #expect(policy.ended(refusal: images, wasLive: false, liveFor: 0) == .retry, "another limit: not the same again")
+        #expect(policy.ended(refusal: images, wasLive: false, liveFor: 0) == .stop(images))
         #expect(ClientEngine.refusal(SessionError(.idleTimeout, "quiet")) == nil, "the link's trouble: retried")
 
         // An expired token: redial at once, once; expired again before going live: stop; after a
