@@ -24,6 +24,10 @@ extension World {
         var checked: VersionVector
         /// `changes-dropped`: whether the next change is lost.
         var dropped = false
+        /// Changes since `shown` was last brought up to date (`followed(by:)`), and how many
+        /// steps made them.
+        var unfolded = BoardChanges()
+        var unfoldedSteps = 0
 
         init(_ replica: Replica) {
             shown = replica.snapshot()
@@ -102,10 +106,24 @@ extension World {
         let changes = client.engine.changes(to: replica)
         guard !changes.isEmpty || replica.versionVector != client.checked else { return }
         client.dropped.toggle()
-        if !(plan.mutation == .changesDropped && client.dropped && !changes.isEmpty) { client.shown = changes.applied(to: client.shown) }
+        if !(plan.mutation == .changesDropped && client.dropped && !changes.isEmpty) {
+            client.unfolded = client.unfolded.followed(by: changes)
+        }
         client.checked = replica.versionVector
+        client.unfoldedSteps += 1
+        // Compared every `typedChangesCheckEvery` steps that moved the board (a snapshot costs
+        // O(board)), folding every step's changes in between.
+        guard client.unfoldedSteps >= typedChangesCheckEvery else { return }
+        foldAndCompare(host, client, replica, "at \(now)")
+    }
+
+    /// Folds the changes not yet folded into the board shown; it must be the replica's.
+    func foldAndCompare(_ host: Host, _ client: Client, _ replica: Replica, _ when: String) {
+        client.shown = client.unfolded.applied(to: client.shown)
+        client.unfolded = BoardChanges()
+        client.unfoldedSteps = 0
         if client.shown != replica.snapshot() {
-            fail("typed changes", "\(host.name): the typed changes folded from the start differ from the replica's board at \(now)")
+            fail("typed changes", "\(host.name): the typed changes folded from the start differ from the replica's board \(when)")
         }
     }
 
@@ -135,10 +153,8 @@ extension World {
             if let stopped = client.stopped, client.engine.phase != .failed(stopped) {
                 fail("client stopped", "\(host.name) stopped (\(stopped)) but its status is \(client.engine.phase)")
             }
-            client.shown = client.engine.changes(to: replica).applied(to: client.shown)
-            if client.shown != replica.snapshot() {
-                fail("typed changes", "\(host.name): the typed changes folded from the start differ from the replica's final board")
-            }
+            client.unfolded = client.unfolded.followed(by: client.engine.changes(to: replica))
+            foldAndCompare(host, client, replica, "at the end")
         }
     }
 }

@@ -139,6 +139,9 @@ public final class World {
     var presenceChecked = false
     /// Past this many events a run is reported as an event storm (a livelock in the code).
     public var eventLimit = 5_000_000
+    /// Each client's typed changes are folded after every step and compared with its replica's
+    /// board every this many steps that changed it, and at the end (1: after every step).
+    public var typedChangesCheckEvery = 16
 
     public init(_ plan: Plan, log: (@Sendable (String) -> Void)? = nil) throws {
         self.plan = plan
