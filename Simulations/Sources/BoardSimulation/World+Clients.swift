@@ -103,6 +103,13 @@ extension World {
             if synced && client.liveSince == nil { client.liveSince = now }
             if !session.isClosed { client.engine.phase = synced ? .live : .catchingUp }
         }
+        // As `LiveBoard` does: the endpoint's events drained, typed changes made only when it
+        // says the board changed (merges, images, local edits).
+        var changed = false
+        while let event = endpoint.pollEvent() {
+            if case .boardChanged = event { changed = true }
+        }
+        guard changed else { return }
         let changes = client.engine.changes(to: replica)
         guard !changes.isEmpty || replica.versionVector != client.checked else { return }
         client.dropped.toggle()
