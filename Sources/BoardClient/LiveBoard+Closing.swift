@@ -51,9 +51,8 @@ extension LiveBoard {
         task.cancel()
         let generation = attemptGeneration
         let clock = self.clock
-        let due = now() + Self.abandonGrace
         Task { [weak self] in
-            try? await clock.sleep(until: due)
+            try? await clock.sleep(until: clock.now() + Self.abandonGrace)
             await self?.abandonAttempt(generation)
         }
     }

@@ -108,7 +108,8 @@ extension LiveBoard {
         oneShot = SyncOnceProgress(started: start, deadline: start + max(0, timeout), startVector: replica.versionVector, startTraffic: trafficSoFar)
         let clock = self.clock
         let timer = Task { [weak self] in
-            try? await clock.sleep(until: start + max(0, timeout))
+            // Measured from when the timer starts (as a `Task.sleep` of `timeout` would be).
+            try? await clock.sleep(until: clock.now() + max(0, timeout))
             if Task.isCancelled { return }
             await self?.interruptAttempt()
         }

@@ -135,9 +135,8 @@ public final class FaultTransport: BoardTransport, Sendable {
         _ = partition()
         let generation = state.withLock { $0.partitionGeneration }
         let clock = self.clock
-        let due = clock.now() + max(0, seconds)
         Task { [weak self] in
-            try? await clock.sleep(until: due)
+            try? await clock.sleep(until: clock.now() + max(0, seconds))
             self?.heal(ifStill: generation)
         }
     }
