@@ -55,7 +55,8 @@ let package = Package(
         // writer renders exports.
         .target(name: "BoardClient", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardRender"]),
         // For apps' tests of the live client (docs/CLIENT.md, "Testing your conflict handling"):
-        // FaultTransport wraps any BoardTransport with seeded latency, link drops and partitions.
+        // FaultTransport wraps any BoardTransport with seeded latency, link drops and partitions;
+        // TestClock and SeededJitter put boards, servers and transports on virtual time.
         .target(name: "BoardClientTesting", dependencies: ["BoardClient"]),
         // The live client's example (README, Using the library).
         .executableTarget(name: "LiveBoardExample", dependencies: ["BoardClient", "BoardCRDT", "BoardModel"], path: "Examples/LiveBoardExample"),
@@ -102,7 +103,7 @@ let package = Package(
         .testTarget(name: "BoardNetTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardClient"]),
         .testTarget(name: "BoardSyncCLITests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardRedis"]),
         .testTarget(name: "BoardClientTests", dependencies: ["BoardClient", "BoardClientTesting", "BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardRender"]),
-        .testTarget(name: "BoardClientTestingTests", dependencies: ["BoardClientTesting", "BoardClient", "BoardModel", "BoardCRDT"]),
+        .testTarget(name: "BoardClientTestingTests", dependencies: ["BoardClientTesting", "BoardClient", "BoardModel", "BoardCRDT", "BoardSync"]),
         .testTarget(name: "BoardStoreTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardSimulation", "BoardRender"]),
     ],
     swiftLanguageModes: [.v6]

@@ -39,7 +39,8 @@ extension LiveBoard {
         /// device). Frames larger than `maxFrame` bytes and images larger than `maxImageBytes`
         /// end the run (`frame too large`, `asset too large`: retrying would bring them again);
         /// an image beyond `maxImages` on the board ends it with `limit reached` (nil:
-        /// unlimited); live operations beyond `maxOperationsPerSecond` from the server (nil:
+        /// unlimited). Each ends the run when a second link in a row ends the same way (the
+        /// first is redialled after the backoff: it may be a corrupted length field); live operations beyond `maxOperationsPerSecond` from the server (nil:
         /// unlimited; handshake deltas are not counted) close the connection with `too many
         /// operations per second` and it is redialled after the backoff.
         public var maxFrame: Int = SessionLimits().maxFrame

@@ -23,15 +23,15 @@ extension LiveBoard {
             if let closeReport { return closeReport }
         }
         if running {
-            let deadline = min(closeDeadline ?? .infinity, Self.now() + max(0, bound))
+            let deadline = min(closeDeadline ?? .infinity, now() + max(0, bound))
             closeDeadline = deadline
             signal()
             // Nothing to wait for and no session to say goodbye on: stop a connect in progress.
             if closeIsDue, endpoint?.session(sessionID)?.isOpen != true { interruptAttempt() }
             closeTimer?.cancel()
+            let clock = self.clock
             closeTimer = Task { [weak self] in
-                let delay = max(0, deadline - Self.now())
-                try? await Task.sleep(nanoseconds: UInt64(min(delay, 86_400) * 1e9) + 1)
+                try? await clock.sleep(until: deadline)
                 if Task.isCancelled { return }
                 await self?.closeBoundPassed()
             }
@@ -55,8 +55,9 @@ extension LiveBoard {
         guard let task = attemptTask else { return }
         task.cancel()
         let generation = attemptGeneration
+        let clock = self.clock
         Task { [weak self] in
-            try? await Task.sleep(nanoseconds: UInt64(Self.abandonGrace * 1e9))
+            try? await clock.sleep(until: clock.now() + Self.abandonGrace)
             await self?.abandonAttempt(generation)
         }
     }
@@ -77,7 +78,7 @@ extension LiveBoard {
         attemptTask = nil
         attemptGeneration += 1
         if let endpoint {
-            endpoint.shutdown(save: true, now: Self.now())
+            endpoint.shutdown(save: true, now: now())
             self.endpoint = nil
         }
         sessionID += 1
@@ -86,7 +87,7 @@ extension LiveBoard {
 
     /// Saves (after the save in flight) and releases the storage, ends the streams (after a
     /// last status).
-    func release(final: LiveStatus.State) {
+    func release(final: ClientEngine.Phase) {
         guard let store else { return }
         let unacknowledged = unacknowledgedOperations
         let images = unacknowledgedImages
@@ -129,12 +130,9 @@ extension LiveBoard {
         let generation = wakeGeneration
         var timer: Task<Void, Never>?
         if let deadline {
-            let delay = max(0, deadline - Self.now())
+            let clock = self.clock
             timer = Task { [weak self] in
-                try? await Task.sleep(nanoseconds: UInt64(min(delay, 86_400) * 1e9) + 1)
-                // Cancelled: the sleep ended otherwise. No hop to the actor (one job per sleep,
-                // and one that could find the generation unchanged and wake the next sleep).
-                if Task.isCancelled { return }
+                do { try await clock.sleep(until: deadline) } catch { return }
                 await self?.timerFired(generation)
             }
         }
@@ -158,5 +156,6 @@ extension LiveBoard {
         if generation == wakeGeneration { signal() }
     }
 
-    static func now() -> Double { EventLoop.now() }
+    /// Monotonic seconds on the board's clock.
+    nonisolated func now() -> Double { clock.now() }
 }

@@ -19,35 +19,25 @@ extension LiveBoard {
     /// at most every `Sync.presenceInterval` (the latest wins), refreshed before its
     /// time-to-live runs out, and said again after a reconnect. Offline, only the latest is kept.
     public func updatePresence(pointer: GridPoint?, selection: [ItemID] = [], stroke: InkPreview? = nil) {
-        localPresence = Presence(replica: replicaID, name: Presence.clipped(identity.name), color: identity.color,
-                                 pointer: pointer, selection: selection, stroke: stroke)
-        presenceDirty = true
+        engine.presence.update(Presence(replica: replicaID, name: Presence.clipped(identity.name), color: identity.color,
+                                        pointer: pointer, selection: selection, stroke: stroke))
         signal()
     }
 
     /// Says this replica left (others drop it at once); nothing more is sent until the next
     /// `updatePresence`.
     public func clearPresence() {
-        guard localPresence != nil else { return }
-        localPresence = Presence.gone(replicaID, clock: 0)  // the endpoint stamps its clock
-        presenceDirty = true
+        guard engine.presence.clear(replicaID) else { return }
         signal()
     }
 
     /// Sends the presence when it changed (and the interval passed) or is half way to its
     /// expiry; returns when to look again (nil: nothing to send).
     func sendPresenceIfDue(_ endpoint: SyncEndpoint, _ board: String, open: Bool, now: Double) -> Double? {
-        guard let presence = localPresence, open, let sync else { return nil }
-        let refreshAt = presenceSentAt + presence.ttl / 2
-        let changeAt = presenceSentAt + sync.presenceInterval
-        let due = presenceDirty ? changeAt : (presence.ttl > 0 ? refreshAt : nil)
-        guard let due else { return nil }
-        guard now >= due else { return due }
-        endpoint.setPresence(presence, on: board, now: now)
-        presenceSentAt = now
-        presenceDirty = false
-        if presence.ttl == 0 { localPresence = nil; return nil }
-        return now + presence.ttl / 2
+        guard let sync else { return nil }
+        let (presence, next) = engine.presence.due(open: open, now: now, interval: sync.presenceInterval)
+        if let presence { endpoint.setPresence(presence, on: board, now: now) }
+        return next
     }
 
     func publishPeers(_ roster: [Presence]) {

@@ -7,16 +7,7 @@ extension LiveBoard {
     /// What of a session's close reason decides the next step: the server's ERROR, or an
     /// error this side found that retrying cannot fix (a protocol version neither side can
     /// change). Other errors found here are the link's trouble: nil, retried.
-    static func refusal(_ reason: SessionError?) -> SessionError? {
-        guard let reason, reason.remote || reason.recovery == .stop || exceedsOwnLimit(reason) else { return nil }
-        return reason
-    }
-
-    /// The server sent more than this board's limits allow (`Sync.maxFrame`, `maxImageBytes`,
-    /// `maxImages`): the same server would send it again, so the run stops.
-    static func exceedsOwnLimit(_ reason: SessionError) -> Bool {
-        !reason.remote && [.frameTooLarge, .assetTooLarge, .limitReached].contains(reason.code)
-    }
+    static func refusal(_ reason: SessionError?) -> SessionError? { ClientEngine.refusal(reason) }
 
     /// How one connection ended.
     enum LinkOutcome: Sendable {
@@ -42,12 +33,12 @@ extension LiveBoard {
         guard let sync else { throw LiveBoardError.noServer }
         guard !running else { throw LiveBoardError.alreadyRunning }
         running = true
-        var attempt = 0
-        var backoff = Backoff(first: sync.firstDelay, max: sync.maximumDelay)
-        var refreshedToken = false
-        var failure: Refusal?
+        // The engine's reconnect policy decides; this loop does the waiting and the dialing.
+        var reconnect = ClientEngine.Reconnect(firstDelay: sync.firstDelay, maximumDelay: sync.maximumDelay,
+                                               resetAfter: sync.backoffResetAfter)
+        var failure: SessionError?
         connecting: while !Task.isCancelled && !closeIsDue {
-            attempt += 1
+            let attempt = reconnect.dialing()
             setState(.connecting(attempt: attempt))
             // Nil: the attempt was cancelled (close's bound, or this task) and did not end at
             // once; it is left behind.
@@ -58,53 +49,29 @@ extension LiveBoard {
             case .finished:
                 break connecting
             case .dropped(let reason, let refusal, let wasLive, let liveFor, _):
-                lastLinkError = reason
-                if wasLive && liveFor >= sync.backoffResetAfter {
-                    // Only a link that stayed live a while resets the backoff: one that went
-                    // live and dropped at once keeps doubling it.
-                    attempt = 0
-                    backoff.reset()
+                engine.lastLinkError = reason
+                switch reconnect.ended(refusal: refusal, wasLive: wasLive, liveFor: liveFor) {
+                case .stop(let error):
+                    failure = error
+                    break connecting
+                case .redialNow:
+                    continue connecting
+                case .retry:
+                    lastError = reason
                 }
-                if wasLive {
-                    // A live link that ended for its token keeps the mark: a server that lets
-                    // the session go live and then says "expired" again gets the backoff, not a
-                    // redial (and a credentials call) per round trip.
-                    if refusal?.code != .tokenExpired { refreshedToken = false }
-                }
-                if let refusal {
-                    var classified = Refusal(refusal)
-                    if Self.exceedsOwnLimit(refusal) { classified.recovery = .stop }
-                    if !classified.isRetryable {
-                        failure = classified
-                        break connecting
-                    }
-                    if classified.recovery == .refreshCredentials {
-                        // Once at once: the next connect asks the credentials again. A fresh
-                        // token refused as expired before going live will not get better by
-                        // waiting; one that expired after a live session (short-lived tokens
-                        // rotated under a running client) is asked for again after the backoff.
-                        if !refreshedToken {
-                            refreshedToken = true
-                            continue connecting
-                        }
-                        if !wasLive {
-                            failure = classified
-                            break connecting
-                        }
-                    }
-                }
-                lastError = reason
             }
             if Task.isCancelled || closeIsDue { break }
-            var generator = SystemRandomNumberGenerator()
-            let wait = backoff.next() * Double.random(in: 0.5...1.5, using: &generator)
-            setState(.offline(retryAt: Date().addingTimeInterval(wait), attempt: attempt, lastError: lastError))
-            let until = Self.now() + wait
+            let wait = reconnect.delay(jitter: jitter.nextUnit())
+            setState(.offline(retryAt: clock.wallClock().timeIntervalSince1970 + wait, attempt: reconnect.attempt, lastError: lastError))
+            let until = self.now() + wait
             await sleep(until: min(until, closeDeadline ?? until))
         }
+        // The save in flight is awaited here, suspended: `release` would block the actor (and
+        // with it a pool thread) for the rest of it.
+        await waitForViewSave()
         running = false
         release(final: failure.map { .failed($0) } ?? .closed)
-        if let failure { throw failure }
+        if let failure { throw Self.refusal(of: failure) }
     }
 
     /// One connection attempt (credentials, connect, session) in a task of its own; nil when it
@@ -140,7 +107,7 @@ extension LiveBoard {
     /// its bound passed.
     var closeIsDue: Bool {
         guard let closeDeadline else { return false }
-        return (unacknowledgedOperations == 0 && unacknowledgedImages == 0) || Self.now() >= closeDeadline
+        return (unacknowledgedOperations == 0 && unacknowledgedImages == 0) || self.now() >= closeDeadline
     }
 
     /// One connection: a sans-IO endpoint for this board, the bytes of `connection` fed to it
@@ -155,15 +122,15 @@ extension LiveBoard {
         options.limits.maxAsset = sync.maxImageBytes
         options.maxAssetsPerBoard = sync.maxImages
         options.maxOperationsPerSecond = sync.maxOperationsPerSecond
-        options.presenceClockStart = UInt64(Date().timeIntervalSince1970 * 1000)
+        options.presenceClockStart = UInt64(max(0, clock.wallClock().timeIntervalSince1970) * 1000)
         options.groupCommit = true  // a merge is published before its log fsync, acknowledged after it
-        let endpoint = SyncEndpoint(board: sync.board, store: store, options: options, now: Self.now())
+        let endpoint = SyncEndpoint(board: sync.board, store: store, options: options, now: self.now())
         sessionID += 1
         let id = sessionID
         self.endpoint = endpoint
         linkEnded = nil
-        endpoint.dialed(id, now: Self.now())
-        presenceDirty = localPresence != nil  // said again on every connection
+        endpoint.dialed(id, now: self.now())
+        engine.presence.connectionOpened()  // said again on every connection
         defer {
             if sessionID == id {
                 self.endpoint = nil
@@ -191,7 +158,7 @@ extension LiveBoard {
     func received(_ bytes: [UInt8], on id: SessionID) {
         guard let endpoint, id == sessionID else { return }
         trafficSoFar.received += bytes.count
-        endpoint.receive(id, bytes, now: Self.now())
+        endpoint.receive(id, bytes, now: self.now())
         drainEvents()
         publishRemoteChange()
         signal()
@@ -227,25 +194,25 @@ extension LiveBoard {
         var saidGoodbye = false
         var liveSince: Double?
         var wasLive: Bool { liveSince != nil }
-        let helloDeadline = Self.now() + sync.handshakeTimeout
+        let helloDeadline = self.now() + sync.handshakeTimeout
         var sendFailed: (error: String, until: Double)?
         while true {
             // Left behind (close's bound or cancellation passed): the board is no longer ours.
             guard id == sessionID else { return .finished }
-            let now = Self.now()
-            func liveFor() -> Double { liveSince.map { Self.now() - $0 } ?? 0 }
+            let now = self.now()
+            func liveFor() -> Double { liveSince.map { self.now() - $0 } ?? 0 }
             if let failed = sendFailed {
                 // A write failed: what the server said before the link went (an ERROR that
                 // refused this connection at once) may still sit unread. The receiving side
                 // hands it over and then ends; its reason, not the write's, is the outcome.
                 // Nothing else is judged meanwhile (bytes taken for the failed write never
                 // left), and a cancelled attempt does not wait.
-                if linkEnded == nil, !endpoint.isFinished(id), Self.now() < failed.until, !Task.isCancelled {
+                if linkEnded == nil, !endpoint.isFinished(id), self.now() < failed.until, !Task.isCancelled {
                     await sleep(until: failed.until)
                     continue
                 }
                 let reason = endpoint.session(id)?.closeReason
-                endpoint.closed(id, now: Self.now())
+                endpoint.closed(id, now: self.now())
                 return .dropped(reason: reason.map { "\($0)" } ?? failed.error, refusal: Self.refusal(reason), wasLive: wasLive,
                                 liveFor: liveFor(), closeReason: reason)
             }
@@ -258,22 +225,7 @@ extension LiveBoard {
             let session = endpoint.session(id)
             let hub = endpoint.boards[board]?.hub
             if let session { noteOneShot(session, hub: hub, id: id) }
-            if let session, session.isOpen, let peer = session.peer {
-                let acknowledged = hub?.acknowledged(by: id)?[replicaID] ?? 0
-                serverHolds = max(peer.version[replicaID], acknowledged)
-                // Sticky across links: an image the server asked for is waiting until this
-                // link has taken all its bytes (a dropped link's is asked for again).
-                let queued = Set(session.queuedAssets)
-                let sent = session.sentAssets
-                imagesInFlight = imagesInFlight.filter { queued.contains($0) || !sent.contains($0) }.union(queued)
-                let synced = hub?.hasSynced(id) ?? false
-                if synced, serverHolds >= (store?.replica.versionVector[replicaID] ?? 0) {
-                    // A server asks for an image as it merges the operation showing it, before
-                    // acknowledging that: one that holds every operation of ours and has not
-                    // asked this link for an image an earlier link was sending has it.
-                    imagesInFlight = imagesInFlight.filter { queued.contains($0) }
-                }
-                noteRefusal(hub?.refusal(from: id), serverHolds: (hub?.acknowledged(by: id) ?? .empty).merged(with: peer.version))
+            if let session, let synced = engine.observe(session, hub: hub, id: id, held: store?.replica.versionVector ?? .empty) {
                 if synced && liveSince == nil { liveSince = now }
                 if !saidGoodbye, !session.isClosed { setState(synced ? .live : .catchingUp) } else { refreshStatus() }
             }
@@ -288,30 +240,30 @@ extension LiveBoard {
                     guard id == sessionID else { return .finished }
                     if saidGoodbye || error is CancellationError || Task.isCancelled {
                         let reason = endpoint.session(id)?.closeReason
-                        endpoint.closed(id, now: Self.now())
+                        endpoint.closed(id, now: self.now())
                         return saidGoodbye ? .finished : .dropped(reason: "\(error)", refusal: Self.refusal(reason), wasLive: wasLive, liveFor: liveFor(), closeReason: reason)
                     }
-                    sendFailed = ("\(error)", Self.now() + Self.unreadGrace)
+                    sendFailed = ("\(error)", self.now() + Self.unreadGrace)
                 }
                 continue  // more may have queued meanwhile
             }
             if endpoint.isFinished(id) {
                 let reason = session?.closeReason
-                endpoint.closed(id, now: Self.now())
+                endpoint.closed(id, now: self.now())
                 if saidGoodbye { return .finished }
                 let refusal = Self.refusal(reason)
                 return .dropped(reason: reason.map { "\($0)" } ?? "the session ended", refusal: refusal, wasLive: wasLive, liveFor: liveFor(), closeReason: reason)
             }
             if let ended = linkEnded {
                 let reason = session?.closeReason
-                endpoint.closed(id, now: Self.now())
+                endpoint.closed(id, now: self.now())
                 if saidGoodbye { return .finished }
                 let refusal = Self.refusal(reason)
                 return .dropped(reason: reason.map { "\($0)" } ?? ended ?? "the server closed the connection", refusal: refusal, wasLive: wasLive, liveFor: liveFor(), closeReason: reason)
             }
             let answered = session?.peer != nil
             if !answered && !saidGoodbye && now >= helloDeadline {
-                endpoint.closed(id, now: Self.now())
+                endpoint.closed(id, now: self.now())
                 return .dropped(reason: "the server did not answer HELLO within \(Self.seconds(sync.handshakeTimeout)) s", refusal: nil, wasLive: false)
             }
             if !saidGoodbye && (Task.isCancelled || closeIsDue || oneShotIsDone) {
@@ -322,7 +274,7 @@ extension LiveBoard {
             if saidGoodbye && Task.isCancelled {
                 // The goodbye is written (the output above is empty); a cancelled attempt does
                 // not wait for the answer (`sleep` would return at once: a spin on the actor).
-                endpoint.closed(id, now: Self.now())
+                endpoint.closed(id, now: self.now())
                 return .finished
             }
             var deadline = endpoint.nextDeadline

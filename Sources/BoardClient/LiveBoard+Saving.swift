@@ -131,7 +131,7 @@ extension LiveBoard {
         guard viewSaves.changed else { return }
         viewSaves.changed = false
         guard savingStore?.package != nil else { return }
-        viewSaves.scheduler.noteChange(now: Self.now())
+        viewSaves.scheduler.noteChange(now: now())
         armViewSaveTimer()
     }
 
@@ -147,10 +147,9 @@ extension LiveBoard {
         if viewSaves.timer != nil, let armed = viewSaves.timerDeadline, armed <= deadline { return }
         viewSaves.timer?.cancel()
         viewSaves.timerDeadline = deadline
+        let clock = self.clock
         viewSaves.timer = Task { [weak self] in
-            let delay = max(0, deadline - Self.now())
-            try? await Task.sleep(nanoseconds: UInt64(min(delay, 86_400) * 1e9) + 1)
-            if Task.isCancelled { return }
+            do { try await clock.sleep(until: deadline) } catch { return }  // cancelled
             await self?.viewSaveTimerFired()
         }
     }
@@ -159,7 +158,7 @@ extension LiveBoard {
         viewSaves.timer = nil
         viewSaves.timerDeadline = nil
         guard store != nil else { return }
-        if let deadline = viewSaveDeadline, Self.now() >= deadline {
+        if let deadline = viewSaveDeadline, now() >= deadline {
             startViewSave()
         } else {
             armViewSaveTimer()
@@ -179,7 +178,7 @@ extension LiveBoard {
             // (every call that changes the store publishes in the same turn of the actor).
             if !changes.changed {
                 let source = updateChannel.current.source
-                write = try package.prepareViewWrite(version: vector) { source.snapshot }
+                write = try package.prepareViewWrite(version: engine.vector) { source.snapshot }
             } else {
                 write = try package.prepareViewWrite()
             }
@@ -233,7 +232,7 @@ extension LiveBoard {
         viewSaves.lastError = "\(error)"
         viewSaves.failures += 1
         let delay = min(Self.saveRetryMaximum, Self.saveRetryFirst * Double(1 << min(viewSaves.failures - 1, 16)))
-        let now = Self.now()
+        let now = now()
         viewSaves.retryNotBefore = now + delay
         viewSaves.scheduler.noteChange(now: now)
         refreshStatus()

@@ -104,10 +104,12 @@ extension LiveBoard {
         guard let sync else { throw LiveBoardError.noServer }
         guard !running else { throw LiveBoardError.alreadyRunning }
         running = true
-        let start = Self.now()
+        let start = now()
         oneShot = SyncOnceProgress(started: start, deadline: start + max(0, timeout), startVector: replica.versionVector, startTraffic: trafficSoFar)
+        let clock = self.clock
         let timer = Task { [weak self] in
-            try? await Task.sleep(nanoseconds: UInt64(min(max(0, timeout), 86_400) * 1e9) + 1)
+            // Measured from when the timer starts (as a `Task.sleep` of `timeout` would be).
+            try? await clock.sleep(until: clock.now() + max(0, timeout))
             if Task.isCancelled { return }
             await self?.interruptAttempt()
         }
@@ -129,13 +131,13 @@ extension LiveBoard {
             }
             if Task.isCancelled { throw CancellationError() }
             if closeDeadline != nil { throw LiveBoardError.closed }
-            guard let outcome, Self.now() < shot.deadline, case .dropped(let reason, let refusal, _, _, let closeReason) = outcome else {
+            guard let outcome, now() < shot.deadline, case .dropped(let reason, let refusal, _, _, let closeReason) = outcome else {
                 throw SyncOnceError.timedOut(timeout, waitingFor: shot.awaiting)
             }
             if let error = closeReason ?? refusal {
                 if error.remote {
                     if error.code == .tokenExpired {
-                        if !refreshedToken, Self.now() < shot.deadline {
+                        if !refreshedToken, now() < shot.deadline {
                             refreshedToken = true
                             oneShot?.imagesSentEarlier += shot.imagesSent
                             oneShot?.imagesSent = 0
@@ -165,7 +167,7 @@ extension LiveBoard {
         return SyncReport(operationsSent: sent, operationsAcknowledged: sent, operationsReceived: received,
                           imagesSent: shot.imagesSentEarlier + shot.imagesSent, imagesMissing: replica.missingAssets.count,
                           bytesSent: trafficSoFar.sent - shot.startTraffic.sent,
-                          bytesReceived: trafficSoFar.received - shot.startTraffic.received, seconds: Self.now() - shot.started)
+                          bytesReceived: trafficSoFar.received - shot.startTraffic.received, seconds: now() - shot.started)
     }
 
     /// The pump's look at a one-shot sync: notes progress, and whether both sides are in sync.
@@ -211,25 +213,9 @@ extension LiveBoard {
     }
 
     /// Of the replicas the server said it dropped operations of, how many operations of each
-    /// this side holds and the server still lacks (this replica's own never count: refusing
-    /// those closes the session).
+    /// this side holds and the server still lacks (`ClientEngine.refusedCounts`).
     func refusedCounts(_ operations: VersionVector, held: VersionVector, serverHolds: VersionVector) -> [ReplicaID: Int] {
-        var counts: [ReplicaID: Int] = [:]
-        for replica in operations.entries.keys where replica != replicaID && held[replica] > serverHolds[replica] {
-            counts[replica] = Int(held[replica] - serverHolds[replica])
-        }
-        return counts
-    }
-
-    /// A live link's look at what the server dropped: kept in the status (`refusedOperations`,
-    /// `refusal`) until the server holds those operations (their owner synced them), across
-    /// links (a new link sends them in its handshake and is told again).
-    func noteRefusal(_ refusal: (operations: VersionVector, error: SessionError)?, serverHolds: VersionVector) {
-        guard let held = store?.replica.versionVector else { return }
-        let operations = (serverRefusal?.operations ?? .empty).merged(with: refusal?.operations ?? .empty)
-        let counts = refusedCounts(operations, held: held, serverHolds: serverHolds)
-        let latest = refusal.map { Refusal($0.error) } ?? serverRefusal?.refusal
-        serverRefusal = counts.isEmpty || latest == nil ? nil : (operations, latest!, counts.values.reduce(0, +))
+        engine.refusedCounts(operations, held: held, serverHolds: serverHolds)
     }
 
     /// "operations of replica a1b2…", "operations of replicas a1b2…, c3d4…" (counts by version

@@ -24,6 +24,9 @@ public actor LiveBoard {
     public nonisolated let sync: Sync?
     let credentials: Credentials
     let transport: any BoardTransport
+    /// Where the board reads time and sleeps (`open`'s `clock`), and draws its backoff jitter.
+    public nonisolated let clock: any BoardClock
+    let jitter: any BoardJitter
 
     /// Nil once closed. A `SavingStore` over the package or memory replica.
     var store: (any HostedStore)?
@@ -40,33 +43,15 @@ public actor LiveBoard {
     let statusChannel: Multicast<LiveStatus>
     let peersChannel = Multicast<[Presence]>([], combine: { $1 })
     let identity: Identity
-    /// What this replica last said it is doing (`updatePresence`), and whether the current
-    /// connection still has to send it (throttled by `Sync.presenceInterval`).
-    var localPresence: Presence?
-    var presenceDirty = false
-    var presenceSentAt = -Double.infinity
-    var version: UInt64 = 0
-    /// The board as last published, kept up to date at the cost of each change.
-    var view: ChangeTracker
+    /// The client's logic over the endpoint, sans-IO (BoardSync's `ClientEngine`): typed
+    /// changes (the board as last published, kept at the cost of each change), what the server
+    /// holds of this replica's operations and images and what it refused, the connection's
+    /// phase and last error, and the presence this replica says (throttled by
+    /// `Sync.presenceInterval`).
+    var engine: ClientEngine
     /// Updates published since one's snapshot was last made (`snapshotEvery` bounds the chain
     /// of unmade snapshots a board keeps).
     var updatesSinceSnapshot = 0
-    var vector: VersionVector
-    var state: LiveStatus.State = .idle
-    /// Why the last connection ended (`LiveStatus.lastError`).
-    var lastLinkError: String?
-    /// Operations of other replicas the server said it dropped (REFUSED), and why: in the status
-    /// until the server holds them (LiveBoard+SyncOnce.swift, `noteRefusal`).
-    var serverRefusal: (operations: VersionVector, refusal: Refusal, count: Int)?
-    /// How many of this replica's operations a server is known to hold: what a handshake or
-    /// an acknowledgement said in this process (nothing is recorded across runs, so a board
-    /// opened again counts its earlier edits as unacknowledged until a server says it has them).
-    var serverHolds: UInt64 = 0
-    /// The images this replica's own operations show, by sequence number (ascending): those
-    /// beyond `serverHolds` may not have reached the server.
-    var ownImages: [(seq: UInt64, hash: AssetHash)] = []
-    /// Images the server asked for on the current connection whose bytes are not all written.
-    var imagesInFlight: Set<AssetHash> = []
     /// Bytes written to and read from every connection so far (`traffic`).
     var trafficSoFar = Traffic()
     /// Open `undoGroup` calls (only the outermost one opens and closes the replica's group).
@@ -104,8 +89,13 @@ public actor LiveBoard {
     ///   - credentials: the token for each connection's HELLO, asked before every connect.
     ///   - identity: the replica id for a new package or memory board.
     ///   - transport: how the server is reached (`TCPTransport()`, `MemoryTransport`, your own).
+    ///   - clock: where every deadline is read and slept on (`SystemBoardClock()`; a test's
+    ///     `TestClock` from BoardClientTesting).
+    ///   - jitter: where the reconnect backoff's jitter is drawn (`SystemJitter()`; a test's
+    ///     `SeededJitter`).
     public static func open(storage: Storage, sync: Sync? = nil, credentials: Credentials = .none,
-                            identity: Identity = Identity(), transport: any BoardTransport = TCPTransport()) throws -> LiveBoard {
+                            identity: Identity = Identity(), transport: any BoardTransport = TCPTransport(),
+                            clock: any BoardClock = SystemBoardClock(), jitter: any BoardJitter = SystemJitter()) throws -> LiveBoard {
         if let sync, !Hello.isValidBoardName(sync.board) { throw LiveBoardError.invalidBoardName(sync.board) }
         let replicaID = identity.replicaID ?? LiveBoard.randomReplicaID()
         let store: any HostedStore
@@ -121,7 +111,8 @@ public actor LiveBoard {
                 store = try BoardPackage.create(at: path, fileSystem: fileSystem, replicaID: replicaID)
             }
         }
-        return LiveBoard(store: store, storage: storage, sync: sync, credentials: credentials, transport: transport, identity: identity)
+        return LiveBoard(store: store, storage: storage, sync: sync, credentials: credentials, transport: transport, identity: identity,
+                         clock: clock, jitter: jitter)
     }
 
     /// Opens the board from a `BoardPackage` the caller has open, and takes it over: the board
@@ -129,19 +120,23 @@ public actor LiveBoard {
     /// ending) closes it, releasing the lock. The package is `sending`: the compiler refuses any
     /// use of it after this call. `storage` is `.package(path:)` of its path; `identity`'s
     /// replica id is not used (the package keeps its own). A closed package throws `StoreError`
-    /// (`closed`). Otherwise as `open(storage:sync:credentials:identity:transport:)`.
+    /// (`closed`). Otherwise as `open(storage:sync:credentials:identity:transport:clock:jitter:)`.
     public static func open(package: sending BoardPackage, sync: Sync? = nil, credentials: Credentials = .none,
-                            identity: Identity = Identity(), transport: any BoardTransport = TCPTransport()) throws -> LiveBoard {
+                            identity: Identity = Identity(), transport: any BoardTransport = TCPTransport(),
+                            clock: any BoardClock = SystemBoardClock(), jitter: any BoardJitter = SystemJitter()) throws -> LiveBoard {
         if let sync, !Hello.isValidBoardName(sync.board) { throw LiveBoardError.invalidBoardName(sync.board) }
         // A closed package throws `StoreError` (closed) here, not at the first edit; an open
         // one's deferred merges are made durable before the board takes it over.
         try package.syncMerges()
         return LiveBoard(store: package, storage: .package(path: package.path), sync: sync, credentials: credentials,
-                         transport: transport, identity: identity)
+                         transport: transport, identity: identity, clock: clock, jitter: jitter)
     }
 
-    private init(store: any HostedStore, storage: Storage, sync: Sync?, credentials: Credentials, transport: any BoardTransport, identity: Identity) {
+    private init(store: any HostedStore, storage: Storage, sync: Sync?, credentials: Credentials, transport: any BoardTransport, identity: Identity,
+                 clock: any BoardClock, jitter: any BoardJitter) {
         self.identity = identity
+        self.clock = clock
+        self.jitter = jitter
         self.store = SavingStore(store, saves: viewSaves)
         self.storage = storage
         self.sync = sync
@@ -149,18 +144,12 @@ public actor LiveBoard {
         self.transport = transport
         let replica = store.replica
         replicaID = replica.id
-        vector = replica.versionVector
-        var others = replica.versionVector.entries
-        others[replica.id] = 0
-        ownImages = replica.operations(since: VersionVector(others)).operations.compactMap { op in
-            op.id.replica == replica.id ? op.payload.asset.map { (op.id.seq, $0) } : nil
-        }
         let snapshot = replica.snapshot()
-        view = ChangeTracker(replica, snapshot: snapshot)
+        engine = ClientEngine(replica: replica, snapshot: snapshot)
         updateChannel = Multicast(BoardUpdate(snapshot: snapshot, changes: BoardChanges(), origins: [.loaded], version: 0),
                                   combine: BoardUpdate.folding)
-        statusChannel = Multicast(LiveStatus(state: .idle, unacknowledgedOperations: Int(vector[replica.id]),
-                                             unacknowledgedImages: Set(ownImages.map(\.hash)).count), combine: { $1 })
+        statusChannel = Multicast(LiveStatus(state: .idle, unacknowledgedOperations: Int(replica.versionVector[replica.id]),
+                                             unacknowledgedImages: engine.unacknowledgedImages), combine: { $1 })
     }
 
     static func randomReplicaID() -> ReplicaID {
@@ -209,23 +198,12 @@ public actor LiveBoard {
 
     /// This replica's operations the server has not acknowledged.
     public var unacknowledgedOperations: Int {
-        Int(replica.versionVector[replicaID] &- min(serverHolds, replica.versionVector[replicaID]))
+        engine.unacknowledgedOperations(held: replica.versionVector[replicaID])
     }
 
     /// Images this replica's edits show that may not have reached the server
     /// (`LiveStatus.unacknowledgedImages`).
-    public var unacknowledgedImages: Int {
-        // The first own image beyond what the server holds (ascending by sequence number).
-        var low = 0, high = ownImages.count
-        while low < high {
-            let middle = (low + high) / 2
-            if ownImages[middle].seq <= serverHolds { low = middle + 1 } else { high = middle }
-        }
-        if low == ownImages.count { return imagesInFlight.count }
-        var waiting = imagesInFlight
-        for entry in ownImages[low...] { waiting.insert(entry.hash) }
-        return waiting.count
-    }
+    public var unacknowledgedImages: Int { engine.unacknowledgedImages }
 
     // MARK: Editing
 
@@ -274,16 +252,14 @@ public actor LiveBoard {
     private func commitRaw(_ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
         guard let store else { throw LiveBoardError.closed }
         if let endpoint, let sync {
-            return try endpoint.edit(sync.board, now: Self.now(), body)
+            return try endpoint.edit(sync.board, now: now(), body)
         }
         return try store.commitEdit(body)
     }
 
     private func commit(origin: UpdateOrigin, _ body: (inout Replica) throws -> LocalEdit) throws -> LocalEdit {
         let edit = try commitRaw(body)
-        for op in edit.operations where op.id.replica == replicaID {
-            if let hash = op.payload.asset { ownImages.append((op.id.seq, hash)) }
-        }
+        engine.noteOwnOperations(edit.operations)
         drainEvents()
         changes.changed = false
         publishChange(origins: [origin])
@@ -295,13 +271,10 @@ public actor LiveBoard {
     /// last one (and images that arrived), at their cost; the snapshot is made when read.
     func publishChange(origins: Set<UpdateOrigin>) {
         guard let store else { return }
-        let replica = store.replica
-        let changes = view.update(to: replica, since: vector)
-        vector = replica.versionVector
+        let changes = engine.changes(to: store.replica)
         noteViewChange()
         refreshStatus()
         guard !changes.isEmpty else { return }
-        version += 1
         let source = SnapshotSource(previous: updateChannel.current.source, changes: changes)
         updatesSinceSnapshot += 1
         if updatesSinceSnapshot >= Self.snapshotEvery {
@@ -311,7 +284,7 @@ public actor LiveBoard {
             source.makeInBackground()
             updatesSinceSnapshot = 0
         }
-        updateChannel.publish(BoardUpdate(source: source, changes: changes, origins: origins, version: version))
+        updateChannel.publish(BoardUpdate(source: source, changes: changes, origins: origins, version: engine.version))
     }
 
     /// At most this many updates' snapshots stay unmade in a row.
@@ -321,16 +294,37 @@ public actor LiveBoard {
     func publishRemoteChange() {
         guard changes.changed, let store else { return }
         changes.changed = false
-        let before = vector
-        let after = store.replica.versionVector
-        var origins = Set(after.entries.filter { $0.value > before[$0.key] }.map { UpdateOrigin.remote($0.key) })
+        var origins = Set(engine.newReplicas(in: store.replica).map { UpdateOrigin.remote($0) })
         if origins.isEmpty { origins = [.images] }
         publishChange(origins: origins)
     }
 
-    func setState(_ new: LiveStatus.State) {
-        state = new
+    func setState(_ new: ClientEngine.Phase) {
+        engine.phase = new
         refreshStatus()
+    }
+
+    /// The engine's phase as the status says it (`offline`'s `retryAt` is wall-clock seconds
+    /// since 1970 in the engine).
+    var state: LiveStatus.State {
+        switch engine.phase {
+        case .idle: return .idle
+        case .connecting(let attempt): return .connecting(attempt: attempt)
+        case .catchingUp: return .catchingUp
+        case .live: return .live
+        case .offline(let retryAt, let attempt, let lastError):
+            return .offline(retryAt: Date(timeIntervalSince1970: retryAt), attempt: attempt, lastError: lastError)
+        case .failed(let error): return .failed(Self.refusal(of: error))
+        case .closed: return .closed
+        }
+    }
+
+    /// A refusal that stops the run, classified (a limit of this side's is terminal whatever
+    /// its code says).
+    static func refusal(of error: SessionError) -> Refusal {
+        var refusal = Refusal(error)
+        if ClientEngine.exceedsOwnLimit(error) { refusal.recovery = .stop }
+        return refusal
     }
 
     func refreshStatus() {
@@ -338,8 +332,8 @@ public actor LiveBoard {
             ? LiveStatus(state: state, unacknowledgedOperations: closeReport?.unacknowledgedOperations ?? 0,
                          unacknowledgedImages: closeReport?.unacknowledgedImages ?? 0)
             : LiveStatus(state: state, unacknowledgedOperations: unacknowledgedOperations, unacknowledgedImages: unacknowledgedImages,
-                         lastError: lastLinkError, refusedOperations: serverRefusal?.count ?? 0, refusal: serverRefusal?.refusal,
-                         viewSaveError: viewSaves.lastError)
+                         lastError: engine.lastLinkError, refusedOperations: engine.refusedOperations,
+                         refusal: engine.serverRefusal.map { Refusal($0.error) }, viewSaveError: viewSaves.lastError)
         if status != statusChannel.current { statusChannel.publish(status) }
     }
 }

@@ -12,22 +12,27 @@ public actor MemoryServer {
     private var nextID: SessionID = 0
     private var mailboxes: [SessionID: Mailbox] = [:]
 
-    public init() {
+    private let clock: any BoardClock
+
+    /// A server whose session timers read `clock` (a test's `TestClock` for boards on virtual
+    /// time: keep-alives and idle timeouts then follow it too).
+    public init(clock: any BoardClock = SystemBoardClock()) {
         let stores = StoreShelf()
-        endpoint = SyncEndpoint(opener: { name in stores.store(for: name) }, now: EventLoop.now())
+        self.clock = clock
+        endpoint = SyncEndpoint(opener: { name in stores.store(for: name) }, now: clock.now())
     }
 
     func connect(_ mailbox: Mailbox) -> SessionID {
         nextID += 1
         mailboxes[nextID] = mailbox
-        endpoint.accept(nextID, now: EventLoop.now())
+        endpoint.accept(nextID, now: clock.now())
         flush()
         return nextID
     }
 
     func receive(_ bytes: [UInt8], from id: SessionID) {
         guard mailboxes[id] != nil else { return }
-        let now = EventLoop.now()
+        let now = clock.now()
         endpoint.receive(id, bytes, now: now)
         endpoint.handleTimers(now: now)
         flush()
@@ -36,13 +41,13 @@ public actor MemoryServer {
     func disconnect(_ id: SessionID) {
         guard let mailbox = mailboxes.removeValue(forKey: id) else { return }
         mailbox.close()
-        endpoint.closed(id, now: EventLoop.now())
+        endpoint.closed(id, now: clock.now())
         flush()
     }
 
     /// Every session's output to its mailbox; finished sessions closed.
     private func flush() {
-        let now = EventLoop.now()
+        let now = clock.now()
         for (id, mailbox) in mailboxes.sorted(by: { $0.key < $1.key }) {
             let bytes = endpoint.output(for: id, now: now)
             if !bytes.isEmpty { mailbox.put(bytes) }

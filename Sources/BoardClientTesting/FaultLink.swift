@@ -11,8 +11,8 @@ final class FaultLink: BoardConnection, Sendable {
     let number: Int
     private let transport: FaultTransport
     /// Client to server, and server to client.
-    private let outbound = DelayLine()
-    private let inbound = DelayLine()
+    private let outbound: DelayLine
+    private let inbound: DelayLine
     private let sendRandom: Mutex<SplitMix64>
     private let receiveRandom: Mutex<SplitMix64>
     private let killed = Mutex(false)
@@ -20,6 +20,8 @@ final class FaultLink: BoardConnection, Sendable {
     init(transport: FaultTransport, number: Int, seed: UInt64) {
         self.transport = transport
         self.number = number
+        outbound = DelayLine(clock: transport.clock)
+        inbound = DelayLine(clock: transport.clock)
         sendRandom = Mutex(SplitMix64(seed: Self.seed(seed, number, .send)))
         receiveRandom = Mutex(SplitMix64(seed: Self.seed(seed, number, .receive)))
     }
@@ -154,13 +156,12 @@ final class DelayLine: Sendable {
         var waiters: [Int: CheckedContinuation<Void, any Error>] = [:]
     }
     private let state = Mutex(State())
+    /// The transport's clock: delivery times are read and slept on through it.
+    private let clock: any BoardClock
 
-    /// Seconds on the monotonic clock.
-    private static func now() -> Double {
-        let time = Self.origin.duration(to: .now).components
-        return Double(time.seconds) + Double(time.attoseconds) * 1e-18
+    init(clock: any BoardClock = SystemBoardClock()) {
+        self.clock = clock
     }
-    private static let origin = ContinuousClock.now
 
     func checkAlive() throws {
         if let reason = state.withLock({ $0.killed }) { throw TransportError(reason) }
@@ -174,7 +175,7 @@ final class DelayLine: Sendable {
             let done = try state.withLock { state -> Bool in
                 if let reason = state.killed { throw TransportError(reason) }
                 guard state.queuedBytes == 0 || state.queuedBytes + size <= Self.capacity else { return false }
-                let due = max(state.lastDue, Self.now() + delay)
+                let due = max(state.lastDue, clock.now() + delay)
                 state.lastDue = due
                 state.queue.append((due, item))
                 state.queuedBytes += size
@@ -220,9 +221,8 @@ final class DelayLine: Sendable {
                 try await wait { $0.killed != nil || $0.head < $0.queue.count }
                 continue
             }
-            let delay = due - Self.now()
-            if delay > 0 {
-                try await Task.sleep(nanoseconds: UInt64(delay * 1e9) + 1)
+            if due > clock.now() {
+                try await clock.sleep(until: due)
                 continue
             }
             try state.withLock { state in

@@ -77,6 +77,9 @@ public final class FaultTransport: BoardTransport, Sendable {
 
     public let inner: any BoardTransport
     public let seed: UInt64
+    /// Where latency is measured and waited out, and `partition(for:)`'s time (a test's
+    /// `TestClock`: chunks with latency then arrive only as the test advances it).
+    public let clock: any BoardClock
 
     struct State {
         var faults: Faults
@@ -88,10 +91,13 @@ public final class FaultTransport: BoardTransport, Sendable {
     }
     let state: Mutex<State>
 
-    /// Wraps `inner`; the faults are drawn from generators seeded by `seed`.
-    public init(wrapping inner: any BoardTransport, seed: UInt64, faults: Faults = Faults()) {
+    /// Wraps `inner`; the faults are drawn from generators seeded by `seed`, delivery times
+    /// kept on `clock`.
+    public init(wrapping inner: any BoardTransport, seed: UInt64, faults: Faults = Faults(),
+                clock: any BoardClock = SystemBoardClock()) {
         self.inner = inner
         self.seed = seed
+        self.clock = clock
         state = Mutex(State(faults: faults))
     }
 
@@ -123,13 +129,14 @@ public final class FaultTransport: BoardTransport, Sendable {
         return links.count { cut($0, "FaultTransport: the network is partitioned", drop: false) }
     }
 
-    /// Partitions the network now and heals it `seconds` later (real time), unless `heal()` or
-    /// another `partition` came first.
+    /// Partitions the network now and heals it `seconds` later (on `clock`), unless `heal()`
+    /// or another `partition` came first.
     public func partition(for seconds: Double) {
         _ = partition()
         let generation = state.withLock { $0.partitionGeneration }
+        let clock = self.clock
         Task { [weak self] in
-            try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))
+            try? await clock.sleep(until: clock.now() + max(0, seconds))
             self?.heal(ifStill: generation)
         }
     }

@@ -313,6 +313,16 @@ final class VirtualNet {
         #expect(report.passed, "seed \(seed): \(report.failures.joined(separator: "; "))")
     }
 
+    /// The clients' typed changes compared with their boards after every step (the swarm
+    /// compares every 16th step, for speed), on seeds of every topology.
+    @Test(arguments: [1, 2, 3, 5] as [UInt64])
+    func typedChangesMatchTheBoardAfterEveryStep(seed: UInt64) throws {
+        let world = try World(Plan.draw(seed: seed))
+        world.typedChangesCheckEvery = 1
+        let report = world.run()
+        #expect(report.passed, "seed \(seed): \(report.failures.joined(separator: "; "))")
+    }
+
     @Test func oneSeedReplaysExactly() throws {
         let first = World.simulate(seed: 77)
         let second = World.simulate(seed: 77)
@@ -349,6 +359,10 @@ final class VirtualNet {
         (.acknowledgeBeforeSync, ["acknowledged loss", "restart"]),
         (.imagesNeverServed, ["liveness"]),
         (.presenceNotRelayed, ["presence"]),
+        // The client engine's oracles: typed changes folded from the start give the board;
+        // a client that never sees its acknowledgements never quiets (no convergence).
+        (.changesDropped, ["typed changes"]),
+        (.acknowledgementsUnseen, ["liveness"]),
     ])
     func theOraclesCatchPlantedBugs(mutation: World.Mutation, kinds: [String]) {
         var caught: World.Report?

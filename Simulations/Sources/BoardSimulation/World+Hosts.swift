@@ -78,6 +78,7 @@ extension World {
             host.dialTargets = plan.dials[host.index]
             for _ in host.dialTargets { _ = endpoint.addDialTarget(now: now) }
             if now < host.offlineUntil { endpoint.setReconnecting(false, now: now) }
+            startClient(host)
         }
         flush(host)
     }
@@ -104,11 +105,13 @@ extension World {
         guard isReachable(peer), isReachable(acceptor),
               blockedUntil(from: peer, to: acceptor) == nil, blockedUntil(from: acceptor, to: peer) == nil else {
             endpoint.dialFailed(target, now: now)
+            clientDialed(host, target: target, session: nil)
             return
         }
         let index = net.connect(peer, to: acceptor, latency: plan.latency, bandwidth: plan.bandwidth[peer])
         let link = net.links[index]
         endpoint.dialing(target, as: link.sessions.0)
+        clientDialed(host, target: target, session: link.sessions.0)
         hosts[acceptor].endpoint!.accept(link.sessions.1, now: now)
         endpoint.dialed(link.sessions.0, now: now)
         flush(host)
@@ -126,6 +129,7 @@ extension World {
         net.flush(host.index)
         dialDue(host)
         rescheduleTimer(host)
+        observeClient(host)
     }
 
     /// A chunk due on a link: delivered (or held back by the network), then the receiver reacts.
@@ -168,6 +172,7 @@ extension World.Host: NetworkNode {
 
     /// Both ends see a connection close; the dialer redials with backoff.
     func closed(_ session: SessionID, now: Double) {
+        world.clientLinkClosing(self, session)
         endpoint?.closed(session, now: now)
         world.rescheduleTimer(self)
     }

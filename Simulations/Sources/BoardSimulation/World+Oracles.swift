@@ -37,7 +37,8 @@ extension World {
             guard let replica = replica(host), replica.versionVector == reference.versionVector,
                   replica.missingAssets.isEmpty else { return false }
         }
-        return true
+        // Quiet: every client live, with nothing of its own unacknowledged.
+        return clientsNotQuiet() == nil
     }
 
     func check() {
@@ -54,6 +55,7 @@ extension World {
                     }
                 }
             }
+            if let trouble = clientsNotQuiet() { state.append("clients: \(trouble)") }
             fail("liveness", "no convergence within \(plan.settleLimit) s after the heal: " + state.joined(separator: "; "))
             return
         }
@@ -84,6 +86,7 @@ extension World {
         } catch {
             fail("snapshot", "snapshot failed: \(error)")
         }
+        checkClients()
     }
 
     /// Each host's final board (for transcripts), server first.

@@ -42,7 +42,7 @@ extension World {
                 }
             case .online(let index):
                 let host = hosts[index]
-                if host.offlineUntil <= now, let endpoint = host.endpoint {
+                if host.offlineUntil <= now, !isStopped(host), let endpoint = host.endpoint {
                     endpoint.setReconnecting(true, now: now)
                     flush(host)
                 }
@@ -137,6 +137,7 @@ extension World {
                 LocalEdit(operations: editor.edit(&replica))
             }
             report.operationsMade += edit.operations.count
+            host.client?.engine.noteOwnOperations(edit.operations)
             if let replica = replica(host) {
                 host.saved = replica.versionVector
                 // Where this peer is working, shown to the others while links fail and heal.
@@ -230,7 +231,7 @@ extension World {
         restart(serverHost)
         for host in hosts where host.endpoint == nil || host.reopenPending { restart(host) }
         net.unclog()
-        for host in hosts.dropLast() {
+        for host in hosts.dropLast() where !isStopped(host) {
             host.endpoint?.setReconnecting(true, now: now)
             flush(host)
         }

@@ -35,6 +35,11 @@ public final class World {
         case tieBreakByArrival = "tie-break-by-arrival"
         /// Hubs keep peers' presences but never pass them on: nobody behind a hub sees anyone.
         case presenceNotRelayed = "presence-not-relayed"
+        /// Clients lose every other typed change (a broken change stream: an app's view drifts
+        /// from the board).
+        case changesDropped = "changes-dropped"
+        /// Clients never look at their upstream session: never live, acknowledgements unseen.
+        case acknowledgementsUnseen = "acknowledgements-unseen"
     }
 
     /// What happened, and what the oracles found.
@@ -89,6 +94,8 @@ public final class World {
         var restarts: UInt64 = 0
         /// Peers: the host each of the endpoint's dial targets stands for.
         var dialTargets: [Int] = []
+        /// Peers: the live client's engine over the link to the first dial target (World+Clients.swift).
+        var client: Client?
 
         unowned let world: World
 
@@ -132,6 +139,9 @@ public final class World {
     var presenceChecked = false
     /// Past this many events a run is reported as an event storm (a livelock in the code).
     public var eventLimit = 5_000_000
+    /// Each client's typed changes are folded after every step and compared with its replica's
+    /// board every this many steps that changed it, and at the end (1: after every step).
+    public var typedChangesCheckEvery = 16
 
     public init(_ plan: Plan, log: (@Sendable (String) -> Void)? = nil) throws {
         self.plan = plan

@@ -42,7 +42,8 @@ OPTIONS:
   --out FILE               With --shrink: also write the scenario to FILE.
   --plant BUG              Plant a bug the oracles must catch (mutation testing):
                            acknowledge-before-logging, acknowledge-before-sync, images-never-served,
-                           tie-break-by-arrival, presence-not-relayed.
+                           tie-break-by-arrival, presence-not-relayed, changes-dropped,
+                           acknowledgements-unseen.
   --json                   Print JSON for scripts.
   --verbose                With --seed: print every host's log and every fault, with the time.
   -h, --help               Show help information.
