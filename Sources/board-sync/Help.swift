@@ -94,6 +94,7 @@ let commandHelps: [String: CommandHelp] = [
 ]
 
 let netHelps: [String: CommandHelp] = [
+    "admin": AdminCommands.help,
     "demo": CommandHelp(name: "demo", overview: "Show three peers editing one board through an embedded sync server on loopback.",
                         usage: "demo [--out DIR] [--steps N] [--servers N [--redis HOST:PORT]] [--verbose] [--json]",
                         options: [("--out DIR", "Where to write the packages (default: a new folder under the temp directory)."),
@@ -163,7 +164,7 @@ let netHelps: [String: CommandHelp] = [
                                    ("--token T (revoke)", "Revoke this token (by its id; a token from before token ids: its subject)."), jsonOption]),
 ]
 
-let commandOrder = ["demo", "serve", "sync", "peer", "token", "new", "stroke", "sticker", "move", "transform", "image", "style", "canvas", "background", "between", "delete", "restore", "front", "back", "undo", "redo", "show", "export", "log", "repair"]
+let commandOrder = ["demo", "serve", "sync", "peer", "token", "admin", "new", "stroke", "sticker", "move", "transform", "image", "style", "canvas", "background", "between", "delete", "restore", "front", "back", "undo", "redo", "show", "export", "log", "repair"]
 
 let toolVersion = "0.3.0"
 

@@ -67,9 +67,28 @@ enum ServeAdmin {
         }
     }
 
+    /// What the admin API's calls reach besides the host: backups, webhooks, the revocations file.
+    struct Extras {
+        var backups: BackupScheduler?
+        var webhooks: WebhookNotifier?
+        var secretFile: String?
+    }
+
     static func start(_ settings: Settings, host: SyncHost, web: WebView?, cluster: RedisCluster?, data: String,
-                      loop: EventLoop, access: SyncEndpoint.AccessControl?, tls: TLSContext?) throws -> AdminServer {
+                      loop: EventLoop, access: SyncEndpoint.AccessControl?, tls: TLSContext?, extras: Extras = Extras()) throws -> AdminServer {
         var options = AdminServer.Options()
+        if let backups = extras.backups { options.backupNow = { [weak backups] in backups?.backupNow(reason: "admin API") } }
+        if let webhooks = extras.webhooks { options.onBoardDeleted = { [weak webhooks] board in webhooks?.boardDeleted(board) } }
+        if let secretFile = extras.secretFile {
+            // The file `token revoke` appends to: this server's watcher applies it within a
+            // second, and with --redis every server applies it (shared through Redis).
+            options.revoke = { subject, tokenID in
+                let line = subject.map { Revocations.line(subject: $0, at: Date().timeIntervalSince1970) } ?? Revocations.line(tokenID: tokenID ?? "")
+                try Access.appendRevocation(line, to: Access.revocationFile(for: secretFile))
+                NetCommands.log("admin: revoked \(line)")
+                return line
+            }
+        }
         options.access = access
         options.log = NetCommands.log
         options.tls = tls
