@@ -30,6 +30,9 @@ extension AdminServer {
                 case "DELETE": response = try Self.json(200, deleteBoard(name, force: try Self.flag(request.query, "force"), client: client))
                 default: throw AdminError("\(method) \(Self.clipped(request.path)): use GET (info) or DELETE (delete)", status: 405)
                 }
+            case (_, 4, "boards") where parts[3] == "export":
+                guard method == "GET" else { throw AdminError("\(method) \(Self.clipped(request.path)): use GET", status: 405) }
+                return try export(try Self.boardName(parts[2]), request.query, client: client, head: head)
             case (_, 4, "boards"):
                 let name = try Self.boardName(parts[2])
                 guard method == "POST" else {
@@ -40,8 +43,6 @@ extension AdminServer {
                 case "undelete": response = try Self.json(200, undelete(name))
                 default: throw AdminError("nothing at \(Self.clipped(request.path))", status: 404)
                 }
-            case (_, 5, "boards") where parts[3] == "export":
-                throw AdminError("nothing at \(Self.clipped(request.path))", status: 404)
             case ("POST", 2, "revoke"):
                 response = try Self.json(200, revoke(request.query))
             case ("POST", 2, "backup"):

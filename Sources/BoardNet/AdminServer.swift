@@ -60,6 +60,11 @@ public final class AdminServer {
         /// `POST /revoke`: records a revocation of a subject or a token id where every server
         /// applies it, returning the line recorded (nil: no access control, 409).
         public var revoke: ((_ subject: String?, _ tokenID: String?) throws -> String)?
+        /// Renders a board for `export?format=png|pdf|svg` (format, scale), off the loop
+        /// thread (nil: renderings answer 501). BoardNet does not link BoardRender: `serve` sets it.
+        public var render: (@Sendable (BoardSnapshot, String, Double) throws -> [UInt8])?
+        /// Exports streaming at once (tar or rendered); beyond, 503.
+        public var maxExports = 4
 
         public init() {}
     }
@@ -81,6 +86,8 @@ public final class AdminServer {
     var requests: [String: Int] = [:]
     var authFailures: [String: Int] = [:]
     var connectionsRefused = 0
+    /// Exports streaming now (`AdminServer+Export.swift`).
+    var exportsRunning = 0
     let started = Date().timeIntervalSince1970
 
     final class Client {
@@ -90,6 +97,8 @@ public final class AdminServer {
         var answered = false
         let opened: Double
         var drainDeadline: Double?
+        /// Counted in `exportsRunning` until it closes.
+        var exporting = false
 
         init(_ connection: TCPConnection, address: String, limits: HTTPLimits, now: Double) {
             self.connection = connection
@@ -171,6 +180,7 @@ public final class AdminServer {
 
     private func disconnected(_ client: Client) {
         guard clients.removeValue(forKey: ObjectIdentifier(client)) != nil else { return }
+        if client.exporting { exportsRunning -= 1 }
         perAddress[client.address, default: 1] -= 1
         if perAddress[client.address] == 0 { perAddress[client.address] = nil }
     }

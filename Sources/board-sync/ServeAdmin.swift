@@ -1,4 +1,8 @@
+import BoardClient
+import BoardModel
 import BoardNet
+import BoardRender
+import BoardStore
 import BoardRedisNet
 import BoardSync
 import Foundation
@@ -77,6 +81,14 @@ enum ServeAdmin {
     static func start(_ settings: Settings, host: SyncHost, web: WebView?, cluster: RedisCluster?, data: String,
                       loop: EventLoop, access: SyncEndpoint.AccessControl?, tls: TLSContext?, extras: Extras = Extras()) throws -> AdminServer {
         var options = AdminServer.Options()
+        options.render = { snapshot, format, scale in
+            // As `board-sync export` renders (BoardWriter into memory), on a worker thread.
+            guard let type = ContentType.forPath("export.\(format)") else { throw Failure("unknown format \(format)") }
+            let memory = MemoryFileSystem()
+            let writer = BoardWriter(configuration: WriteConfiguration(contentType: type, fileSystem: memory, export: ExportPolicy(scale: scale, transparent: false)))
+            _ = try writer.write(content: snapshot, to: "/export.\(format)", previous: nil)
+            return try memory.readFile("/export.\(format)")
+        }
         if let backups = extras.backups { options.backupNow = { [weak backups] in backups?.backupNow(reason: "admin API") } }
         if let webhooks = extras.webhooks { options.onBoardDeleted = { [weak webhooks] board in webhooks?.boardDeleted(board) } }
         if let secretFile = extras.secretFile {
