@@ -11,8 +11,11 @@ import Foundation
 extension AdminServer {
     static let exportHighWater = 256 << 10
     static let exportChunk = 64 << 10
-    /// Files the tar leaves out: the lock, and the view index and undo history (a copy opened
-    /// elsewhere rebuilds its view from the op log, which may be behind the last saved view).
+    /// Files the tar leaves out: the lock, and the view index and undo history. Only `sync/` is
+    /// exported (the op log's durable prefix, the images, which are only ever added, identity and
+    /// authorship): the view (manifest, stickers, background) is rewritten by saves while the
+    /// stream runs and could disagree with the log, so `board-sync` rebuilds it from the log when
+    /// it first opens the copy (consistent by construction, as backups are).
     static let exportSkipped: Set<String> = [PackageLayout.lock, PackageLayout.view, PackageLayout.undo]
 
     func export(_ name: String, _ query: [String: String], client: Client, head: Bool) throws {
@@ -110,7 +113,8 @@ extension AdminServer {
             if (info.st_mode & S_IFMT) == S_IFDIR {
                 if !relative.isEmpty { entries.append(.directory(relative)) }
                 guard depth < 8 else { return }
-                for entry in ((try? FileManager.default.contentsOfDirectory(atPath: full)) ?? []).sorted() {
+                for entry in ((try? FileManager.default.contentsOfDirectory(atPath: full)) ?? []).sorted()
+                where !relative.isEmpty || entry == PackageLayout.sync {
                     walk(relative.isEmpty ? entry : relative + "/" + entry, depth: depth + 1)
                 }
             } else if (info.st_mode & S_IFMT) == S_IFREG, !Self.exportSkipped.contains(relative) {

@@ -6,14 +6,15 @@ import Foundation
 /// server's operator port (`serve --admin`) from the command line. Exit 0 when the server
 /// did it, 1 when it refused or could not be reached, 64 for bad usage.
 enum AdminCommands {
-    static let calls = ["list", "info", "delete", "undelete", "compact", "revoke", "backup"]
+    static let calls = ["list", "info", "export", "delete", "undelete", "compact", "revoke", "backup"]
 
     static let help = CommandHelp(
         name: "admin", overview: "Call a server's admin API (serve --admin): list, describe, delete or compact boards, revoke tokens, back up.",
-        usage: "admin list|info|delete|undelete|compact|revoke|backup [NAME] --server HOST:PORT --token-file FILE [--json]",
+        usage: "admin list|info|export|delete|undelete|compact|revoke|backup [NAME [OUTPUT]] --server HOST:PORT --token-file FILE [--json]",
         options: [
             ("list", "Boards on the server, a page at a time (--limit N, default 100, at most 1000; --after NAME: the page after NAME, as the previous page's `next` says; --all follows every page)."),
             ("info NAME", "One board: size on disk, operations, replicas, connected clients, last edit."),
+            ("export NAME OUTPUT", "Download the board: OUTPUT ending in .tar gets its package as a tar (extract it to get NAME.boardpkg), .png, .pdf or .svg a rendering (--scale S, default 1, at most 8)."),
             ("delete NAME", "Delete the board and leave a tombstone (clients naming it are refused with `board deleted`). Refused while clients hold it unless --force, which ends their sessions."),
             ("undelete NAME", "Remove a deleted board's tombstone: the name may be created again (empty, or from the copy a client kept)."),
             ("compact NAME", "Rewrite the board's op log as one record of its surviving operations."),
@@ -31,15 +32,15 @@ enum AdminCommands {
     static func run(_ raw: [String]) throws {
         guard let call = raw.first, !call.hasPrefix("-") else { throw UsageError("give a call: \(calls.joined(separator: ", "))") }
         guard calls.contains(call) else { throw UsageError("unknown admin call '\(call)'\(Suggest.didYouMean(call, among: calls))") }
-        let args = try Arguments(Array(raw.dropFirst()), options: Set(["server", "token-file", "timeout", "limit", "after", "subject", "token-id"] + Access.clientTLSOptions),
+        let args = try Arguments(Array(raw.dropFirst()), options: Set(["server", "token-file", "timeout", "limit", "after", "subject", "token-id", "scale"] + Access.clientTLSOptions),
                                  flags: ["json", "tls", "force", "all"])
         let named = ["info", "delete", "undelete", "compact"].contains(call)
-        let positionals = try args.positionals(named ? ["<board>"] : [])
+        let positionals = try args.positionals(call == "export" ? ["<board>", "<output>"] : named ? ["<board>"] : [])
         let board = positionals.first
         if let board, !Hello.isValidBoardName(board) {
             throw UsageError("'\(board)' is not a board name (letters, digits, '-', '_', '.'; not starting with '.')")
         }
-        for (option, allowed) in [("limit", ["list"]), ("after", ["list"]), ("all", ["list"]), ("force", ["delete"]), ("subject", ["revoke"]), ("token-id", ["revoke"])]
+        for (option, allowed) in [("limit", ["list"]), ("after", ["list"]), ("all", ["list"]), ("force", ["delete"]), ("subject", ["revoke"]), ("token-id", ["revoke"]), ("scale", ["export"])]
         where (args.value(option) != nil || args.has(option)) && !allowed.contains(call) {
             throw UsageError("--\(option) is for `admin \(allowed[0])`")
         }
@@ -48,10 +49,11 @@ enum AdminCommands {
         guard let tokenFile = args.value("token-file") else { throw UsageError("missing --token-file FILE (an admin token: `board-sync token --role admin`)") }
         let timeout = try args.value("timeout").map { try Parse.number($0, "--timeout") } ?? 30
         guard timeout > 0, timeout <= 3600 else { throw UsageError("--timeout must be between 0 and 3600 seconds") }
-        let (method, path) = try request(call, board: board, args: args)
         let token = try readToken(tokenFile)
         let tls = try Access.clientTLS(args)
         let client = Caller(server: server, token: token, tls: tls, timeout: timeout)
+        if call == "export" { return try export(board!, to: positionals[1], args: args, client: client) }
+        let (method, path) = try request(call, board: board, args: args)
         var object = try client.call(method, path)
         if call == "list", args.has("all") {
             var boards = object["boards"] as? [Any] ?? []
@@ -98,6 +100,36 @@ enum AdminCommands {
         }
     }
 
+    /// `admin export NAME OUTPUT`: the format from OUTPUT's extension; written to a temporary
+    /// file beside OUTPUT and renamed when whole (a tar must end with its end blocks).
+    private static func export(_ board: String, to output: String, args: Arguments, client: Caller) throws {
+        let format = URL(fileURLWithPath: output).pathExtension.lowercased()
+        guard ["tar", "png", "pdf", "svg"].contains(format) else { throw UsageError("the output '\(output)' must end in .tar, .png, .pdf or .svg") }
+        var path = "/boards/\(board)/export?format=\(format)"
+        if let scale = args.value("scale") {
+            guard format != "tar" else { throw UsageError("--scale is for renderings (.png, .pdf, .svg)") }
+            let number = try Parse.number(scale, "--scale")
+            guard number > 0, number <= 8 else { throw UsageError("--scale must be above 0 and at most 8") }
+            path += "&scale=\(scale)"
+        }
+        let bytes = try client.download(path)
+        if format == "tar", bytes.count < 1024 || bytes.count % 512 != 0 || bytes.suffix(1024).contains(where: { $0 != 0 }) {
+            throw Failure("the export of '\(board)' ended early (\(bytes.count) bytes, no end of archive); nothing was written")
+        }
+        let temporary = output + ".part-\(getpid())"
+        guard FileManager.default.createFile(atPath: temporary, contents: Data(bytes)) else { throw Failure("cannot write \(temporary)") }
+        guard rename(temporary, output) == 0 else {
+            unlink(temporary)
+            throw Failure("cannot write \(output): \(String(cString: strerror(errno)))")
+        }
+        if args.has("json") {
+            let data = try JSONSerialization.data(withJSONObject: ["board": board, "output": output, "format": format, "bytes": bytes.count], options: [.sortedKeys])
+            print(String(decoding: data, as: UTF8.self))
+        } else {
+            print("wrote \(output) (\(format), \(bytes.count) bytes)")
+        }
+    }
+
     private static func readToken(_ file: String) throws -> String {
         guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { throw Failure("cannot read the token file \(file)") }
         guard let line = text.split(whereSeparator: \.isNewline).first.map({ $0.trimmingCharacters(in: .whitespaces) }), !line.isEmpty,
@@ -113,6 +145,24 @@ enum AdminCommands {
         let token: String
         let tls: TLSContext?
         let timeout: Double
+
+        /// A whole export (at most 1 GiB, held in memory).
+        func download(_ path: String) throws -> [UInt8] {
+            let url = try HTTPClient.URLParts("\(tls == nil ? "http" : "https")://\(server)\(path)")
+            let response: HTTPClient.Response
+            do {
+                response = try HTTPClient(timeout: timeout, maxResponseBytes: 1 << 30, tls: tls)
+                    .request("GET", url, headers: [("Authorization", "Bearer \(token)")])
+            } catch {
+                throw Failure("cannot export through \(server): \(error)")
+            }
+            guard response.status == 200 else {
+                let object = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
+                let why = object?["error"] as? String ?? String(decoding: response.body.prefix(300), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                throw Failure("the server refused (\(response.status)): \(why)")
+            }
+            return response.body
+        }
 
         func call(_ method: String, _ path: String) throws -> [String: Any] {
             let url = try HTTPClient.URLParts("\(tls == nil ? "http" : "https")://\(server)\(path)")

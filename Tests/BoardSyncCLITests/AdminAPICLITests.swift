@@ -246,4 +246,97 @@ func adminRequest(_ address: String, _ method: String, _ target: String, token: 
         #expect(none.status == 1 && none.stderr.contains("--backup-to"), "\(none.stderr)")
         #expect(plain.daemon.terminate() == 0)
     }
+
+    /// Opens an export and stops reading after its first bytes (a tiny receive buffer): the fd.
+    static func stalledExport(_ address: String, _ target: String, token: String) -> (fd: Int32, status: Int) {
+        let parts = address.split(separator: ":")
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var small: Int32 = 4096
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = UInt16(parts[1])!.bigEndian
+        _ = inet_pton(AF_INET, String(parts[0]), &addr.sin_addr)
+        _ = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let request = Array("GET \(target) HTTP/1.1\r\nHost: \(address)\r\nAuthorization: Bearer \(token)\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let count = recv(fd, &buffer, buffer.count, 0)
+        let text = String(decoding: buffer[0..<max(0, count)], as: UTF8.self)
+        return (fd, Int(text.split(separator: " ").dropFirst().first ?? "") ?? 0)
+    }
+
+    @Test func exportsATarThatOpensAndRenderingsAndStallsAreBounded() throws {
+        let server = try Server()
+        try server.upload("team")
+        try server.workspace.cli.run("stroke", "team.boardpkg", "--points", "3,3 8,8")
+        // A 1600x1600 image of noise (7.7 MB, incompressible): a package far bigger than the
+        // socket buffers, for a client that stops reading.
+        let script = """
+        import random, struct, zlib
+        w = h = 1600
+        random.seed(7)
+        raw = b"".join(b"\\x00" + random.randbytes(w * 3) for _ in range(h))
+        def chunk(t, d): return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+        open("noise.png", "wb").write(b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(raw, 1)) + chunk(b"IEND", b""))
+        """
+        try script.write(toFile: server.workspace.path + "/noise.py", atomically: true, encoding: .utf8)
+        let python = Process()
+        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        python.arguments = ["python3", "noise.py"]
+        python.currentDirectoryURL = URL(fileURLWithPath: server.workspace.path)
+        try python.run()
+        python.waitUntilExit()
+        #expect(python.terminationStatus == 0)
+        let placed = try server.workspace.cli.run("sticker", "team.boardpkg", "--image", "noise.png", "--at", "100,100")
+        #expect(placed.status == 0, "\(placed.stderr)")
+        try server.upload("team")
+        // The tar: extracted by the system's tar, it is a package board-sync opens, with every stroke.
+        let exported = try server.admin("export", "team", "team.tar")
+        #expect(exported.status == 0, "\(exported.stderr)")
+        try FileManager.default.createDirectory(atPath: server.workspace.path + "/out", withIntermediateDirectories: true)
+        let tar = Process()
+        tar.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        tar.arguments = ["tar", "-xf", "../team.tar"]
+        tar.currentDirectoryURL = URL(fileURLWithPath: server.workspace.path + "/out")
+        try tar.run()
+        tar.waitUntilExit()
+        #expect(tar.terminationStatus == 0)
+        for left in ["sync/lock", "sync/view.json", "manifest.json"] {
+            #expect(!FileManager.default.fileExists(atPath: server.workspace.path + "/out/team.boardpkg/" + left), "\(left) is not exported")
+        }
+        let copy = try server.workspace.board("out/team.boardpkg")
+        #expect(copy.strokes.count == 2 && copy.stickers.count == 1, "\(copy.strokes.count) strokes, \(copy.stickers.count) stickers")
+        // Renderings.
+        for (file, magic) in [("team.png", [0x89, 0x50, 0x4E, 0x47]), ("team.svg", Array("<".utf8)), ("team.pdf", Array("%PDF".utf8))] as [(String, [UInt8])] {
+            let result = try server.admin("export", "team", file)
+            #expect(result.status == 0, "\(file): \(result.stderr)")
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: server.workspace.path + "/" + file))
+            #expect(Array(bytes.prefix(magic.count)) == magic, "\(file) starts with \(Array(bytes.prefix(8)))")
+        }
+        #expect(try server.admin("export", "team", "team.zip").status == 64)
+        #expect(try server.admin("export", "team", "team.tar", "--scale", "2").status == 64)
+        for target in ["/boards/team/export?format=exe", "/boards/team/export?format=png&scale=100", "/boards/team/export?format=tar&scale=2",
+                       "/boards/team/export?what=1", "/boards/..%2fteam/export"] {
+            #expect(adminRequest(server.admin, "GET", target, token: server.adminToken).status == 400, "\(target)")
+        }
+        #expect(adminRequest(server.admin, "GET", "/boards/nothing/export", token: server.adminToken).status == 404)
+        #expect(adminRequest(server.admin, "POST", "/boards/team/export", token: server.adminToken).status == 405)
+        // Clients that stop reading: four hold every export place, a fifth is told 503, the
+        // server answers everything else meanwhile, and each stalled one is closed after the
+        // drain timeout (10 s), its place free again.
+        let stalled = (0..<4).map { _ in Self.stalledExport(server.admin, "/boards/team/export", token: server.adminToken) }
+        #expect(stalled.allSatisfy { $0.status == 200 }, "\(stalled.map(\.status))")
+        #expect(adminRequest(server.admin, "GET", "/boards/team/export", token: server.adminToken).status == 503)
+        #expect(try server.admin("info", "team").status == 0)
+        #expect(adminRequest(server.admin, "GET", "/healthz").status == 200)
+        #expect(server.daemon.waitFor("the response was not read within", count: 4, within: 40), "\(server.daemon.log)")
+        for export in stalled { close(export.fd) }
+        #expect(try server.admin("export", "team", "again.tar").status == 0)
+        #expect(server.daemon.terminate() == 0)
+    }
 }
