@@ -14,8 +14,8 @@ enum ServeAdmin {
                           "admin-request-timeout", "drain-seconds", "log-format"]
 
     static let help: [(String, String)] = [
-        ("--admin HOST:PORT", "Serve the operator's port here (off by default): /healthz and /readyz open to anyone who can reach it (Kubernetes probes send no token), /metrics (Prometheus text format) only with `Authorization: Bearer TOKEN`: an admin token (`token --role admin`) with --secret-file, otherwise the token in --admin-token-file. With --tls-cert it speaks HTTPS."),
-        ("--admin-token-file FILE", "Without --secret-file (then required with --admin): the bearer token /metrics needs, read from FILE, created with a random token (mode 0600) when missing."),
+        ("--admin HOST:PORT", "Serve the operator's port here (off by default): /healthz and /readyz open to anyone who can reach it (Kubernetes probes send no token), /metrics (Prometheus text format) and the admin API (`board-sync admin`) only with `Authorization: Bearer TOKEN`: an admin token (`token --role admin`) with --secret-file, otherwise the token in --admin-token-file. With --tls-cert it speaks HTTPS."),
+        ("--admin-token-file FILE", "Without --secret-file (then required with --admin): the bearer token /metrics and the admin API need, read from FILE, created with a random token (mode 0600) when missing."),
         ("--admin-host NAME", "A host name (besides IP addresses and localhost) requests to the admin port may name; repeatable. Others are refused (DNS rebinding)."),
         ("--admin-connections N", "Admin connections open at once (default 64); strangers that have sent no whole request make room oldest first."),
         ("--admin-connections-per-address N", "Admin connections from one IP address (default 16)."),
