@@ -111,6 +111,10 @@ public final class SyncHost {
             let path = Path.join(serverDataDirectory, "\(name).boardpkg")
             let existed = fileSystem.isDirectory(path)
             if !existed, let maxBoards, boardCount >= maxBoards {
+                // Counted again at the limit: boards deleted since (the admin API) free their places.
+                boardCount = (try? fileSystem.listDirectory(serverDataDirectory))?.filter { $0.hasSuffix(".boardpkg") }.count ?? boardCount
+            }
+            if !existed, let maxBoards, boardCount >= maxBoards {
                 throw LimitError("the server holds its limit of \(maxBoards) boards; no new board can be created")
             }
             if !existed { boardCount += 1 }
