@@ -340,4 +340,19 @@ func adminRequest(_ address: String, _ method: String, _ target: String, token: 
         #expect(try server.admin("export", "team", "again.tar").status == 0)
         #expect(server.daemon.terminate() == 0)
     }
+
+    /// A delete through the admin API sends the signed `board.deleted` webhook.
+    @Test func deleteSendsTheBoardDeletedWebhook() throws {
+        let workspace = try Workspace()
+        let secret = try WebhookCLITests.secret(workspace)
+        let receiver = try WebhookReceiver(in: workspace.path, secret: secret, mode: "ok")
+        let server = try Server(["--webhook", receiver.url, "--webhook-secret-file", secret])
+        try server.upload("team")
+        #expect(try server.admin("delete", "team").status == 0)
+        let events = receiver.waitUntil { !WebhookCLITests.delivered($0, "board.deleted").isEmpty }
+        let deleted = WebhookCLITests.delivered(events, "board.deleted")
+        #expect(deleted.count == 1 && deleted.first?["signature"] as? Bool == true, "\(events)")
+        #expect((deleted.first?["body"] as? [String: Any])?["board"] as? String == "team", "\(deleted)")
+        #expect(server.daemon.terminate() == 0)
+    }
 }
