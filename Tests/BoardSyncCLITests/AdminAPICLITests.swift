@@ -355,4 +355,37 @@ func adminRequest(_ address: String, _ method: String, _ target: String, token: 
         #expect((deleted.first?["body"] as? [String: Any])?["board"] as? String == "team", "\(deleted)")
         #expect(server.daemon.terminate() == 0)
     }
+
+    /// With --tls-cert the admin port speaks HTTPS: `admin --tls-ca` verifies it; a plain call
+    /// or one that does not trust the certificate fails with exit 1.
+    @Test func theCLISpeaksHTTPSToAnAdminPortWithTLS() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") else {
+            print("AdminAPICLITests: SKIPPED the HTTPS admin test: no /usr/bin/openssl (.ci/run installs it)")
+            return
+        }
+        let workspace = try Workspace()
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                             "-keyout", "admin.key", "-out", "admin.pem", "-days", "2", "-subj", "/CN=admin test", "-addext", "subjectAltName=IP:127.0.0.1"]
+        openssl.currentDirectoryURL = URL(fileURLWithPath: workspace.path)
+        openssl.standardError = FileHandle.nullDevice
+        try openssl.run()
+        openssl.waitUntilExit()
+        try #require(openssl.terminationStatus == 0)
+        chmod(workspace.path + "/admin.key", 0o600)
+        let server = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0", "--tls-cert", "admin.pem", "--tls-key", "admin.key",
+                                 "--admin", "127.0.0.1:0", "--admin-token-file", "admin.token"], in: workspace.path)
+        let line = try #require(server.waitFor("admin port at https://"), "\(server.log)")
+        let admin = String((line.components(separatedBy: "admin port at https://").last ?? "").prefix { $0.isNumber || $0 == "." || $0 == ":" })
+        let cli = workspace.cli
+        let verified = try cli.run("admin", "list", "--server", admin, "--token-file", "admin.token", "--tls-ca", "admin.pem", "--json")
+        #expect(verified.status == 0, "\(verified.stderr)")
+        #expect(verified.stdout.contains("\"boards\""))
+        let plain = try cli.run("admin", "list", "--server", admin, "--token-file", "admin.token", "--timeout", "5")
+        #expect(plain.status == 1, "\(plain.stderr)")
+        let untrusted = try cli.run("admin", "list", "--server", admin, "--token-file", "admin.token", "--tls")
+        #expect(untrusted.status == 1, "\(untrusted.stderr)")
+        #expect(server.terminate() == 0)
+    }
 }
