@@ -27,7 +27,7 @@ extension AdminServer {
                 let name = try Self.boardName(parts[2])
                 switch method {
                 case "GET": response = try Self.json(200, boardInfo(name))
-                case "DELETE": response = try Self.json(200, deleteBoard(name, force: try Self.flag(request.query, "force"), client: client))
+                case "DELETE": response = try Self.json(200, deleteBoard(name, force: try Self.flag(request.query, "force")))
                 default: throw AdminError("\(method) \(Self.clipped(request.path)): use GET (info) or DELETE (delete)", status: 405)
                 }
             case (_, 4, "boards") where parts[3] == "export":
@@ -164,7 +164,7 @@ extension AdminServer {
 
     // MARK: Deleting
 
-    private func deleteBoard(_ name: String, force: Bool, client: Client) throws -> [String: Any] {
+    private func deleteBoard(_ name: String, force: Bool) throws -> [String: Any] {
         if let at = BoardTombstones.deletedAt(dataDirectory, name) {
             throw AdminError("board '\(name)' was already deleted at \(at)", status: 410)
         }
