@@ -57,7 +57,13 @@ enum AdminCommands {
         var object = try client.call(method, path)
         if call == "list", args.has("all") {
             var boards = object["boards"] as? [Any] ?? []
+            var previous = ""
             while let next = object["next"] as? String {
+                // A cursor that does not move on (a confused server) would loop forever.
+                guard Hello.isValidBoardName(next), Array(next.utf8).lexicographicallyPrecedes(Array(previous.utf8)) == false, next != previous else {
+                    throw Failure("the server's page cursor '\(next.prefix(80))' does not move past '\(previous)'; stopped")
+                }
+                previous = next
                 object = try client.call(method, path + "&after=\(next)")
                 boards += object["boards"] as? [Any] ?? []
             }
