@@ -16,7 +16,7 @@ extension AdminServer {
     ]
     /// Every other code this side closes sessions with.
     static let otherCloseCodes: [SessionError.Code] = [
-        .idleTimeout, .slowReader, .busy, .unauthorized, .tokenExpired, .storageUnavailable, .internalError, .shuttingDown,
+        .idleTimeout, .slowReader, .busy, .unauthorized, .tokenExpired, .storageUnavailable, .internalError, .shuttingDown, .boardDeleted,
     ]
 
     func metricsText() -> String {

@@ -7,8 +7,8 @@ import Foundation
 extension AdminServer {
     func respond(to request: HTTPRequest, client: Client) {
         let head = request.method == "HEAD"
-        guard request.method == "GET" || head else {
-            return finish(client, HTTPResponse.error(HTTPError(405, "only GET and HEAD are served")))
+        guard ["GET", "HEAD", "POST", "DELETE"].contains(request.method) else {
+            return finish(client, HTTPResponse.error(HTTPError(405, "only GET, HEAD, POST and DELETE are served")))
         }
         guard Self.isAllowedHost(request.header("Host"), allowed: options.allowedHosts) else {
             options.log("admin: refused a request from \(client.connection.remote) for host \(LogText.quoted(request.header("Host") ?? "", limit: 80))")
@@ -21,9 +21,9 @@ extension AdminServer {
             return finish(client, HTTPResponse.error(HTTPError(403, "the admin port serves no web pages: cross-site requests are refused")), head: head)
         }
         switch request.path {
-        case "/healthz":
+        case "/healthz" where request.method != "POST" && request.method != "DELETE":
             finish(client, Self.text(200, "ok\n"), head: head)
-        case "/readyz":
+        case "/readyz" where request.method != "POST" && request.method != "DELETE":
             if let failure = readinessFailure() {
                 finish(client, Self.text(503, "not ready: \(failure)\n"), head: head)
             } else {
@@ -31,12 +31,7 @@ extension AdminServer {
             }
         default:
             guard authorized(request, client: client, head: head) else { return }
-            if request.path == "/metrics" {
-                finish(client, HTTPResponse(status: 200, headers: Self.headers + [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
-                                            body: Array(metricsText().utf8)), head: head)
-            } else {
-                finish(client, HTTPResponse.error(HTTPError(404, "nothing at \(request.path.prefix(80))")), head: head)
-            }
+            route(request, client: client, head: head)
         }
     }
 

@@ -19,8 +19,11 @@ import Foundation
 /// Bounds (docs/DEPLOYMENT.md): connections at once and per address, strangers that have
 /// sent no whole request yet make room oldest first, a whole request within
 /// `requestTimeout`, a response drained within `drainTimeout`, HTTP heads within
-/// `HTTPLimits`, no bodies, one request per connection, readiness checks run at most once per
+/// `HTTPLimits`, no bodies (every parameter is in the query), one request per connection, readiness checks run at most once per
 /// `readinessInterval` however often they are asked. Loop thread only.
+///
+/// The admin API (`AdminServer+Boards.swift`, admin token): `GET /boards`, `GET|DELETE
+/// /boards/NAME`, `POST /boards/NAME/compact|undelete`, `POST /revoke`, `POST /backup`.
 public final class AdminServer {
     public struct Options {
         /// Tokens as the sync server checks them: /metrics needs an admin token. Nil: `runToken`.
@@ -50,6 +53,18 @@ public final class AdminServer {
         public var readinessChecks: [(name: String, check: () -> String?)] = []
         /// More metric families in the exposition format (Redis' counters, say), appended.
         public var extraMetrics: [() -> String] = []
+        /// `POST /backup`: starts a backup now (nil: the server makes no backups, 409).
+        public var backupNow: (() -> Void)?
+        /// Told each board `DELETE /boards/NAME` deleted (the webhooks' `board.deleted`).
+        public var onBoardDeleted: ((String) -> Void)?
+        /// `POST /revoke`: records a revocation of a subject or a token id where every server
+        /// applies it, returning the line recorded (nil: no access control, 409).
+        public var revoke: ((_ subject: String?, _ tokenID: String?) throws -> String)?
+        /// Renders a board for `export?format=png|pdf|svg` (format, scale), off the loop
+        /// thread (nil: renderings answer 501). BoardNet does not link BoardRender: `serve` sets it.
+        public var render: (@Sendable (BoardSnapshot, String, Double) throws -> [UInt8])?
+        /// Exports streaming at once (tar or rendered); beyond, 503.
+        public var maxExports = 4
 
         public init() {}
     }
@@ -71,6 +86,8 @@ public final class AdminServer {
     var requests: [String: Int] = [:]
     var authFailures: [String: Int] = [:]
     var connectionsRefused = 0
+    /// Exports streaming now (`AdminServer+Export.swift`).
+    var exportsRunning = 0
     let started = Date().timeIntervalSince1970
 
     final class Client {
@@ -80,6 +97,8 @@ public final class AdminServer {
         var answered = false
         let opened: Double
         var drainDeadline: Double?
+        /// Counted in `exportsRunning` until it closes.
+        var exporting = false
 
         init(_ connection: TCPConnection, address: String, limits: HTTPLimits, now: Double) {
             self.connection = connection
@@ -161,6 +180,7 @@ public final class AdminServer {
 
     private func disconnected(_ client: Client) {
         guard clients.removeValue(forKey: ObjectIdentifier(client)) != nil else { return }
+        if client.exporting { exportsRunning -= 1 }
         perAddress[client.address, default: 1] -= 1
         if perAddress[client.address] == 0 { perAddress[client.address] = nil }
     }

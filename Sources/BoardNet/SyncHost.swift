@@ -106,8 +106,14 @@ public final class SyncHost {
         let maxBoards = options.maxBoards
         var boardCount = (try? fileSystem.listDirectory(serverDataDirectory))?.filter { $0.hasSuffix(".boardpkg") }.count ?? 0
         endpoint = SyncEndpoint(opener: { name in
+            // A deleted board stays deleted until its operator re-creates the name.
+            if let at = BoardTombstones.deletedAt(serverDataDirectory, name) { throw BoardDeletedError(board: name, deletedAt: at) }
             let path = Path.join(serverDataDirectory, "\(name).boardpkg")
             let existed = fileSystem.isDirectory(path)
+            if !existed, let maxBoards, boardCount >= maxBoards {
+                // Counted again at the limit: boards deleted since (the admin API) free their places.
+                boardCount = (try? fileSystem.listDirectory(serverDataDirectory))?.filter { $0.hasSuffix(".boardpkg") }.count ?? boardCount
+            }
             if !existed, let maxBoards, boardCount >= maxBoards {
                 throw LimitError("the server holds its limit of \(maxBoards) boards; no new board can be created")
             }

@@ -37,7 +37,8 @@ extension SessionError.Code {
         case .tokenExpired:
             return .refreshCredentials
         case .frameTooLarge, .unsupportedVersion, .unknownMessage, .badBoardName, .unauthorized, .unexpectedMessage,
-             .invalidOperations, .assetMismatch, .assetTooLarge, .boardMismatch, .readOnly, .notAuthor, .limitReached:
+             .invalidOperations, .assetMismatch, .assetTooLarge, .boardMismatch, .readOnly, .notAuthor, .limitReached,
+             .boardDeleted:
             return .stop
         }
     }

@@ -35,6 +35,11 @@ public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible 
         /// it, its package is held or cannot be written): retry later. Builds from before this
         /// code read it as `internalError`, with the same message.
         case storageUnavailable = 23
+        /// The server's operator deleted the board (`board-sync admin delete`): it is gone from
+        /// this server and a HELLO naming it is refused until the operator re-creates the name.
+        /// Terminal: a client keeps its copy and stops. Builds from before this code read it as
+        /// `internalError` (and retry), with the same message.
+        case boardDeleted = 24
 
         public var name: String {
             switch self {
@@ -61,6 +66,7 @@ public struct SessionError: Error, Equatable, Sendable, CustomStringConvertible 
             case .limitReached: return "limit reached"
             case .tokenExpired: return "token expired"
             case .storageUnavailable: return "storage unavailable"
+            case .boardDeleted: return "board deleted"
             }
         }
     }

@@ -78,6 +78,11 @@ extension SyncEndpoint {
             // The client hears what kind of trouble, never the server's paths (its log has them).
             // A package another process holds or that cannot be written is the storage's
             // trouble, worth a retry (`storageUnavailable`). Logged once per reason, not per client.
+            if let deleted = error as? BoardDeletedError {
+                if openFailures[name]?.why != deleted.description { options.log("board '\(name)': refused: \(deleted)") }
+                openFailures[name] = (deleted.description, .boardDeleted)
+                return nil
+            }
             let why = (error as? PeerSafeError)?.descriptionWithoutPaths ?? (error is LimitError ? "\(error)" : "the server could not open it (see its log)")
             if openFailures[name]?.why != why { options.log("board '\(name)': cannot open: \(error)") }
             openFailures[name] = (why, error is LimitError ? .limitReached : (error as? PeerSafeError)?.isStorageTrouble == true ? .storageUnavailable : .badBoardName)

@@ -94,6 +94,7 @@ let commandHelps: [String: CommandHelp] = [
 ]
 
 let netHelps: [String: CommandHelp] = [
+    "admin": AdminCommands.help,
     "demo": CommandHelp(name: "demo", overview: "Show three peers editing one board through an embedded sync server on loopback.",
                         usage: "demo [--out DIR] [--steps N] [--servers N [--redis HOST:PORT]] [--verbose] [--json]",
                         options: [("--out DIR", "Where to write the packages (default: a new folder under the temp directory)."),
@@ -154,7 +155,7 @@ let netHelps: [String: CommandHelp] = [
                          usage: "token --secret-file FILE (--board NAME --role read|write|peer | --role admin) [--expires DURATION|never] [--subject ID] [--json]\n       board-sync token revoke --secret-file FILE (--subject ID | --token-id ID | --token T)",
                          options: [("--secret-file FILE", "The server's secret (as given to `serve --secret-file`)."),
                                    ("--board NAME", "The board the token opens (not with --role admin)."),
-                                   ("--role read|write|peer|admin", "read: receive everything, send nothing; write: read and edit as its own replicas; peer: also relay others' edits; admin: the admin port's /metrics (`serve --admin`), no board."),
+                                   ("--role read|write|peer|admin", "read: receive everything, send nothing; write: read and edit as its own replicas; peer: also relay others' edits; admin: the admin port's /metrics and admin API (`serve --admin`, `board-sync admin`), no board."),
                                    ("--expires DURATION", "Valid for 90s, 15m, 12h, 30d... (default: 24h); `never` mints a token that never expires. A connection open when its token expires is closed (`token expired`)."),
                                    ("--subject ID", "Who the token is for (default: a random id). Minting prints the token id on stderr (and in --json) for revoking it."),
                                    ("revoke", "Revoke instead of minting: the lines go to FILE.revoked, beside the secret; running servers read it within a second and close the connections it revokes, and under --redis every server of the cluster does."),
@@ -163,7 +164,7 @@ let netHelps: [String: CommandHelp] = [
                                    ("--token T (revoke)", "Revoke this token (by its id; a token from before token ids: its subject)."), jsonOption]),
 ]
 
-let commandOrder = ["demo", "serve", "sync", "peer", "token", "new", "stroke", "sticker", "move", "transform", "image", "style", "canvas", "background", "between", "delete", "restore", "front", "back", "undo", "redo", "show", "export", "log", "repair"]
+let commandOrder = ["demo", "serve", "sync", "peer", "token", "admin", "new", "stroke", "sticker", "move", "transform", "image", "style", "canvas", "background", "between", "delete", "restore", "front", "back", "undo", "redo", "show", "export", "log", "repair"]
 
 let toolVersion = "0.3.0"
 

@@ -20,6 +20,7 @@ struct NetCommands {
         case "peer": try peer(raw)
         case "demo": try Demo(raw).run()
         case "token": try token(raw)
+        case "admin": try AdminCommands.run(raw)
         default: throw UsageError("unknown subcommand '\(name)'")
         }
     }
@@ -219,11 +220,14 @@ struct NetCommands {
             // other web site a browser visits can reach the boards.
             NetCommands.log("web view at \(web!.url)\(options.access == nil ? "" : " (pages need ?token=... for their board)")")
         }
-        let admin = try adminSettings.map { try ServeAdmin.start($0, host: host, web: web, cluster: cluster, data: data, loop: loop, access: options.access, tls: options.serverTLS) }
-        slot.admin = admin
-        slot.drainSeconds = adminSettings?.drainSeconds ?? 0
         let backups = backupPlan.map { ServeBackup.start($0, host: host, data: data, signal: backupSignal!) }
         let webhooks = webhookPlan.map { ServeWebhooks.start($0, host: host, data: data) }
+        let admin = try adminSettings.map {
+            try ServeAdmin.start($0, host: host, web: web, cluster: cluster, data: data, loop: loop, access: options.access, tls: options.serverTLS,
+                                 extras: .init(backups: backups?.0, webhooks: webhooks, secretFile: args.value("secret-file")))
+        }
+        slot.admin = admin
+        slot.drainSeconds = adminSettings?.drainSeconds ?? 0
         loop.run()
         admin?.close()
         withExtendedLifetime((signals, web, cluster, revocationWatcher, admin, backups, webhooks)) {}

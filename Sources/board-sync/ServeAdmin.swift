@@ -1,4 +1,8 @@
+import BoardClient
+import BoardModel
 import BoardNet
+import BoardRender
+import BoardStore
 import BoardRedisNet
 import BoardSync
 import Foundation
@@ -10,8 +14,8 @@ enum ServeAdmin {
                           "admin-request-timeout", "drain-seconds", "log-format"]
 
     static let help: [(String, String)] = [
-        ("--admin HOST:PORT", "Serve the operator's port here (off by default): /healthz and /readyz open to anyone who can reach it (Kubernetes probes send no token), /metrics (Prometheus text format) only with `Authorization: Bearer TOKEN`: an admin token (`token --role admin`) with --secret-file, otherwise the token in --admin-token-file. With --tls-cert it speaks HTTPS."),
-        ("--admin-token-file FILE", "Without --secret-file (then required with --admin): the bearer token /metrics needs, read from FILE, created with a random token (mode 0600) when missing."),
+        ("--admin HOST:PORT", "Serve the operator's port here (off by default): /healthz and /readyz open to anyone who can reach it (Kubernetes probes send no token), /metrics (Prometheus text format) and the admin API (`board-sync admin`) only with `Authorization: Bearer TOKEN`: an admin token (`token --role admin`) with --secret-file, otherwise the token in --admin-token-file. With --tls-cert it speaks HTTPS."),
+        ("--admin-token-file FILE", "Without --secret-file (then required with --admin): the bearer token /metrics and the admin API need, read from FILE, created with a random token (mode 0600) when missing."),
         ("--admin-host NAME", "A host name (besides IP addresses and localhost) requests to the admin port may name; repeatable. Others are refused (DNS rebinding)."),
         ("--admin-connections N", "Admin connections open at once (default 64); strangers that have sent no whole request make room oldest first."),
         ("--admin-connections-per-address N", "Admin connections from one IP address (default 16)."),
@@ -67,9 +71,36 @@ enum ServeAdmin {
         }
     }
 
+    /// What the admin API's calls reach besides the host: backups, webhooks, the revocations file.
+    struct Extras {
+        var backups: BackupScheduler?
+        var webhooks: WebhookNotifier?
+        var secretFile: String?
+    }
+
     static func start(_ settings: Settings, host: SyncHost, web: WebView?, cluster: RedisCluster?, data: String,
-                      loop: EventLoop, access: SyncEndpoint.AccessControl?, tls: TLSContext?) throws -> AdminServer {
+                      loop: EventLoop, access: SyncEndpoint.AccessControl?, tls: TLSContext?, extras: Extras = Extras()) throws -> AdminServer {
         var options = AdminServer.Options()
+        options.render = { snapshot, format, scale in
+            // As `board-sync export` renders (BoardWriter into memory), on a worker thread.
+            guard let type = ContentType.forPath("export.\(format)") else { throw Failure("unknown format \(format)") }
+            let memory = MemoryFileSystem()
+            let writer = BoardWriter(configuration: WriteConfiguration(contentType: type, fileSystem: memory, export: ExportPolicy(scale: scale, transparent: false)))
+            _ = try writer.write(content: snapshot, to: "/export.\(format)", previous: nil)
+            return try memory.readFile("/export.\(format)")
+        }
+        if let backups = extras.backups { options.backupNow = { [weak backups] in backups?.backupNow(reason: "admin API") } }
+        if let webhooks = extras.webhooks { options.onBoardDeleted = { [weak webhooks] board in webhooks?.boardDeleted(board) } }
+        if let secretFile = extras.secretFile {
+            // The file `token revoke` appends to: this server's watcher applies it within a
+            // second, and with --redis every server applies it (shared through Redis).
+            options.revoke = { subject, tokenID in
+                let line = subject.map { Revocations.line(subject: $0, at: Date().timeIntervalSince1970) } ?? Revocations.line(tokenID: tokenID ?? "")
+                try Access.appendRevocation(line, to: Access.revocationFile(for: secretFile))
+                NetCommands.log("admin: revoked \(line)")
+                return line
+            }
+        }
         options.access = access
         options.log = NetCommands.log
         options.tls = tls
