@@ -11,6 +11,7 @@ extension SyncHost {
         for id in ids { flush(id) }
         endpoint.discardBoard(name, now: EventLoop.now())
         for id in ids { connections[id]?.close() }
+        onBoardDeleted?(name)
         refresh()
         return removal
     }

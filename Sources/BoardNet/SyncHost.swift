@@ -354,6 +354,10 @@ public final class SyncHost {
     /// local edits), once per event however many changes it made: for views that show boards live.
     public var onBoardChange: ((String) -> Void)?
 
+    /// Called with a board's name once it was deleted while open (`deleteOpenBoard`): for views
+    /// that show it (the web view closes its pages).
+    public var onBoardDeleted: ((String) -> Void)?
+
     /// The replication layer (`RedisCluster`): handed every board opened and closed and every
     /// shared-log request. Set it before boards open, with `endpoint.boardsShareALog`.
     public weak var replication: (any HostReplication)?

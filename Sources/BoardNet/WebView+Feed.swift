@@ -14,6 +14,18 @@ extension WebView {
         var version: VersionVector
     }
 
+    /// The board was deleted (the admin API): its pages are closed, saying so, and what was
+    /// kept for it goes.
+    func deleted(_ board: String) {
+        for client in clients.values where client.board == board && client.socket != nil {
+            closeSocket(client, .goingAway, "board '\(board)' was deleted")
+        }
+        feeds[board] = nil
+        renders[board] = nil
+        pagePresences[board] = nil
+        renderer.forget(board)
+    }
+
     func changed(_ board: String) {
         guard clients.values.contains(where: { $0.board == board }) else { return }
         renders[board, default: RenderState()].dirty = true

@@ -198,6 +198,11 @@ public final class WebView {
             previousChange?(board)
             self?.changed(board)
         }
+        let previousDeleted = host.onBoardDeleted
+        host.onBoardDeleted = { [weak self] board in
+            previousDeleted?(board)
+            self?.deleted(board)
+        }
         let previousPresence = host.onPresence
         host.onPresence = { [weak self] board, presence in
             previousPresence?(board, presence)

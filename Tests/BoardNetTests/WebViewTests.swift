@@ -347,6 +347,29 @@ final class WebFixture: @unchecked Sendable {  // the view is touched on the loo
         #expect(presences.allSatisfy { !authors.contains($0.rawValue) }, "the edits' id is no presence's")
     }
 
+    /// A board deleted while pages show it (the admin API, forced): its pages are closed with
+    /// 1001 and a reason naming the board.
+    @Test func pagesOfADeletedBoardAreClosedSayingSo() throws {
+        let fixture = try WebFixture()
+        defer { fixture.stop() }
+        let (temp, server, host) = (fixture.temp, fixture.server, fixture.host)
+        let (a, _) = try Self.sticker(temp, server)
+        defer { a.close() }
+        let page = try fixture.page()
+        #expect(page.upgrade("/ws/team")?.status == 101)
+        #expect(page.message(type: "board") != nil)
+        let removal = try server.thread.onLoop { host.deleteOpenBoard("team", force: true) }
+        guard case .ended = removal else { Issue.record("not deleted: \(removal)"); return }
+        var close: (opcode: UInt8, payload: [UInt8])?
+        for _ in 0..<50 {
+            guard let frame = page.frame(seconds: 5) else { break }
+            if frame.opcode == 8 { close = frame; break }
+        }
+        let payload = try #require(close?.payload, "a close frame")
+        #expect(payload.count >= 2 && UInt16(payload[0]) << 8 | UInt16(payload[1]) == 1001)
+        #expect(String(decoding: payload.dropFirst(2), as: UTF8.self).contains("board 'team' was deleted"))
+    }
+
     @Test func aConnectionThatNeverSendsARequestIsClosed() throws {
         var options = WebView.Options()
         options.requestTimeout = 0.3
