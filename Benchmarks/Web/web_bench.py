@@ -139,7 +139,7 @@ def workload_figures(server, web_address, token, figures, pages_count=10):
         sender.send({"type": "stroke", "points": [300, 100 + index, 340, 110 + index], "color": "#223344", "width": 2})
         receiver.wait_for(lambda m: len(receiver.strokes) > before, timeout=30)
         samples.append((time.perf_counter() - start) * 1000)
-        time.sleep(0.15)  # past the 0.1 s coalescing: each edit is its own update
+        time.sleep(0.15)  # past the renders' coalescing (20 ms): each edit is its own update
     figures["workload_edit_to_other_page_ms_p50"] = round(percentile(samples, 50), 1)
     figures["workload_edit_to_other_page_ms_p99"] = round(percentile(samples, 99), 1)
     for page in pages[:2]:

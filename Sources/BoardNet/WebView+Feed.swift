@@ -8,6 +8,11 @@ import Foundation
 /// renderer re-renders only those items off the loop. The board is snapshotted once, off the
 /// loop, when its first page joins.
 extension WebView {
+    /// The shortest time between two renders of a board: 20 ms (50 a second). Renders cost what
+    /// changed, not the board (they were every 0.1 s while each one snapshotted the board, and
+    /// a page then waited up to a tenth of a second for an edit made just after another).
+    static let renderInterval = 0.02
+
     /// A board's tracker and the version it was brought to.
     struct Feed {
         var tracker: ChangeTracker
@@ -32,13 +37,13 @@ extension WebView {
         requestRender(board)
     }
 
-    /// Renders a board off the loop, at most every 0.1 s and one render at a time: the first
+    /// Renders a board off the loop, at most every `renderInterval` and one render at a time: the first
     /// change goes out at once, changes meanwhile are coalesced into the next render.
     func requestRender(_ board: String) {
         var state = renders[board, default: RenderState()]
         state.dirty = true
         guard !state.inFlight, !state.scheduled else { renders[board] = state; return }
-        let wait = max(0, state.lastStart + 0.1 - EventLoop.now())
+        let wait = max(0, state.lastStart + Self.renderInterval - EventLoop.now())
         state.scheduled = true
         renders[board] = state
         loop.schedule(after: wait) { [weak self] in self?.startRender(board) }

@@ -293,8 +293,8 @@ final class WebFixture: @unchecked Sendable {  // the view is touched on the loo
         let author = ItemID(uuid: stroke.id).high
         let serverID = try serverReplica().id.rawValue
         #expect(author != 0xA && author != serverID, "made by the page's own replica")
-        // The page hears of the stroke (updates are coalesced: a stroke deleted within the same
-        // tenth of a second would never show).
+        // The page hears of the stroke (updates are coalesced: a stroke deleted before the
+        // board's next render would never show).
         #expect(page.message(type: "changes") { changes in
             ((changes["upserts"] as? [[String: Any]]) ?? []).contains { $0["id"] as? String == stroke.id.uuidString }
         } != nil, "the stroke is an upsert")
