@@ -51,8 +51,8 @@ extension AdminServer {
                 throw AdminError("board '\(name)' cannot be opened now (see the server's log)", status: 503)
             }
             let snapshot = board.store.replica.snapshot()
-            client.exporting = true
-            exportsRunning += 1
+            client.rendering = true
+            exportsRunning += 1  // the render's place, given back by `RenderBox.finished` whatever became of the client
             let box = RenderBox(server: self, client: client)
             let loop = self.loop
             let scale = scale
@@ -140,10 +140,9 @@ final class RenderBox: @unchecked Sendable {
 
     func finished(_ result: Result<[UInt8], any Error>, format: String, name: String, head: Bool) {
         guard let server else { return }
-        guard let client, !client.connection.isClosed else {
-            server.exportsRunning -= 1
-            return
-        }
+        server.exportsRunning -= 1  // the render's place (streaming the result takes one of its own)
+        client?.rendering = false
+        guard let client, !client.connection.isClosed else { return }
         switch result {
         case .success(let bytes):
             var offset = 0

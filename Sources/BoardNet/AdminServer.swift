@@ -99,6 +99,9 @@ public final class AdminServer {
         var drainDeadline: Double?
         /// Counted in `exportsRunning` until it closes.
         var exporting = false
+        /// Its export is being rendered (the render holds its own place in `exportsRunning`,
+        /// given back when it ends); no request timeout meanwhile.
+        var rendering = false
 
         init(_ connection: TCPConnection, address: String, limits: HTTPLimits, now: Double) {
             self.connection = connection
@@ -147,12 +150,17 @@ public final class AdminServer {
 
     private func accepted(_ connection: TCPConnection) {
         let address = connection.remote.split(separator: ":").dropLast().joined(separator: ":")
-        let unanswered = clients.values.filter { !$0.answered }
-        if unanswered.count >= options.maxUnanswered, let oldest = unanswered.min(by: { $0.opened < $1.opened }) {
-            options.log("admin: dropped \(oldest.connection.remote): \(options.maxUnanswered) connections are waiting for their request")
-            oldest.connection.close(immediately: true)
+        // An address at its limit is refused before anything else: it cannot make others'
+        // waiting connections go (found by review).
+        let addressFull = perAddress[address, default: 0] >= options.maxConnectionsPerAddress
+        if !addressFull {
+            let unanswered = clients.values.filter { !$0.answered }
+            if unanswered.count >= options.maxUnanswered, let oldest = unanswered.min(by: { $0.opened < $1.opened }) {
+                options.log("admin: dropped \(oldest.connection.remote): \(options.maxUnanswered) connections are waiting for their request")
+                oldest.connection.close(immediately: true)
+            }
         }
-        guard clients.count < options.maxConnections, perAddress[address, default: 0] < options.maxConnectionsPerAddress else {
+        guard clients.count < options.maxConnections, !addressFull else {
             connectionsRefused += 1
             let why = clients.count >= options.maxConnections ? "too many admin connections are open" : "too many admin connections are open from \(address)"
             options.log("admin: refused \(connection.remote): \(why)")
@@ -235,7 +243,7 @@ public final class AdminServer {
                     options.log("admin: closed \(client.connection.remote): the response was not read within \(options.drainTimeout) s")
                     client.connection.close(immediately: true)
                 }
-            } else if now - client.opened > options.requestTimeout {
+            } else if !client.rendering, now - client.opened > options.requestTimeout {
                 timedOut(client)
             }
         }

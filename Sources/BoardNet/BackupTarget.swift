@@ -167,9 +167,14 @@ public struct S3BackupTarget: BackupTarget {
         return response.body
     }
 
+    /// Keys a listing may bring in all (a bucket that pages forever, repeating itself, would
+    /// otherwise grow the list until memory runs out).
+    public static let maxListedKeys = 10_000_000
+
     public func list(_ keyPrefix: String) throws -> [String] {
         var keys: [String] = []
         var token: String?
+        var tokensSeen: Set<String> = []
         repeat {
             // Asked without a trailing '/' (keys are filtered here): moto checks signatures of
             // queries holding '/' against a canonical form AWS does not use (tested there).
@@ -182,7 +187,11 @@ public struct S3BackupTarget: BackupTarget {
             for key in S3BackupTarget.element("Key", in: text) where key.hasPrefix(full) {
                 keys.append(String(key.dropFirst(prefix.count)))
             }
+            guard keys.count <= Self.maxListedKeys else { throw BackupError("listing '\(keyPrefix)' brought over \(Self.maxListedKeys) keys") }
             token = S3BackupTarget.element("IsTruncated", in: text).first == "true" ? S3BackupTarget.element("NextContinuationToken", in: text).first : nil
+            if let token, !tokensSeen.insert(token).inserted {
+                throw BackupError("listing '\(keyPrefix)': the server sent continuation token \(token.prefix(40)) twice")
+            }
         } while token != nil
         return keys
     }

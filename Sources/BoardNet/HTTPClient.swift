@@ -126,9 +126,12 @@ public struct HTTPClient: Sendable {
 
     // MARK: Parsing
 
+    /// Interim (1xx) responses skipped before a final one.
+    static let maxInterimResponses = 8
+
     /// A whole response in `raw`, or nil when more is needed (`complete`: the connection
     /// ended, so a body without a length runs to here).
-    static func parse(_ raw: [UInt8], limit: Int, complete: Bool) throws -> Response? {
+    static func parse(_ raw: [UInt8], limit: Int, complete: Bool, interim: Int = 0) throws -> Response? {
         let separator: [UInt8] = [13, 10, 13, 10]
         guard let headEnd = raw.firstRange(of: separator) else {
             if raw.count > 65536 { throw HTTPClientError("the response head is over 64 KiB") }
@@ -148,8 +151,10 @@ public struct HTTPClient: Sendable {
         }
         let bodyStart = headEnd.upperBound
         if (100..<200).contains(status) {
-            // An interim response (100 Continue): skip it.
-            return try parse(Array(raw[bodyStart...]), limit: limit, complete: complete)
+            // An interim response (100 Continue): skip it, a few at most (a peer sending
+            // thousands would recurse once each).
+            guard interim < Self.maxInterimResponses else { throw HTTPClientError("more than \(Self.maxInterimResponses) interim (1xx) responses") }
+            return try parse(Array(raw[bodyStart...]), limit: limit, complete: complete, interim: interim + 1)
         }
         if let length = headers["content-length"] {
             guard let count = Int(length), count >= 0 else { throw HTTPClientError("bad Content-Length '\(length)'") }
@@ -172,7 +177,8 @@ public struct HTTPClient: Sendable {
                 guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16), size >= 0 else {
                     throw HTTPClientError("bad chunk size in the response")
                 }
-                guard body.count + size <= limit else { throw HTTPClientError("the response body is over the limit of \(limit) bytes") }
+                // Compared without adding: a size near Int.max would overflow (and trap).
+                guard size <= limit - body.count else { throw HTTPClientError("the response body is over the limit of \(limit) bytes") }
                 let dataStart = lineEnd.upperBound
                 if size == 0 { return Response(status: status, headers: headers, body: body) }
                 guard raw.count >= dataStart + size + 2 else {
