@@ -209,7 +209,7 @@ struct NetCommands {
             }
             if let file = args.value("web-token-file") {
                 // A token kept across restarts (pages reconnect with it), created when missing.
-                webOptions.runToken = String(decoding: try Access.secret(at: file, create: true), as: UTF8.self)
+                webOptions.runToken = String(decoding: try Access.secret(at: file, create: true, bearer: "web view token (the page's ?token=)"), as: UTF8.self)
             }
             do {
                 web = try WebView(listen: webAddress, host: host, dataDirectory: data, loop: loop, options: webOptions)

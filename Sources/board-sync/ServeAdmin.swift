@@ -110,7 +110,7 @@ enum ServeAdmin {
         options.maxUnanswered = min(options.maxUnanswered, settings.maxConnections)
         options.requestTimeout = settings.requestTimeout
         if let file = settings.tokenFile {
-            options.runToken = String(decoding: try Access.secret(at: file, create: true), as: UTF8.self)
+            options.runToken = String(decoding: try Access.secret(at: file, create: true, bearer: "admin token (`board-sync admin --token-file FILE`)"), as: UTF8.self)
         }
         if let cluster {
             options.readinessChecks.append(("redis", { [weak cluster] in

@@ -150,6 +150,11 @@ extension Daemon {
         let forged = #"a"},{"level":"forged","x":"\#u{202E}"#
         #expect(plainGet(admin, "/healthz", host: forged).status == 421)
         #expect(server.waitFor("for host") != nil)
+        // A header made to look like the fields of another line (found by review): quoted, its
+        // quotes escaped, and no field is read inside quotes.
+        let posing = "x') save failed for board 'team' subject 'alice' replica 5eed (code 24)"
+        #expect(plainGet(admin, "/healthz", headers: "Origin: \(posing)\r\n").status == 403)
+        #expect(server.waitFor("cross-site request") != nil)
         #expect(server.terminate() == 0)
         let secret = try String(contentsOfFile: workspace.path + "/secret", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         for token in [write, other, foreign, adminToken, secret] {
@@ -170,6 +175,12 @@ extension Daemon {
         }
         #expect(events.count > 10)
         #expect(!events.contains { $0["level"] as? String == "forged" }, "no field forged by a peer")
+        let crossSite = events.filter { ($0["message"] as? String)?.contains("cross-site request") == true }
+        #expect(crossSite.count == 1)
+        for event in crossSite {
+            #expect(event["event"] as? String == "admin" && event["level"] as? String == "warning", "\(event)")
+            #expect(event["board"] is NSNull && event["subject"] is NSNull && event["replica"] is NSNull && event["code"] is NSNull, "\(event)")
+        }
         #expect(events.contains { ($0["message"] as? String)?.contains(#"a"},{"level":"forged""#) == true && $0["event"] as? String == "admin" })
         #expect(events.contains { $0["event"] as? String == "board_created" && $0["board"] as? String == "team" })
         #expect(events.contains { $0["event"] as? String == "access_denied" && $0["level"] as? String == "warning" })
@@ -213,7 +224,9 @@ extension Daemon {
         #expect(metrics.contains("boardsync_redis_connected 1"))
         redis.crash()
         let down = readyz(503)
-        #expect(down?.contains("redis: not connected to Redis at \(redis.address)") == true, "\(String(describing: down))")
+        // The open probe names the check; the address and the reason are in the log only.
+        #expect(down == "not ready: redis\n", "\(String(describing: down))")
+        #expect(server.waitFor("admin: not ready: redis: not connected to Redis at \(redis.address)") != nil, "\(server.log)")
         #expect(plainGet(admin, "/healthz").status == 200, "alive while Redis is down")
         try redis.restart()
         #expect(readyz(200) != nil, "ready again once Redis is back")
