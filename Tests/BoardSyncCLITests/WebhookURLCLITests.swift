@@ -62,9 +62,9 @@ import Glibc
             #expect(try cli.run("sync", "A.boardpkg", "--server", address, "--board", "team\(index)").status == 0)
             let events = receiver.waitUntil { !WebhookCLITests.delivered($0, "board.created").isEmpty }
             #expect(WebhookCLITests.delivered(events, "board.created").count == 1, "\(source): \(events) \(server.log)")
+            #expect(server.terminate() == 0)
             #expect(server.log.contains("POSTing board and client events to http://127.0.0.1:\(receiver.port)/…"), "\(server.log)")
             #expect(server.log.contains("WARNING: --webhook on the command line") == (source == "flag"), "\(source): \(server.log)")
-            #expect(server.terminate() == 0)
             for text in Self.hidden { #expect(!server.log.contains(text), "\(source): \(text) in \(server.log)") }
         }
     }
