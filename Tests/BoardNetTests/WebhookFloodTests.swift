@@ -100,14 +100,21 @@ final class LoggedLines: @unchecked Sendable {  // `lines` only under `lock`
             #expect((summary["joined_replicas"] as? [String])?.count ?? 99 <= WebhookNotifier.maxReplicasListed)
             #expect((summary["left_replicas"] as? [String])?.count ?? 99 <= WebhookNotifier.maxReplicasListed)
         }
-        // With the receiver back, one more connection is reported: joined and left, none left connected.
+        // With the receiver back and the queue empty, one more connection is reported: it
+        // joined and left, and none is left connected.
+        let drained = Date().addingTimeInterval(20)
+        while sender.counts.waiting > 0, Date() < drained { usleep(20_000) }
+        func allSummaries() -> [[String: Any]] { Self.events(receiver.received).filter { $0["event"] as? String == "clients.changed" } }
+        let before = allSummaries().count
         flap(1000)
         let late = Date().addingTimeInterval(20)
-        func lastSummary() -> [String: Any]? { Self.events(receiver.received).last { $0["event"] as? String == "clients.changed" } }
-        while Date() < late, !(lastSummary()?["joined_replicas"] as? [String] ?? []).contains("\(ReplicaID(0x1000 + 1000))") { usleep(20_000) }
-        let last = try #require(lastSummary())
-        #expect(last["joined"] as? Int == 1 && last["left"] as? Int == 1 && last["connected"] as? Int == 0, "\(last)")
-        #expect(last["left_replicas"] as? [String] == ["\(ReplicaID(0x1000 + 1000))"])
+        func since() -> [[String: Any]] { Array(allSummaries().dropFirst(before)) }
+        func total(_ key: String) -> Int { since().reduce(0) { $0 + ($1[key] as? Int ?? 0) } }
+        while Date() < late, total("left") < 1 { usleep(20_000) }
+        let id = "\(ReplicaID(0x1000 + 1000))"
+        #expect(total("joined") == 1 && total("left") == 1 && since().last?["connected"] as? Int == 0, "\(since())")
+        #expect(since().flatMap { $0["joined_replicas"] as? [String] ?? [] } == [id], "\(since())")
+        #expect(since().flatMap { $0["left_replicas"] as? [String] ?? [] } == [id])
         withExtendedLifetime(notifier) {}
     }
 
@@ -170,6 +177,14 @@ final class LoggedLines: @unchecked Sendable {  // `lines` only under `lock`
         // A receiver that is gone: a refused connection.
         receiver.close()
         #expect(lines.waitFor("Connection refused") != nil, "\(lines.all)")
+        // A name that does not resolve (.invalid never does).
+        var unresolved = options
+        unresolved.url = try HTTPClient.URLParts("http://receiver.invalid\(path)")
+        let lost = WebhookSender(options: unresolved) { lines.append($0) }
+        defer { lost.stop() }
+        lost.enqueue(event: "board.created", board: "c")
+        #expect(lines.waitFor("cannot resolve receiver.invalid") != nil, "\(lines.all)")
+        #expect(lines.all.contains { $0.contains("to http://receiver.invalid/…") })
         for line in lines.all {
             #expect(!line.contains("S3CR3TPATH") && !line.contains("QU3RYS3CR3T") && !line.contains("/hooks"), "\(line)")
             #expect(!line.contains("\n") && !line.contains("\u{1B}"), "\(line)")
