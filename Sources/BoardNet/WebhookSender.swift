@@ -66,7 +66,6 @@ public final class WebhookSender: @unchecked Sendable {
         var fields: [String: any Sendable]
         var time: Double
         var priority: Priority
-        var merge: Merge?
         /// Made at its first try and kept for every retry (the receiver sees the same bytes).
         var body: [UInt8]?
     }
@@ -116,7 +115,7 @@ public final class WebhookSender: @unchecked Sendable {
         }
         var generator = SystemRandomNumberGenerator()
         let id = SigV4.hex((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })
-        queue.append(Delivery(id: id, event: event, board: board, fields: fields, time: time, priority: Priority(event: event), merge: merge))
+        queue.append(Delivery(id: id, event: event, board: board, fields: fields, time: time, priority: Priority(event: event)))
         var dropped: Delivery?
         if queue.count > options.maxQueued {
             // The oldest of the lowest priority waiting; never the one being tried.
