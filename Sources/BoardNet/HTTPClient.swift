@@ -16,36 +16,58 @@ public struct HTTPClient: Sendable {
         public var path: String
 
         /// Parses `http://HOST[:PORT][/PATH]` or `https://...` (no user info, no fragment).
+        /// Errors name the URL as `redacting` shows it: a webhook's path and query may hold
+        /// its secret.
         public init(_ text: String) throws {
+            let shown = Self.redacting(text)
             let rest: Substring
             if text.hasPrefix("http://") { tls = false; rest = text.dropFirst(7) } else if text.hasPrefix("https://") { tls = true; rest = text.dropFirst(8) } else {
-                throw HTTPClientError("'\(text)' is not an http:// or https:// URL")
+                throw HTTPClientError("'\(shown)' is not an http:// or https:// URL")
             }
             let authority = rest.prefix { $0 != "/" && $0 != "?" }
             var remainder = String(rest.dropFirst(authority.count))
             if remainder.isEmpty { remainder = "/" } else if remainder.hasPrefix("?") { remainder = "/" + remainder }
             guard !authority.isEmpty, !authority.contains("@"), !text.contains("#"), !text.contains(where: { $0.isWhitespace || $0.isNewline }) else {
-                throw HTTPClientError("'\(text)' is not a plain http(s)://HOST[:PORT]/PATH URL")
+                throw HTTPClientError("'\(shown)' is not a plain http(s)://HOST[:PORT]/PATH URL")
             }
             var host = String(authority)
             var port: UInt16 = tls ? 443 : 80
             if host.hasPrefix("[") {
-                guard let close = host.firstIndex(of: "]") else { throw HTTPClientError("'\(text)': unclosed '[' in the host") }
+                guard let close = host.firstIndex(of: "]") else { throw HTTPClientError("'\(shown)': unclosed '[' in the host") }
                 let after = host[host.index(after: close)...]
                 if after.hasPrefix(":") {
-                    guard let number = UInt16(after.dropFirst()), number > 0 else { throw HTTPClientError("'\(text)': bad port") }
+                    guard let number = UInt16(after.dropFirst()), number > 0 else { throw HTTPClientError("'\(shown)': bad port") }
                     port = number
-                } else if !after.isEmpty { throw HTTPClientError("'\(text)': bad host") }
+                } else if !after.isEmpty { throw HTTPClientError("'\(shown)': bad host") }
                 host = String(host[host.index(after: host.startIndex)..<close])
             } else if let colon = host.lastIndex(of: ":") {
-                guard let number = UInt16(host[host.index(after: colon)...]), number > 0 else { throw HTTPClientError("'\(text)': bad port") }
+                guard let number = UInt16(host[host.index(after: colon)...]), number > 0 else { throw HTTPClientError("'\(shown)': bad port") }
                 port = number
                 host = String(host[..<colon])
             }
-            guard !host.isEmpty else { throw HTTPClientError("'\(text)' has no host") }
+            guard !host.isEmpty else { throw HTTPClientError("'\(shown)' has no host") }
             self.host = host
             self.port = port
             path = remainder
+        }
+
+        /// The URL for a log line or an error: scheme, host and port, and `/…` in place of a
+        /// path or query (a webhook receiver's may carry its secret: Slack's, Zapier's).
+        public var redacted: String {
+            (tls ? "https://" : "http://") + hostHeader + (path == "/" ? "/" : "/…")
+        }
+
+        /// `text` (a URL that may not parse) as `redacted` shows one: the scheme and the host
+        /// (cut to 200 characters, user info dropped), `/…` for anything after them.
+        public static func redacting(_ text: String) -> String {
+            let schemeEnd = text.range(of: "://")?.upperBound
+            let rest = schemeEnd.map { text[$0...] } ?? text[...]
+            let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+            var shown = authority
+            if let at = authority.lastIndex(of: "@") { shown = "…@" + authority[authority.index(after: at)...] }
+            if shown.count > 200 { shown = shown.prefix(200) + "…" }
+            let scheme = schemeEnd.map { String(text[..<$0].prefix(16)) } ?? ""
+            return scheme + String(shown) + (rest.count > authority.count ? "/…" : "")
         }
 
         /// The `Host` header's value.

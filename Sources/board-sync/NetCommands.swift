@@ -134,7 +134,7 @@ struct NetCommands {
             throw UsageError("--node-id '\(id)' must be 1 to 128 characters without spaces")
         }
         let backupPlan = try ServeBackup.plan(args)
-        let webhookPlan = try ServeWebhooks.plan(args)
+        let webhookPlan = try ServeWebhooks.plan(args, sources: config.sources)
         var options = SyncHost.Options()
         options.log = NetCommands.log
         try ServeLimits.apply(args, to: &options)

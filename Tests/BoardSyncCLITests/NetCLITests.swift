@@ -11,9 +11,11 @@ final class Daemon {
     private let errors = Pipe()
     private(set) var log = ""
 
-    init(_ arguments: [String], in directory: String) throws {
+    /// `environment` is added to this process's.
+    init(_ arguments: [String], in directory: String, environment: [String: String] = [:]) throws {
         process.executableURL = URL(fileURLWithPath: CLI.binary)
         process.arguments = arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
