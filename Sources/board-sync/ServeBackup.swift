@@ -133,7 +133,7 @@ enum ServeBackup {
     static func start(_ plan: Plan, host: SyncHost, data: String, signal: (SchedulerBox, DispatchSourceSignal)) -> (BackupScheduler, DispatchSourceSignal) {
         let scheduler = BackupScheduler(host: host, dataDirectory: data, target: plan.target, every: plan.every, log: NetCommands.log)
         signal.0.scheduler = scheduler
-        NetCommands.log("backups: every board to \(plan.target)\(plan.every.map { ", every \(Int($0)) s" } ?? "") and on SIGUSR1 (`kill -USR1 \(getpid())`)\(plan.finalTimeout > 0 ? "; a last one at SIGTERM (at most \(plan.finalTimeout) s)" : "")")
+        NetCommands.log("backups: every board to \(plan.target)\(plan.every.map { ", every \(Int($0)) s" } ?? "") and on SIGUSR1 (`kill -USR1 \(getpid())`)\(plan.finalTimeout > 0 ? "; a last one at SIGTERM (at most \(plan.finalTimeout == plan.finalTimeout.rounded() ? String(Int(plan.finalTimeout)) : String(plan.finalTimeout)) s)" : "")")
         return (scheduler, signal.1)
     }
 
