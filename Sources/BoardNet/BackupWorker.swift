@@ -71,7 +71,9 @@ final class BackupWorker: @unchecked Sendable {
         guard source.point.logBytes <= limits.maxLogBytes else {
             throw BackupTooLarge(what: "its op log", bytes: source.point.logBytes, limit: limits.maxLogBytes, bound: "maxLogBytes")
         }
-        let whole = source.log
+        // A log of one chunk or less is read once (most boards); a bigger one a piece at a time.
+        var whole = source.log
+        if whole.count <= limits.chunkBytes { whole = .bytes(try whole.read(0, whole.count)) }
         let check = try OpLog.check(size: whole.count, read: whole.read)
         if let damage = check.damage {
             throw BackupError("its op log \(source.point.logPath) is damaged (\(damage)); nothing was written")
@@ -93,8 +95,9 @@ final class BackupWorker: @unchecked Sendable {
             guard file.size <= limits.maxImageBytes else {
                 throw BackupTooLarge(what: "its image \(name.prefix(12))", bytes: file.size, limit: limits.maxImageBytes, bound: "maxImageBytes")
             }
-            guard (try? file.reader.sha256(chunk: limits.chunkBytes)) == name else { continue }
-            try target.put(BackupManifest.assetKey(name), from: file.reader)
+            let reader = file.size <= limits.chunkBytes ? BackupReader.bytes(try file.read(0, file.size)) : file.reader
+            guard (try? reader.sha256(chunk: limits.chunkBytes)) == name else { continue }
+            try target.put(BackupManifest.assetKey(name), from: reader)
             storedAssets?.insert(name)
             assets.append(name)
         }

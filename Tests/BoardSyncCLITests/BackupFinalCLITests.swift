@@ -106,4 +106,23 @@ import Glibc
             #expect(result.status == 64 && result.stderr.contains(message), "\(extra): \(result.status) \(result.stderr)")
         }
     }
+
+    /// What backups did, on the admin port's /metrics: runs, the last run's boards, and the
+    /// gauges to alert on (boards failing, boards too large to back up).
+    @Test func backupMetricsOnTheAdminPort() throws {
+        let server = try AdminAPICLITests.Server(["--backup-to", "backups", "--backup-every", "never"])
+        try server.upload("team")
+        func metrics() -> String { adminRequest(server.admin, "GET", "/metrics", token: server.adminToken).body }
+        #expect(metrics().contains("boardsync_backup_runs_total 0"), "\(metrics())")
+        kill(server.daemon.process.processIdentifier, SIGUSR1)
+        #expect(server.daemon.waitFor("backup 1 finished: 1 written", count: 1, within: 30), "\(server.daemon.log)")
+        let text = metrics()
+        for line in ["boardsync_backup_runs_total 1", "boardsync_backup_last_run_boards{result=\"written\"} 1", "boardsync_backup_boards_failing 0",
+                     "boardsync_backup_boards_too_large 0", "# HELP boardsync_backup_boards_too_large "] {
+            #expect(text.contains(line), "\(line) in \(text)")
+        }
+        #expect(!text.contains("boardsync_backup_last_finished_timestamp_seconds 0\n"), "\(text)")
+        #expect(server.daemon.terminate() == 0)
+        #expect(server.daemon.log.contains("final backup: no board changed"), "\(server.daemon.log)")
+    }
 }
