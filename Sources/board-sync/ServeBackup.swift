@@ -23,7 +23,7 @@ enum ServeBackup {
     }
 
     /// `--backup-final-timeout` unless given: inside Kubernetes' default 30-second grace
-    /// period (and systemd's 90) with room for the drain and the saves.
+    /// period (and the documented unit's TimeoutStopSec=60) with room for the saves.
     static let defaultFinalTimeout: Double = 20
 
     static func plan(_ args: Arguments) throws -> Plan? {
