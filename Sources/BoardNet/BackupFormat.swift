@@ -16,7 +16,6 @@ import Glibc
 /// (a failure before it leaves the previous backup in place, whole).
 public struct BackupManifest: Codable, Sendable, Equatable {
     public static let formatName = "boardsync-backup-1"
-    public static let maxBytes = 16 << 20
 
     public var format: String
     public var board: String
@@ -42,7 +41,7 @@ public struct BackupManifest: Codable, Sendable, Equatable {
     }
 
     /// Reads and checks a manifest (a clear error naming what is wrong).
-    public static func decode(_ bytes: [UInt8], board: String) throws -> BackupManifest {
+    public static func decode(_ bytes: [UInt8], board: String, limits: BackupLimits = .standard) throws -> BackupManifest {
         let manifest: BackupManifest
         do {
             manifest = try JSONDecoder().decode(BackupManifest.self, from: Data(bytes))
@@ -51,8 +50,11 @@ public struct BackupManifest: Codable, Sendable, Equatable {
         }
         guard manifest.format == formatName else { throw BackupError("the backup of board '\(board)' is in format '\(manifest.format)', not \(formatName)") }
         guard manifest.board == board else { throw BackupError("the backup manifest under boards/\(board)/ names board '\(manifest.board)'") }
-        guard manifest.log == "log-\(manifest.logSHA256)", isHex64(manifest.logSHA256), manifest.logBytes >= 0, manifest.logBytes <= OpLog.maxRecordSize * 4 else {
+        guard manifest.log == "log-\(manifest.logSHA256)", isHex64(manifest.logSHA256), manifest.logBytes >= 0 else {
             throw BackupError("the backup manifest of board '\(board)' names a bad log ('\(manifest.log.prefix(80))', \(manifest.logBytes) bytes)")
+        }
+        guard manifest.logBytes <= limits.maxLogBytes else {
+            throw BackupError("the backup manifest of board '\(board)' names a log of \(manifest.logBytes) bytes, over the \(limits.maxLogBytes) a backup may hold (BackupLimits.maxLogBytes)")
         }
         for asset in manifest.assets where !isHex64(asset) {
             throw BackupError("the backup manifest of board '\(board)' names a bad image '\(asset.prefix(80))'")
@@ -119,20 +121,13 @@ public final class BackupSource: Sendable {
         return fd
     }
 
-    /// The log's first `point.logBytes` bytes.
-    public func readLog() throws -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: point.logBytes)
-        var offset = 0
-        while offset < bytes.count {
-            let count = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + offset, $0.count - offset, off_t(offset)) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else {
-                throw BackupError("cannot read \(point.logPath): \(count == 0 ? "it is shorter than the \(point.logBytes) bytes it had" : String(cString: strerror(errno)))")
-            }
-            offset += count
-        }
-        return bytes
+    /// The log's first `point.logBytes` bytes, read as a copy reads them: a chunk at a time.
+    public var log: BackupReader {
+        BackupReader(count: point.logBytes) { offset, count in try BackupFile.pread(self.fd, path: self.point.logPath, offset: offset, count: count) }
     }
+
+    /// The log's first `point.logBytes` bytes, whole (tests; copies read `log` in chunks).
+    public func readLog() throws -> [UInt8] { try log.read(0, point.logBytes) }
 }
 
 extension BackupPoint {

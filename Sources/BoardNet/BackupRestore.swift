@@ -3,6 +3,9 @@ import BoardModel
 import BoardStore
 import BoardSync
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `board-sync restore`: every board backed up at a target, into a data directory a server
 /// then serves. Everything is fetched and checked first (each manifest, the log's size, hash and
@@ -84,42 +87,42 @@ public enum BackupRestore {
         return outcome
     }
 
-    /// Fetches and checks one board's backup into `path`, then opens it once.
+    /// Fetches and checks one board's backup into `path`, then opens it once. The log and the
+    /// images are streamed into their files (hashed and counted as they come), never held
+    /// whole; every bound is the writer's (`target.limits`).
     static func stage(_ board: String, from target: any BackupTarget, into path: String, _ fileSystem: PosixFileSystem) throws -> Restored {
-        guard let manifestBytes = try target.get(BackupManifest.key(board: board), maxBytes: BackupManifest.maxBytes) else {
+        let limits = target.limits
+        guard let manifestBytes = try target.get(BackupManifest.key(board: board), maxBytes: limits.maxManifestBytes) else {
             throw BackupError("board '\(board)': its manifest vanished from \(target)")
         }
-        let manifest = try BackupManifest.decode(manifestBytes, board: board)
+        let manifest = try BackupManifest.decode(manifestBytes, board: board, limits: limits)
+        try fileSystem.createDirectories(Path.join(path, PackageLayout.assets))
         let logKey = BackupManifest.logKey(board: board, log: manifest.log)
-        guard let log = try target.get(logKey, maxBytes: manifest.logBytes) else {
+        let logPath = Path.join(path, PackageLayout.opLog)
+        guard let (logCount, logSHA) = try download(logKey, maxBytes: manifest.logBytes, to: logPath, from: target) else {
             throw BackupError("board '\(board)': the backup's op log \(logKey) is missing; the backup is damaged")
         }
-        guard log.count == manifest.logBytes else {
-            throw BackupError("board '\(board)': the backup's op log is \(log.count) bytes, not the \(manifest.logBytes) its manifest names (truncated)")
+        guard logCount == manifest.logBytes else {
+            throw BackupError("board '\(board)': the backup's op log is \(logCount) bytes, not the \(manifest.logBytes) its manifest names (truncated)")
         }
-        guard SigV4.hex(SHA256.hash(log)) == manifest.logSHA256 else {
+        guard logSHA == manifest.logSHA256 else {
             throw BackupError("board '\(board)': the backup's op log does not match its SHA-256 (damaged)")
         }
-        let check = OpLog.check(log)
-        guard check.damage == nil, check.tornTail == nil, check.validBytes == log.count else {
+        let logFile = try BackupFile(logPath)
+        let check = try OpLog.check(size: logFile.size, read: logFile.read)
+        guard check.damage == nil, check.tornTail == nil, check.validBytes == logFile.size else {
             throw BackupError("board '\(board)': the backup's op log is damaged: \(check.damage ?? check.tornTail ?? "trailing bytes")")
         }
-        try fileSystem.createDirectories(Path.join(path, PackageLayout.assets))
         for hex in manifest.assets {
-            guard let bytes = try target.get(BackupManifest.assetKey(hex), maxBytes: OpLog.maxRecordSize) else {
+            let file = Path.join(path, PackageLayout.assets, hex)
+            guard let (_, sha) = try download(BackupManifest.assetKey(hex), maxBytes: limits.maxImageBytes, to: file, from: target) else {
                 throw BackupError("board '\(board)': image \(hex.prefix(12)) named by its manifest is missing from \(target)")
             }
-            guard SigV4.hex(SHA256.hash(bytes)) == hex else {
+            guard sha == hex else {
                 throw BackupError("board '\(board)': image \(hex.prefix(12)) does not match its SHA-256 (damaged)")
             }
-            let file = Path.join(path, PackageLayout.assets, hex)
-            try fileSystem.writeFile(file, bytes)
-            try fileSystem.syncFile(file)
         }
         try fileSystem.syncDirectory(Path.join(path, PackageLayout.assets))
-        let logPath = Path.join(path, PackageLayout.opLog)
-        try fileSystem.writeFile(logPath, log)
-        try fileSystem.syncFile(logPath)
         try fileSystem.syncDirectory(Path.join(path, PackageLayout.sync))
         // Opening takes a new identity (no replica.json: a restored package must never make
         // operations under the id of the one backed up) and writes the view.
@@ -130,6 +133,32 @@ public enum BackupRestore {
         let operations = Int(package.replica.versionVector.totalCount)
         package.close()
         return Restored(board: board, operations: operations, images: manifest.assets.count, takenAt: manifest.takenAt)
+    }
+}
+
+extension BackupRestore {
+    /// One object streamed into a new file at `path` (fsynced): its size and hex SHA-256, or
+    /// nil when the target has no such object.
+    static func download(_ key: String, maxBytes: Int, to path: String, from target: any BackupTarget) throws -> (Int, String)? {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw BackupError("cannot write \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var hash = SHA256Stream()
+        var count = 0
+        let found = try target.get(key, maxBytes: maxBytes) { piece in
+            hash.update(piece)
+            count += piece.count
+            var done = 0
+            while done < piece.count {
+                let wrote = piece.withUnsafeBytes { write(fd, $0.baseAddress! + done, piece.count - done) }
+                if wrote < 0, errno == EINTR { continue }
+                guard wrote > 0 else { throw BackupError("cannot write \(path): \(String(cString: strerror(errno)))") }
+                done += wrote
+            }
+        }
+        guard found else { return nil }
+        guard fsync(fd) == 0 else { throw BackupError("cannot sync \(path): \(String(cString: strerror(errno)))") }
+        return (count, hash.hex())
     }
 }
 

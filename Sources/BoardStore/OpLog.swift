@@ -320,5 +320,5 @@ public struct OpLog: Sendable {
         return (batches, offset, .clean)
     }
 
-    private static func readU32(_ bytes: [UInt8], _ offset: Int) -> UInt32 { ByteReader.fixed32(in: bytes, at: offset) }
+    static func readU32(_ bytes: [UInt8], _ offset: Int) -> UInt32 { ByteReader.fixed32(in: bytes, at: offset) }
 }

@@ -230,6 +230,7 @@ struct NetCommands {
         slot.drainSeconds = adminSettings?.drainSeconds ?? 0
         loop.run()
         admin?.close()
+        if let backups, let backupPlan { ServeBackup.finish(backups.0, backupPlan) }  // the last run, bounded
         withExtendedLifetime((signals, web, cluster, revocationWatcher, admin, backups, webhooks)) {}
     }
 

@@ -80,6 +80,7 @@ enum ServeLog {
 
     private static func level(_ line: String) -> String {
         if line.hasPrefix("WARNING") { return "warning" }
+        if line.hasPrefix("ERROR") { return "error" }  // a board too large to back up, a final backup cut short
         let lower = line.lowercased()
         if lower.contains("failed") || lower.contains("cannot ") || lower.contains("internal error") { return "error" }
         if lower.contains("access denied") || lower.contains("refused") || code(line) != nil { return "warning" }

@@ -374,6 +374,9 @@ func adminRequest(_ address: String, _ method: String, _ target: String, token: 
         openssl.waitUntilExit()
         try #require(openssl.terminationStatus == 0)
         chmod(workspace.path + "/admin.key", 0o600)
+        try FileManager.default.createDirectory(atPath: workspace.path + "/data", withIntermediateDirectories: true)
+        try workspace.cli.run("new", "data/team.boardpkg")
+        try workspace.cli.run("stroke", "data/team.boardpkg", "--points", "1,1 5,5")
         let server = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0", "--tls-cert", "admin.pem", "--tls-key", "admin.key",
                                  "--admin", "127.0.0.1:0", "--admin-token-file", "admin.token"], in: workspace.path)
         let line = try #require(server.waitFor("admin port at https://"), "\(server.log)")
@@ -382,6 +385,11 @@ func adminRequest(_ address: String, _ method: String, _ target: String, token: 
         let verified = try cli.run("admin", "list", "--server", admin, "--token-file", "admin.token", "--tls-ca", "admin.pem", "--json")
         #expect(verified.status == 0, "\(verified.stderr)")
         #expect(verified.stdout.contains("\"boards\""))
+        // An export streamed over TLS to its file.
+        let exported = try cli.run("admin", "export", "team", "team.tar", "--server", admin, "--token-file", "admin.token", "--tls-ca", "admin.pem")
+        #expect(exported.status == 0 && exported.stdout.contains("wrote team.tar"), "\(exported.stderr)")
+        let size = try FileManager.default.attributesOfItem(atPath: workspace.path + "/team.tar")[.size] as? Int ?? 0
+        #expect(size > 1024 && size % 512 == 0, "\(size)")
         let plain = try cli.run("admin", "list", "--server", admin, "--token-file", "admin.token", "--timeout", "5")
         #expect(plain.status == 1, "\(plain.stderr)")
         let untrusted = try cli.run("admin", "list", "--server", admin, "--token-file", "admin.token", "--tls")
