@@ -65,6 +65,13 @@ public final class AdminServer {
         public var render: (@Sendable (BoardSnapshot, String, Double) throws -> [UInt8])?
         /// Exports streaming at once (tar or rendered); beyond, 503.
         public var maxExports = 4
+        /// `GET /boards` listings reading the disk at once (on worker threads); beyond, 503.
+        public var maxListings = 2
+        /// Called on a listing's worker thread before it reads the disk (tests hold it there).
+        public var listingWillRead: (@Sendable () -> Void)?
+        /// With `--redis`: tombstones kept for every server (`RedisCluster`); nil: files in
+        /// the data directory (`BoardTombstones`).
+        public var sharedTombstones: (any SharedTombstones)?
 
         public init() {}
     }
@@ -88,6 +95,8 @@ public final class AdminServer {
     var connectionsRefused = 0
     /// Exports streaming now (`AdminServer+Export.swift`).
     var exportsRunning = 0
+    /// Listings reading the disk now (`AdminServer+Listing.swift`).
+    var listingsRunning = 0
     let started = Date().timeIntervalSince1970
 
     final class Client {
