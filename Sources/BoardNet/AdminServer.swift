@@ -68,6 +68,13 @@ public final class AdminServer {
         /// Renderings (PNG, PDF, SVG) at once: a raster may take 16 bytes a pixel, up to the
         /// renderer's pixel limit (about 1 GiB); beyond, 503.
         public var maxRenders = 1
+        /// `GET /boards` listings reading the disk at once (on worker threads); beyond, 503.
+        public var maxListings = 2
+        /// Called on a listing's worker thread before it reads the disk (tests hold it there).
+        public var listingWillRead: (@Sendable () -> Void)?
+        /// With `--redis`: tombstones kept for every server (`RedisCluster`); nil: files in
+        /// the data directory (`BoardTombstones`).
+        public var sharedTombstones: (any SharedTombstones)?
 
         public init() {}
     }
@@ -96,6 +103,8 @@ public final class AdminServer {
     var exportsRunning = 0
     /// Renderings running now (each also holds a place in `exportsRunning`).
     var rendersRunning = 0
+    /// Listings reading the disk now (`AdminServer+Listing.swift`).
+    var listingsRunning = 0
     let started = Date().timeIntervalSince1970
 
     final class Client {

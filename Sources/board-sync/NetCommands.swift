@@ -181,6 +181,9 @@ struct NetCommands {
             redisOptions.user = args.value("redis-user")
             // With tokens, authorship is one fact per board for every server (in Redis).
             redisOptions.sharesAuthorship = options.access != nil
+            // Deleted boards' tombstones live in Redis: every server checks them before it
+            // serves a board, and a delete on one server closes the board on every server.
+            redisOptions.checksTombstones = true
             if let lease { redisOptions.leaseMilliseconds = Int(lease * 1000) }
             if let retention { redisOptions.retentionMilliseconds = Int(retention * 1000) }
             cluster = RedisCluster(address: redisAddress, options: redisOptions, loop: loop)

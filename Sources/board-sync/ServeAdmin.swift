@@ -116,6 +116,8 @@ enum ServeAdmin {
             options.runToken = String(decoding: try Access.secret(at: file, create: true, bearer: "admin token (`board-sync admin --token-file FILE`)"), as: UTF8.self)
         }
         if let cluster {
+            // Deletes and undeletes reach every server: the tombstone is kept in Redis.
+            options.sharedTombstones = cluster
             options.readinessChecks.append(("redis", { [weak cluster] in
                 guard let cluster else { return "stopped" }
                 return cluster.isConnected ? nil : "not connected to Redis at \(cluster.address)"
