@@ -20,8 +20,9 @@ extension AdminServer {
         let at = ISO8601DateFormatter().string(from: Date())
         client.rendering = true  // no request timeout while Redis answers (its own reply timeout bounds it)
         shared.deleteBoard(name, deletedAt: at, subject: nil, hasCopy: hasCopy) { [weak self, weak client] answer in
-            guard let self, let client else { return }
-            client.rendering = false
+            // This server's part is done even when the admin's client has gone meanwhile (its
+            // own deletion notice is not news to it).
+            guard let self else { return }
             let response: HTTPResponse
             switch answer {
             case .done(let at):
@@ -41,6 +42,8 @@ extension AdminServer {
                 self.options.log("admin: board '\(name)' not deleted: \(why)")
                 response = Self.answer(503, ["error": "board '\(name)' was not deleted: \(why)"])
             }
+            guard let client else { return }
+            client.rendering = false
             self.finish(client, response, head: head)
         }
     }
@@ -53,8 +56,7 @@ extension AdminServer {
         }
         client.rendering = true
         shared.undeleteBoard(name) { [weak self, weak client] answer in
-            guard let self, let client else { return }
-            client.rendering = false
+            guard let self else { return }
             let response: HTTPResponse
             switch answer {
             case .unchanged where hadFile, .done:
@@ -69,6 +71,8 @@ extension AdminServer {
             case .noSuchBoard, .full:
                 response = Self.answer(500, ["error": "unexpected answer \(answer)"])
             }
+            guard let client else { return }
+            client.rendering = false
             self.finish(client, response, head: head)
         }
     }
