@@ -30,6 +30,10 @@ public struct BackupManifest: Codable, Sendable, Equatable {
     public var assets: [String]
     /// When the point was taken (UTC, ISO 8601): every operation acknowledged before it is in.
     public var takenAt: String
+    /// Images the log names that the board itself did not hold when the point was taken (a
+    /// sticker whose image never reached the server): restore accepts a board missing these,
+    /// and refuses one missing any other image its log shows. Absent in older manifests.
+    public var imagesNotHeld: [String]?
 
     public static func key(board: String) -> String { "boards/\(board)/manifest.json" }
     public static func logKey(board: String, log: String) -> String { "boards/\(board)/\(log)" }
@@ -54,7 +58,7 @@ public struct BackupManifest: Codable, Sendable, Equatable {
         guard manifest.log == "log-\(manifest.logSHA256)", isHex64(manifest.logSHA256), manifest.logBytes >= 0, manifest.logBytes <= OpLog.maxRecordSize * 4 else {
             throw BackupError("the backup manifest of board '\(board)' names a bad log ('\(manifest.log.prefix(80))', \(manifest.logBytes) bytes)")
         }
-        for asset in manifest.assets where !isHex64(asset) {
+        for asset in manifest.assets + (manifest.imagesNotHeld ?? []) where !isHex64(asset) {
             throw BackupError("the backup manifest of board '\(board)' names a bad image '\(asset.prefix(80))'")
         }
         return manifest

@@ -1,5 +1,6 @@
 import BoardModel
 import BoardStore
+import BoardSync
 import Foundation
 
 /// Where backups go: a directory or S3-compatible object storage, as keys ("assets/<sha256>",
@@ -11,7 +12,8 @@ public protocol BackupTarget: Sendable, CustomStringConvertible {
     func put(_ key: String, _ bytes: [UInt8]) throws
     /// The object's bytes, or nil when there is none. Refuses one over `maxBytes`.
     func get(_ key: String, maxBytes: Int) throws -> [UInt8]?
-    /// Every key starting with `prefix`.
+    /// Every key starting with `prefix` (an S3 target keeps only the backup's own names:
+    /// `S3BackupTarget.isBackupKey`).
     func list(_ prefix: String) throws -> [String]
     func delete(_ key: String) throws
 }
@@ -170,11 +172,30 @@ public struct S3BackupTarget: BackupTarget {
     /// Keys a listing may bring in all (a bucket that pages forever, repeating itself, would
     /// otherwise grow the list until memory runs out).
     public static let maxListedKeys = 10_000_000
+    /// Longest key (or continuation token) a listing may name: S3's own limit on a key. A
+    /// longer one is an error, not a key.
+    public static let maxKeyBytes = 1024
+    /// Bytes of listing replies read in all, by default (each page is at most 16 MiB): a
+    /// bucket paging forever with fresh tokens ends here with an error.
+    public static let defaultMaxListedBytes = 1 << 30
+    /// Bytes of listing replies one `list` reads at most (`defaultMaxListedBytes`).
+    public var maxListedBytes = S3BackupTarget.defaultMaxListedBytes
 
+    /// The keys a backup reads back (only these are kept from a listing):
+    /// `assets/<64 hex>` and `boards/NAME/manifest.json`.
+    public static func isBackupKey(_ key: String) -> Bool {
+        if key.hasPrefix("assets/") { return BackupManifest.isHex64(String(key.dropFirst(7))) }
+        let parts = key.split(separator: "/", omittingEmptySubsequences: false)
+        return parts.count == 3 && parts[0] == "boards" && parts[2] == "manifest.json" && Hello.isValidBoardName(String(parts[1]))
+    }
+
+    /// The backup keys (`isBackupKey`) under `keyPrefix`; anything else the bucket holds there
+    /// is passed over as it is read, so what is kept is bounded by the names a backup uses.
     public func list(_ keyPrefix: String) throws -> [String] {
         var keys: [String] = []
         var token: String?
         var tokensSeen: Set<String> = []
+        var listedBytes = 0
         repeat {
             // Asked without a trailing '/' (keys are filtered here): moto checks signatures of
             // queries holding '/' against a canonical form AWS does not use (tested there).
@@ -183,12 +204,24 @@ public struct S3BackupTarget: BackupTarget {
             if let token { query.append(("continuation-token", token)) }
             let response = try send("GET", key: nil, query: query)
             guard response.status == 200 else { throw failure("LIST", keyPrefix, response) }
+            listedBytes += response.body.count
+            guard listedBytes <= maxListedBytes else {
+                throw BackupError("listing '\(keyPrefix)' at \(endpoint.hostHeader) passed \(maxListedBytes) bytes of replies (S3BackupTarget.maxListedBytes)")
+            }
             let text = String(decoding: response.body, as: UTF8.self)
-            for key in S3BackupTarget.element("Key", in: text) where key.hasPrefix(full) {
-                keys.append(String(key.dropFirst(prefix.count)))
+            for key in S3BackupTarget.element("Key", in: text) {
+                guard key.utf8.count <= Self.maxKeyBytes else {
+                    throw BackupError("listing '\(keyPrefix)' at \(endpoint.hostHeader) named a key of \(key.utf8.count) bytes, over S3's \(Self.maxKeyBytes)")
+                }
+                guard key.hasPrefix(full) else { continue }
+                let name = String(key.dropFirst(prefix.count))
+                if Self.isBackupKey(name) { keys.append(name) }
             }
             guard keys.count <= Self.maxListedKeys else { throw BackupError("listing '\(keyPrefix)' brought over \(Self.maxListedKeys) keys") }
             token = S3BackupTarget.element("IsTruncated", in: text).first == "true" ? S3BackupTarget.element("NextContinuationToken", in: text).first : nil
+            if let token, token.utf8.count > Self.maxKeyBytes * 4 {
+                throw BackupError("listing '\(keyPrefix)': the server sent a continuation token of \(token.utf8.count) bytes (at most \(Self.maxKeyBytes * 4))")
+            }
             if let token, !tokensSeen.insert(token).inserted {
                 throw BackupError("listing '\(keyPrefix)': the server sent continuation token \(token.prefix(40)) twice")
             }

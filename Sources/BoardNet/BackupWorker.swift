@@ -75,17 +75,30 @@ final class BackupWorker: @unchecked Sendable {
         var assets: [String] = []
         for name in assetNames {
             if storedAssets?.contains(name) == true { assets.append(name); continue }
-            // Read now: an image is written whole under its name (temp file, rename) and never changed.
-            guard let data = try? fileSystem.readFile(Path.join(source.point.assetsPath, name)), SigV4.hex(SHA256.hash(data)) == name else { continue }
+            // Read now: an image is written whole under its name (temp file, rename) and never
+            // changed. One that cannot be read or fails its hash fails the board for this run
+            // (never a backup silently without it); its previous backup stays.
+            let file = Path.join(source.point.assetsPath, name)
+            let data: [UInt8]
+            do {
+                data = try fileSystem.readFile(file)
+            } catch {
+                throw BackupError("its image \(name) cannot be read (\(error)); nothing was written")
+            }
+            guard SigV4.hex(SHA256.hash(data)) == name else {
+                throw BackupError("its image \(file) does not match its SHA-256 (damaged); nothing was written")
+            }
             try target.put(BackupManifest.assetKey(name), data)
             storedAssets?.insert(name)
             assets.append(name)
         }
         let logName = "log-\(sha)"
         if previous?.log != logName { try target.put(BackupManifest.logKey(board: board, log: logName), log) }
-        let manifest = BackupManifest(format: BackupManifest.formatName, board: board, log: logName, logBytes: log.count, logSHA256: sha,
+        var manifest = BackupManifest(format: BackupManifest.formatName, board: board, log: logName, logBytes: log.count, logSHA256: sha,
                                       records: check.records, operations: check.operations, assets: assets,
                                       takenAt: BackupManifest.timestamp(source.takenAt))
+        let notHeld = check.images.subtracting(assetNames).sorted()
+        if !notHeld.isEmpty { manifest.imagesNotHeld = notHeld }
         try target.put(BackupManifest.key(board: board), manifest.encoded())
         known[board] = manifest
         if let previous, previous.log != logName {

@@ -47,6 +47,9 @@ extension OpLog {
         public var damage: String?
         /// The torn tail that was left out, if there was one.
         public var tornTail: String?
+        /// Every image an operation in the valid bytes names (lower-case hex SHA-256): a
+        /// sticker's, a replaced image, a background.
+        public var images: Set<String> = []
     }
 
     public static func check(_ bytes: [UInt8]) -> Check {
@@ -62,6 +65,9 @@ extension OpLog {
         let parsed = parse(bytes)
         var check = Check(validBytes: parsed.validBytes, records: parsed.batches.count,
                           operations: parsed.batches.reduce(0) { $0 + $1.operations.count }, damage: nil, tornTail: nil)
+        for batch in parsed.batches {
+            for operation in batch.operations { if let hash = operation.payload.asset { check.images.insert(hash.hex) } }
+        }
         switch parsed.end {
         case .clean: break
         case .torn(_, let why): check.tornTail = why
