@@ -29,6 +29,10 @@ public struct BackupManifest: Codable, Sendable, Equatable {
     public var assets: [String]
     /// When the point was taken (UTC, ISO 8601): every operation acknowledged before it is in.
     public var takenAt: String
+    /// Images the log names that the board itself did not hold when the point was taken (a
+    /// sticker whose image never reached the server): restore accepts a board missing these,
+    /// and refuses one missing any other image its log shows. Absent in older manifests.
+    public var imagesNotHeld: [String]?
 
     public static func key(board: String) -> String { "boards/\(board)/manifest.json" }
     public static func logKey(board: String, log: String) -> String { "boards/\(board)/\(log)" }
@@ -56,7 +60,7 @@ public struct BackupManifest: Codable, Sendable, Equatable {
         guard manifest.logBytes <= limits.maxLogBytes else {
             throw BackupError("the backup manifest of board '\(board)' names a log of \(manifest.logBytes) bytes, over the \(limits.maxLogBytes) a backup may hold (BackupLimits.maxLogBytes)")
         }
-        for asset in manifest.assets where !isHex64(asset) {
+        for asset in manifest.assets + (manifest.imagesNotHeld ?? []) where !isHex64(asset) {
             throw BackupError("the backup manifest of board '\(board)' names a bad image '\(asset.prefix(80))'")
         }
         return manifest

@@ -22,6 +22,9 @@ public struct BackupLimits: Sendable, Equatable {
     public var maxListedKeys = 10_000_000
     /// The largest answer to one listing request (a page of 1,000 keys is about 300 KB).
     public var maxListPageBytes = 16 << 20
+    /// Bytes of listing answers one listing reads in all: a bucket paging forever with fresh
+    /// tokens ends here with an error (1 GiB).
+    public var maxListedBytes = 1 << 30
     /// The largest answer read to a PUT, POST or DELETE, or to a refused request (an error).
     public var maxReplyBytes = 1 << 20
     /// Bytes read, hashed, written or handed on at a time when copying.

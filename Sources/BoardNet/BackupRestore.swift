@@ -11,8 +11,9 @@ import Glibc
 /// then serves. Everything is fetched and checked first (each manifest, the log's size, hash and
 /// records, each image's hash) into a staging directory inside the data directory, and each
 /// board opened there once (which writes its view and gives it a new replica identity, as a
-/// restored copy must have); only when every board checked out are they moved into place. A
-/// damaged or truncated backup changes nothing.
+/// restored copy must have, and every image its log shows must be there); only when every board
+/// checked out are they moved into place, all or none (`moveIntoPlace`). A damaged, truncated
+/// or incomplete backup changes nothing.
 public enum BackupRestore {
     public struct Options: Sendable {
         /// Restore into a data directory that holds something (existing boards of the same
@@ -64,27 +65,72 @@ public enum BackupRestore {
             for board in boards {
                 outcome.restored.append(try stage(board, from: target, into: Path.join(staging, "\(board).boardpkg"), fileSystem))
             }
-            // Every board checked out: into place.
+            // Every board checked out: into place, all or none.
             let stamp = BackupManifest.timestamp(Date().timeIntervalSince1970).replacingOccurrences(of: ":", with: "")
-            for board in boards {
-                let destination = Path.join(data, "\(board).boardpkg")
-                if fileSystem.exists(destination) {
-                    // A server still serving it holds its lock: never pull a package from under it.
-                    let lock = try BoardPackage.takeLockForRestore(destination, fileSystem)
-                    lock?.release()
-                    let aside = "\(destination).before-restore-\(stamp)"
-                    try fileSystem.rename(destination, aside)
-                    outcome.movedAside.append(aside)
-                }
-                try fileSystem.rename(Path.join(staging, "\(board).boardpkg"), destination)
+            let moves = boards.map { board in
+                Move(staged: Path.join(staging, "\(board).boardpkg"), destination: Path.join(data, "\(board).boardpkg"),
+                     aside: Path.join(data, "\(board).boardpkg.before-restore-\(stamp)"))
             }
-            try fileSystem.syncDirectory(data)
+            outcome.movedAside = try moveIntoPlace(moves, data: data, fileSystem, rename: fileSystem.rename)
         } catch {
             try? FileManager.default.removeItem(atPath: staging)
             throw error
         }
         try? FileManager.default.removeItem(atPath: staging)
         return outcome
+    }
+
+    /// One board's way into place: the staged package to `destination`, what was there (if
+    /// anything) to `aside` first.
+    struct Move: Sendable {
+        var staged: String
+        var destination: String
+        var aside: String
+    }
+
+    /// Restore could not undo a failed move into place: says exactly what is where.
+    public struct PartlyRestored: Error, CustomStringConvertible, Sendable {
+        public var description: String
+    }
+
+    /// Moves every staged board into place, all or none. Every destination's lock is taken
+    /// first and held through every rename (a server holding one refuses the whole restore
+    /// before anything moved); if a rename fails, the ones done are undone in reverse (each
+    /// restored board back to staging, each board moved aside back). Returns the asides made.
+    /// If undoing fails too, throws `PartlyRestored` naming every package moved and where.
+    static func moveIntoPlace(_ moves: [Move], data: String, _ fileSystem: PosixFileSystem, rename: (String, String) throws -> Void) throws -> [String] {
+        var locks: [FileLock] = []
+        defer { for lock in locks { lock.release() } }
+        for move in moves where fileSystem.exists(move.destination) {
+            // A server still serving it holds its lock: never pull a package from under it.
+            if let lock = try BoardPackage.takeLockForRestore(move.destination, fileSystem) { locks.append(lock) }
+        }
+        var done: [(from: String, to: String)] = []
+        do {
+            for move in moves {
+                if fileSystem.exists(move.destination) {
+                    try rename(move.destination, move.aside)
+                    done.append((move.destination, move.aside))
+                }
+                try rename(move.staged, move.destination)
+                done.append((move.staged, move.destination))
+            }
+            try fileSystem.syncDirectory(data)
+        } catch {
+            var undone = 0
+            for step in done.reversed() {
+                do {
+                    try rename(step.to, step.from)
+                    undone += 1
+                } catch let undoError {
+                    let left = done.dropLast(undone).map { "\($0.from) -> \($0.to)" }.joined(separator: "; ")
+                    throw PartlyRestored(description: "moving the restored boards into place failed (\(error)) and undoing it failed too (\(undoError)); these moves stand: \(left) (a package renamed to *.before-restore-* is the board that was there; one under .restore-* was not restored)")
+                }
+            }
+            try? fileSystem.syncDirectory(data)
+            throw error
+        }
+        return done.filter { $0.to.contains(".before-restore-") }.map(\.to)
     }
 
     /// Fetches and checks one board's backup into `path`, then opens it once. The log and the
@@ -119,7 +165,7 @@ public enum BackupRestore {
                 throw BackupError("board '\(board)': image \(hex.prefix(12)) named by its manifest is missing from \(target)")
             }
             guard sha == hex else {
-                throw BackupError("board '\(board)': image \(hex.prefix(12)) does not match its SHA-256 (damaged)")
+                throw BackupError("board '\(board)': image \(BackupManifest.assetKey(hex)) at \(target) does not match its SHA-256 (damaged)")
             }
         }
         try fileSystem.syncDirectory(Path.join(path, PackageLayout.assets))
@@ -131,7 +177,13 @@ public enum BackupRestore {
             return ReplicaID(UInt64.random(in: 1...UInt64.max, using: &generator))
         })
         let operations = Int(package.replica.versionVector.totalCount)
+        // Every image the board shows must have come with it (but those the board itself did
+        // not hold when backed up, which the manifest names).
+        let missing = package.replica.missingAssets.map(\.hex).filter { !(manifest.imagesNotHeld ?? []).contains($0) }
         package.close()
+        guard missing.isEmpty else {
+            throw BackupError("board '\(board)': its op log shows \(missing.count) image(s) its backup does not hold: \(missing.joined(separator: ", ")) (the backup is incomplete)")
+        }
         return Restored(board: board, operations: operations, images: manifest.assets.count, takenAt: manifest.takenAt)
     }
 }

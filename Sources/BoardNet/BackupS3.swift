@@ -1,5 +1,6 @@
 import BoardModel
 import BoardStore
+import BoardSync
 import Foundation
 
 /// S3 credentials: from a file (first line the access key id, second the secret) or the
@@ -115,10 +116,26 @@ public struct S3BackupTarget: BackupTarget {
         return true
     }
 
+    /// Longest key (or a quarter of the longest continuation token) a listing may name: S3's
+    /// own limit on a key. A longer one is an error, not a key.
+    public static let maxKeyBytes = 1024
+
+    /// The keys a backup reads back (only these are kept from a listing):
+    /// `assets/<64 hex>` and `boards/NAME/manifest.json`.
+    public static func isBackupKey(_ key: String) -> Bool {
+        if key.hasPrefix("assets/") { return BackupManifest.isHex64(String(key.dropFirst(7))) }
+        let parts = key.split(separator: "/", omittingEmptySubsequences: false)
+        return parts.count == 3 && parts[0] == "boards" && parts[2] == "manifest.json" && Hello.isValidBoardName(String(parts[1]))
+    }
+
+    /// The backup keys (`isBackupKey`) under `keyPrefix`; anything else the bucket holds there
+    /// is passed over as it is read, so what is kept is bounded by the names a backup uses.
+    /// Bounded by `limits.maxListedKeys` and `limits.maxListedBytes`.
     public func list(_ keyPrefix: String) throws -> [String] {
         var keys: [String] = []
         var token: String?
         var tokensSeen: Set<String> = []
+        var listedBytes = 0
         repeat {
             // Asked without a trailing '/' (keys are filtered here): moto checks signatures of
             // queries holding '/' against a canonical form AWS does not use (tested there).
@@ -127,12 +144,24 @@ public struct S3BackupTarget: BackupTarget {
             if let token { query.append(("continuation-token", token)) }
             let response = try send("GET", key: nil, query: query, maxBytes: limits.maxListPageBytes)
             guard response.status == 200 else { throw failure("LIST", keyPrefix, response) }
+            listedBytes += response.body.count
+            guard listedBytes <= limits.maxListedBytes else {
+                throw BackupError("listing '\(keyPrefix)' at \(endpoint.hostHeader) passed \(limits.maxListedBytes) bytes of replies (BackupLimits.maxListedBytes)")
+            }
             let text = String(decoding: response.body, as: UTF8.self)
-            for key in S3BackupTarget.element("Key", in: text) where key.hasPrefix(full) {
-                keys.append(String(key.dropFirst(prefix.count)))
+            for key in S3BackupTarget.element("Key", in: text) {
+                guard key.utf8.count <= Self.maxKeyBytes else {
+                    throw BackupError("listing '\(keyPrefix)' at \(endpoint.hostHeader) named a key of \(key.utf8.count) bytes, over S3's \(Self.maxKeyBytes)")
+                }
+                guard key.hasPrefix(full) else { continue }
+                let name = String(key.dropFirst(prefix.count))
+                if Self.isBackupKey(name) { keys.append(name) }
             }
             guard keys.count <= limits.maxListedKeys else { throw BackupError("listing '\(keyPrefix)' brought over \(limits.maxListedKeys) keys (BackupLimits.maxListedKeys)") }
             token = S3BackupTarget.element("IsTruncated", in: text).first == "true" ? S3BackupTarget.element("NextContinuationToken", in: text).first : nil
+            if let token, token.utf8.count > Self.maxKeyBytes * 4 {
+                throw BackupError("listing '\(keyPrefix)': the server sent a continuation token of \(token.utf8.count) bytes (at most \(Self.maxKeyBytes * 4))")
+            }
             if let token, !tokensSeen.insert(token).inserted {
                 throw BackupError("listing '\(keyPrefix)': the server sent continuation token \(token.prefix(40)) twice")
             }

@@ -1,5 +1,6 @@
 import BoardModel
 import BoardStore
+import BoardSync
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -24,7 +25,8 @@ public protocol BackupTarget: Sendable, CustomStringConvertible {
     /// The object's bytes handed to `sink` a chunk at a time; false when there is none.
     /// Refuses one over `maxBytes` (before or while reading it).
     func get(_ key: String, maxBytes: Int, into sink: ([UInt8]) throws -> Void) throws -> Bool
-    /// Every key starting with `prefix` (at most `limits.maxListedKeys`).
+    /// Every key starting with `prefix` (at most `limits.maxListedKeys`; an S3 target keeps
+    /// only the backup's own names: `S3BackupTarget.isBackupKey`).
     func list(_ prefix: String) throws -> [String]
     func delete(_ key: String) throws
 }

@@ -90,21 +90,40 @@ final class BackupWorker: @unchecked Sendable {
         for name in assetNames {
             if storedAssets?.contains(name) == true { assets.append(name); continue }
             // An image is written whole under its name (temp file, rename) and never changed:
-            // hashed in a first pass, copied in a second.
-            guard let file = try? BackupFile(Path.join(source.point.assetsPath, name)) else { continue }
+            // hashed in a first pass, copied in a second. One that cannot be read or fails its
+            // hash fails the board for this run (never a backup silently without it); its
+            // previous backup stays.
+            let path = Path.join(source.point.assetsPath, name)
+            let file: BackupFile
+            do {
+                file = try BackupFile(path)
+            } catch {
+                throw BackupError("its image \(name) cannot be read (\(error)); nothing was written")
+            }
             guard file.size <= limits.maxImageBytes else {
                 throw BackupTooLarge(what: "its image \(name.prefix(12))", bytes: file.size, limit: limits.maxImageBytes, bound: "maxImageBytes")
             }
-            let reader = file.size <= limits.chunkBytes ? BackupReader.bytes(try file.read(0, file.size)) : file.reader
-            guard (try? reader.sha256(chunk: limits.chunkBytes)) == name else { continue }
+            let reader: BackupReader
+            let imageSHA: String
+            do {
+                reader = file.size <= limits.chunkBytes ? BackupReader.bytes(try file.read(0, file.size)) : file.reader
+                imageSHA = try reader.sha256(chunk: limits.chunkBytes)
+            } catch {
+                throw BackupError("its image \(name) cannot be read (\(error)); nothing was written")
+            }
+            guard imageSHA == name else {
+                throw BackupError("its image \(path) does not match its SHA-256 (damaged); nothing was written")
+            }
             try target.put(BackupManifest.assetKey(name), from: reader)
             storedAssets?.insert(name)
             assets.append(name)
         }
         let logName = "log-\(sha)"
-        let manifest = BackupManifest(format: BackupManifest.formatName, board: board, log: logName, logBytes: log.count, logSHA256: sha,
+        var manifest = BackupManifest(format: BackupManifest.formatName, board: board, log: logName, logBytes: log.count, logSHA256: sha,
                                       records: check.records, operations: check.operations, assets: assets,
                                       takenAt: BackupManifest.timestamp(source.takenAt))
+        let notHeld = check.images.subtracting(assetNames).sorted()
+        if !notHeld.isEmpty { manifest.imagesNotHeld = notHeld }
         let encoded = manifest.encoded()
         guard encoded.count <= limits.maxManifestBytes else {
             throw BackupTooLarge(what: "its manifest (naming \(assets.count) images)", bytes: encoded.count, limit: limits.maxManifestBytes, bound: "maxManifestBytes")

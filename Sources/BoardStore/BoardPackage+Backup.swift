@@ -47,6 +47,9 @@ extension OpLog {
         public var damage: String?
         /// The torn tail that was left out, if there was one.
         public var tornTail: String?
+        /// Every image an operation in the valid bytes names (lower-case hex SHA-256): a
+        /// sticker's, a replaced image, a background.
+        public var images: Set<String> = []
     }
 
     public static func check(_ bytes: [UInt8]) -> Check {
@@ -105,6 +108,7 @@ extension OpLog {
                 let batch = try OperationBatch(decoding: payload)
                 check.records += 1
                 check.operations += batch.operations.count
+                for operation in batch.operations { if let hash = operation.payload.asset { check.images.insert(hash.hex) } }
             } catch {
                 return damaged("record does not decode: \(error)")
             }

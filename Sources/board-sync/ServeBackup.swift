@@ -166,6 +166,8 @@ enum ServeBackup {
         let outcome: BackupRestore.Outcome
         do {
             outcome = try BackupRestore.restore(from: target, into: data, options: options)
+        } catch let error as BackupRestore.PartlyRestored {
+            throw Failure("restore from \(target) failed part-way in \(data): \(error)")
         } catch {
             throw Failure("restore from \(target) failed, nothing was changed in \(data): \(error)")
         }
@@ -195,8 +197,8 @@ extension ServeBackup {
         ("--backup-final-timeout S", "On SIGTERM or SIGINT, after the server stopped serving and saved: one last backup of the boards changed since the last completed one, waiting at most S seconds (default 20; 0: none). The log says whether it completed."),
     ] + targetHelp
     static let restoreHelp: [(String, String)] = [
-        ("--from DIR|s3://BUCKET/PREFIX", "Restore a server's backups (`serve --backup-to`) instead: every board (or each --board NAME) is fetched and checked (sizes, SHA-256 of the log and of every image, the log's records) before anything is moved into --data; a damaged or truncated backup changes nothing."),
+        ("--from DIR|s3://BUCKET/PREFIX", "Restore a server's backups (`serve --backup-to`) instead: every board (or each --board NAME) is fetched and checked (sizes, SHA-256 of the log and of every image, the log's records, every image the log shows present) before anything is moved into --data; a damaged, truncated or incomplete backup changes nothing."),
         ("--data DIR", "The data directory to restore into: new or empty unless --force."),
-        ("--force", "Restore into a data directory that holds something: boards of the same names are moved aside to NAME.boardpkg.before-restore-TIME (never deleted); refused while a server holds them."),
+        ("--force", "Restore into a data directory that holds something: boards of the same names are moved aside to NAME.boardpkg.before-restore-TIME (never deleted); every one's lock is taken first, so a server holding any refuses the whole restore; all or none are moved."),
     ] + targetHelp
 }
