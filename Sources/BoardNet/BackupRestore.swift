@@ -182,7 +182,7 @@ public enum BackupRestore {
         let missing = package.replica.missingAssets.map(\.hex).filter { !(manifest.imagesNotHeld ?? []).contains($0) }
         package.close()
         guard missing.isEmpty else {
-            throw BackupError("board '\(board)': its op log shows \(missing.count) image(s) its backup does not hold: \(missing.joined(separator: ", ")) (the backup is incomplete)")
+            throw BackupError("board '\(board)': its op log shows \(missing.count) image(s) its backup does not hold: \(missing.prefix(8).joined(separator: ", "))\(missing.count > 8 ? ", …" : "") (the backup is incomplete)")
         }
         return Restored(board: board, operations: operations, images: manifest.assets.count, takenAt: manifest.takenAt)
     }

@@ -120,6 +120,7 @@ public final class WebhookNotifier {
         }
         entry.debounce.sent(at: now)
         pending[board] = entry
+        forgetLater(board)
         var fields: [String: any Sendable] = [:]
         if let replica = host.boards[board]?.store.replica { fields["operations"] = Int(replica.versionVector.totalCount) }
         // A board.changed still waiting for the receiver takes the newer count instead.
@@ -158,7 +159,25 @@ public final class WebhookNotifier {
                                               "joined_replicas": entry.joinedReplicas, "left_replicas": entry.leftReplicas]
         (entry.joined, entry.left, entry.joinedReplicas, entry.leftReplicas) = (0, 0, [], [])
         clients[board] = entry
+        forgetLater(board)
         sender.enqueue(event: "clients.changed", board: board, fields: fields, merge: Self.mergeClients)
+    }
+
+    /// Boards whose debouncing state is held now: one waiting for its event, one that sent an
+    /// event less than an interval ago, one with sessions connected. Every other board's state
+    /// is forgotten (`forgetLater`), so a server whose boards come and go (created and deleted
+    /// through the admin API, or many boards edited once) holds state for the active ones only.
+    public var trackedBoards: Int { Set(pending.keys).union(clients.keys).count }
+
+    /// An interval after an event went out, the board's state is dropped unless something waits
+    /// or (for sessions) some are still connected: past the interval, a fresh debounce behaves
+    /// exactly as the old one would.
+    private func forgetLater(_ board: String) {
+        _ = host.loop.schedule(after: interval + 0.001) { [weak self] in
+            guard let self else { return }
+            if let entry = pending[board], entry.timer == nil, entry.debounce.due == nil { pending[board] = nil }
+            if let entry = clients[board], entry.timer == nil, entry.debounce.due == nil, entry.connected == 0 { clients[board] = nil }
+        }
     }
 
     /// Two `clients.changed` of one board as one: the counts added, `connected` the newer's,

@@ -82,9 +82,21 @@ enum ServeLog {
         if line.hasPrefix("WARNING") { return "warning" }
         if line.hasPrefix("ERROR") { return "error" }  // a board too large to back up, a final backup cut short
         let lower = line.lowercased()
-        if lower.contains("failed") || lower.contains("cannot ") || lower.contains("internal error") { return "error" }
+        if failedMeansFailure(lower) || lower.contains("cannot ") || lower.contains("internal error") { return "error" }
         if lower.contains("access denied") || lower.contains("refused") || code(line) != nil { return "warning" }
         return "info"
+    }
+
+    /// Whether "failed" in a line says something failed: a count of none ("2 written, 0 failed")
+    /// does not.
+    static func failedMeansFailure(_ lower: String) -> Bool {
+        var words = lower.split(whereSeparator: { $0 == " " || $0 == "," || $0 == ";" || $0 == "(" || $0 == ")" })[...]
+        var previous: Substring?
+        while let word = words.popFirst() {
+            if word.hasPrefix("failed"), previous.map({ $0.allSatisfy(\.isNumber) && Int($0) == 0 }) != true { return true }
+            previous = word
+        }
+        return false
     }
 
     private static func event(_ line: String) -> String {
@@ -95,6 +107,7 @@ enum ServeLog {
         ]
         if line.hasPrefix("connection "), line.contains(" closed") { return "connection_closed" }
         for (needle, name) in rules where line.contains(needle) { return name }
+        if line.hasPrefix("backup ") || line.hasPrefix("backups: ") || line.hasPrefix("final backup ") || line.hasPrefix("ERROR final backup ") { return "backup" }
         if line.hasPrefix("web: ") { return "web" }
         if line.hasPrefix("admin: ") { return "admin" }
         if line.hasPrefix("board '") {

@@ -36,6 +36,44 @@ final class LoggedLines: @unchecked Sendable {  // `lines` only under `lock`
         received.filter { $0.status == 200 }.compactMap { try? JSONSerialization.jsonObject(with: Data($0.body)) as? [String: Any] }
     }
 
+    /// Boards that come and go (found by review: the notifier kept every board's debouncing
+    /// state for good, so a server whose boards are created and deleted in a loop grew without
+    /// end): 300 boards changed once, and a client that came and went, are forgotten an
+    /// interval after their events.
+    @Test func quietBoardsAreForgotten() throws {
+        let directory = TempDirectory()
+        let receiver = try HookReceiver()
+        let server = try ServerFixture(data: directory.path)
+        defer { server.stop() }
+        var options = WebhookSender.Options(url: try HTTPClient.URLParts("http://127.0.0.1:\(receiver.port)/hook"), secret: Self.secret)
+        options.maxQueued = 1000
+        let sender = WebhookSender(options: options) { _ in }
+        defer { sender.stop() }
+        let host = server.host
+        let notifier = try server.thread.onLoop { WebhookNotifier(host: host, dataDirectory: directory.path, sender: sender, quiet: 0.01, interval: 0.05) }
+        try server.thread.onLoop {
+            for index in 0..<300 { host.onBoardChange?("board-\(index)") }
+        }
+        #expect(try server.thread.onLoop { notifier.trackedBoards } == 300)
+        let hello = Message.hello(Hello(board: "visited", replica: ReplicaID(0x77), version: .empty)).frame().encoded()
+        _ = rawExchange(server.address, hello, closeWrite: true)
+        #expect(try server.thread.wait { host.connectionCount == 0 })
+        #expect(try server.thread.wait { notifier.trackedBoards == 0 }, "every board's state is dropped once its interval passed")
+        func changedBoards() -> Set<String> {
+            Set(Self.events(receiver.received).filter { $0["event"] as? String == "board.changed" }.compactMap { $0["board"] as? String })
+        }
+        let sent = Date().addingTimeInterval(20)
+        while changedBoards().count < 300, Date() < sent { usleep(20_000) }
+        #expect(changedBoards().count == 300, "each board's change was sent before it was forgotten")
+        // A board edited again after it was forgotten is reported again.
+        try server.thread.onLoop { host.onBoardChange?("board-7") }
+        let deadline = Date().addingTimeInterval(20)
+        func sevens() -> Int { Self.events(receiver.received).filter { $0["event"] as? String == "board.changed" && $0["board"] as? String == "board-7" }.count }
+        while sevens() < 2, Date() < deadline { usleep(20_000) }
+        #expect(sevens() == 2)
+        withExtendedLifetime(notifier) {}
+    }
+
     /// A client reconnecting 300 times (each under a new replica id) while the receiver is
     /// down and the queue holds 8: every board.created and board.deleted still arrives, in
     /// order per board, and the client's comings and goings are a handful of clients.changed.

@@ -187,9 +187,18 @@ extension Daemon {
         #expect(events.contains { $0["event"] as? String == "connection_closed" && $0["code"] as? String == "unauthorized" && $0["peer"] is String })
         #expect(events.allSatisfy { ($0["time"] as? String)?.hasSuffix("Z") == true })
         // Without a secret the web view's run token is in its URL: JSON logs leave it out.
-        let open = try Daemon(["serve", "--data", "data2", "--listen", "127.0.0.1:0", "--log-format", "json", "--web", "127.0.0.1:0"], in: workspace.path)
+        let open = try Daemon(["serve", "--data", "data2", "--listen", "127.0.0.1:0", "--log-format", "json", "--web", "127.0.0.1:0",
+                               "--backup-to", "backups", "--backup-every", "never"], in: workspace.path)
         let line = try #require(open.waitFor("web view at "), "\(open.log)")
         #expect(line.contains("token=REDACTED"), "\(line)")
+        // A backup that wrote everything is news, not an error: "0 failed" is a count (found by
+        // review: the level was read from the word "failed").
+        let openAddress = try #require(open.syncAddress(), "\(open.log)")
+        #expect(try cli.run("sync", "A.boardpkg", "--server", openAddress, "--board", "team").status == 0)
+        kill(open.process.processIdentifier, SIGUSR1)
+        let finished = try #require(open.waitFor("finished: 1 written"), "\(open.log)")
+        let backupEvent = try #require(try JSONSerialization.jsonObject(with: Data(finished.utf8)) as? [String: Any], "\(finished)")
+        #expect(backupEvent["level"] as? String == "info" && backupEvent["event"] as? String == "backup", "\(backupEvent)")
         #expect(open.terminate() == 0)
     }
 
