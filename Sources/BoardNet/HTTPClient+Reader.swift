@@ -160,18 +160,7 @@ extension HTTPClient {
         }
 
         private mutating func readHead(_ head: [UInt8]) throws {
-            let headText = String(decoding: head, as: UTF8.self)
-            var lines = headText.components(separatedBy: "\r\n")
-            let statusLine = lines.removeFirst()
-            let parts = statusLine.split(separator: " ", maxSplits: 2)
-            guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]), (100...599).contains(status) else {
-                throw HTTPClientError("not an HTTP response: '\(statusLine.prefix(80))'")
-            }
-            var headers: [String: String] = [:]
-            for line in lines {
-                guard let colon = line.firstIndex(of: ":") else { continue }
-                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            }
+            let (status, headers) = try HTTPClient.parseHead(head[...])
             if (100..<200).contains(status) {
                 // An interim response (100 Continue): skip it, a few at most.
                 guard interim < HTTPClient.maxInterimResponses else { throw HTTPClientError("more than \(HTTPClient.maxInterimResponses) interim (1xx) responses") }

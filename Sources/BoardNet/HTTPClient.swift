@@ -103,16 +103,7 @@ public struct HTTPClient: Sendable {
         let deadline = Date().timeIntervalSince1970 + timeout
         let socket = try Self.connect(url.host, url.port, deadline: deadline)
         defer { close(socket) }
-        var head = "\(method) \(url.path) HTTP/1.1\r\nHost: \(url.hostHeader)\r\nConnection: close\r\n"
-        for (name, value) in headers {
-            guard !name.contains(where: { $0 == "\r" || $0 == "\n" || $0 == ":" }), !value.contains(where: { $0 == "\r" || $0 == "\n" }) else {
-                throw HTTPClientError("a header holds a line break")
-            }
-            head += "\(name): \(value)\r\n"
-        }
-        if !body.isEmpty || method == "PUT" || method == "POST" { head += "Content-Length: \(body.count)\r\n" }
-        head += "\r\n"
-        let request = Array(head.utf8) + body
+        let request = try Self.requestHead(method, url, headers: headers, bodyCount: body.count) + body
         var reader = ResponseReader(limit: maxResponseBytes)
         var received = 0
         if url.tls {

@@ -6,29 +6,12 @@ import Glibc
 
 /// One HTTP/1.0 request of any method over a plain socket: status and body.
 func adminRequest(_ address: String, _ method: String, _ target: String, token: String? = nil, headers: String = "") -> (status: Int, body: String) {
-    let parts = address.split(separator: ":")
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard let fd = dialLoopback(address) else { return (0, "no connection") }
     defer { close(fd) }
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_port = UInt16(parts[1])!.bigEndian
-    _ = inet_pton(AF_INET, String(parts[0]), &addr.sin_addr)
-    let connected = withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard connected == 0 else { return (0, "no connection") }
-    var timeout = timeval(tv_sec: 5, tv_usec: 0)
-    _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     let auth = token.map { "Authorization: Bearer \($0)\r\n" } ?? ""
     let request = Array("\(method) \(target) HTTP/1.0\r\nHost: \(address)\r\n\(auth)\(headers)\r\n".utf8)
     _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-    var received: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let count = recv(fd, &buffer, buffer.count, 0)
-        if count <= 0 { break }
-        received += buffer[0..<count]
-    }
+    let received = readToEnd(fd)
     let text = String(decoding: received, as: UTF8.self)
     let head = text.components(separatedBy: "\r\n\r\n").first ?? ""
     let status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0

@@ -15,16 +15,9 @@ import Glibc
         let done: DispatchSemaphore
 
         init(_ answer: [UInt8]) {
-            let listening = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listening, $0, length) } }
-            listen(listening, 4)
-            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listening, $0, &length) } }
+            let (listening, port) = loopbackListener(backlog: 4)
             fd = listening
-            port = Int(UInt16(bigEndian: address.sin_port))
+            self.port = port
             let done = DispatchSemaphore(value: 0)
             self.done = done
             Thread {

@@ -78,16 +78,8 @@ import Glibc
         let credentials = workspace.path + "/s3.keys"
         try Data("AKIDHUNG\nsecret\n".utf8).write(to: URL(fileURLWithPath: credentials))
         chmod(credentials, 0o600)
-        let hung = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (hung, port) = loopbackListener()
         defer { close(hung) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(hung, $0, length) } }
-        listen(hung, 16)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(hung, $0, &length) } }
-        let port = Int(UInt16(bigEndian: address.sin_port))
         let server = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0", "--backup-to", "s3://bucket/p", "--s3-endpoint", "http://127.0.0.1:\(port)",
                                  "--s3-credentials-file", credentials, "--backup-every", "never", "--backup-timeout", "600", "--backup-final-timeout", "1"], in: workspace.path)
         let serverAddress = try #require(server.listeningAddress(), "\(server.log)")

@@ -13,19 +13,8 @@ import Glibc
     /// Connects to the sync port, says HELLO for `board` as `replica`, ends its side and waits
     /// for the server to close (5 s at most).
     static func hello(_ address: String, board: String, replica: UInt64) {
-        let parts = address.split(separator: ":")
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard let fd = dialLoopback(address) else { return }
         defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = UInt16(parts[1])!.bigEndian
-        _ = inet_pton(AF_INET, String(parts[0]), &addr.sin_addr)
-        let connected = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { return }
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let bytes = Message.hello(Hello(board: board, replica: ReplicaID(replica), version: .empty)).frame().encoded()
         _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         shutdown(fd, Int32(SHUT_WR))
