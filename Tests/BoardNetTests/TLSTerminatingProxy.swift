@@ -16,6 +16,9 @@ final class TLSTerminatingProxy: @unchecked Sendable {  // counters and flags un
     private let listener: Int32
     private let context: TLSContext
     private let upstreamPort: UInt16
+    /// Whether the TLS session ends with close_notify when the upstream closes (false: the
+    /// TCP connection just ends, as a cut one does).
+    private let closeNotify: Bool
     private let lock = NSLock()
     private var stopping = false
     private var finishedHandshakes = 0
@@ -28,9 +31,10 @@ final class TLSTerminatingProxy: @unchecked Sendable {  // counters and flags un
     /// Why connections ended badly (a handshake a client refused, say).
     var errors: [String] { lock.lock(); defer { lock.unlock() }; return failures }
 
-    init(certificate: String, key: String, upstreamPort: UInt16) throws {
+    init(certificate: String, key: String, upstreamPort: UInt16, closeNotify: Bool = true) throws {
         context = try TLSContext.server(certificate: certificate, key: key)
         self.upstreamPort = upstreamPort
+        self.closeNotify = closeNotify
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TLSError("proxy: socket: \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
@@ -156,8 +160,10 @@ final class TLSTerminatingProxy: @unchecked Sendable {  // counters and flags un
                 let count = recv(upstream, &buffer, buffer.count, 0)
                 if count <= 0 {
                     // The upstream answered and closed: close_notify, then the connection ends.
-                    stream.shutdown()
-                    _ = Self.sendAll(client, stream.takeOutput())
+                    if closeNotify {
+                        stream.shutdown()
+                        _ = Self.sendAll(client, stream.takeOutput())
+                    }
                     return
                 }
                 do {
