@@ -101,7 +101,7 @@ let package = Package(
         .testTarget(name: "BoardCRDTTests", dependencies: ["BoardModel", "BoardCRDT", "BoardSimulation"]),
         .testTarget(name: "BoardSyncTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardSimulation"]),
         .testTarget(name: "BoardNetTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardClient"]),
-        .testTarget(name: "BoardSyncCLITests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardRedis"]),
+        .testTarget(name: "BoardSyncCLITests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardRedis", "BoardNet"]),
         .testTarget(name: "BoardClientTests", dependencies: ["BoardClient", "BoardClientTesting", "BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardNet", "BoardRender"]),
         .testTarget(name: "BoardClientTestingTests", dependencies: ["BoardClientTesting", "BoardClient", "BoardModel", "BoardCRDT", "BoardSync"]),
         .testTarget(name: "BoardStoreTests", dependencies: ["BoardModel", "BoardCRDT", "BoardStore", "BoardSync", "BoardSimulation", "BoardRender"]),

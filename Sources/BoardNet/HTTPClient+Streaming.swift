@@ -9,7 +9,8 @@ extension HTTPClient {
     /// (at most `maxBody` bytes in all), any other answer's body is collected (at most
     /// `maxResponseBytes`) into the returned response's `body` (an error to show). A body the
     /// connection ended inside (short of its Content-Length, or of a chunked body's last chunk)
-    /// is an error saying how much came; a body without either runs to the connection's end.
+    /// is an error saying how much came; a body without either runs to the connection's end
+    /// (over TLS, to the peer's close_notify: a TCP end without it is an error).
     public func request(_ method: String, _ url: URLParts, headers: [(String, String)] = [], body: [UInt8] = [],
                         maxBody: Int, streamingTo sink: ([UInt8]) throws -> Void) throws -> Response {
         let exchange = try Exchange(self, url)
@@ -97,6 +98,11 @@ extension HTTPClient {
                 if chunk.isEmpty { break }
                 try deliver(chunk[...])
             }
+            // Over TLS only the peer's close_notify says such a body is whole: a bare TCP end
+            // may be a cut (a failure, or a FIN anyone on the path can forge).
+            if exchange.stream != nil, !exchange.closeNotified {
+                throw HTTPClientError("\(url.hostHeader) ended the TLS connection without close_notify after \(delivered) bytes of a body of no stated length: it may be cut short")
+            }
         }
         return Response(status: status, headers: responseHeaders, body: collected)
     }
@@ -135,6 +141,8 @@ extension HTTPClient {
         let stream: TLSStream?
         let deadline: Double
         private var ended = false
+        /// TLS: the peer ended the session with close_notify (not merely the TCP connection).
+        private(set) var closeNotified = false
 
         init(_ client: HTTPClient, _ url: URLParts) throws {
             deadline = Date().timeIntervalSince1970 + client.timeout
@@ -169,6 +177,7 @@ extension HTTPClient {
                 guard let stream else { return chunk }
                 let (plain, closed) = try stream.receive(chunk)
                 ended = closed
+                closeNotified = closed
                 try HTTPClient.send(socket, stream.takeOutput(), deadline: deadline)
                 if !plain.isEmpty { return plain }
             }

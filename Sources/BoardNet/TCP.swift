@@ -162,6 +162,10 @@ public final class TCPConnection: EventSource {
             finish(nil)
         } else {
             closeAfterFlush = true
+            // Written now, as far as the socket takes: the close_notify just queued may be all
+            // there is, and with nothing queued before it no EPOLLOUT was asked for, so the
+            // connection used to wait for its peer or a timeout (an HTTPS export's end).
+            flush(notify: false)
         }
     }
 

@@ -80,8 +80,11 @@ enum ServeBackup {
         let endpoint = args.value("s3-endpoint") ?? "https://s3.\(region).amazonaws.com"
         let credentials = try s3Credentials(args.value("s3-credentials-file"), environment)
         do {
+            // One client context for every request (the trust store read once, not per part):
+            // the system's, or the PEM file named by OpenSSL's SSL_CERT_FILE (a private CA).
+            let tls = endpoint.hasPrefix("https://") ? try TLSContext.client() : nil
             return try S3BackupTarget(endpoint: endpoint, bucket: bucket, prefix: prefix, region: region, credentials: credentials,
-                                      client: HTTPClient(timeout: timeout))
+                                      client: HTTPClient(timeout: timeout, tls: tls))
         } catch {
             throw UsageError("\(error)")
         }
@@ -186,7 +189,7 @@ enum ServeBackup {
 
 extension ServeBackup {
     static let targetHelp: [(String, String)] = [
-        ("--s3-endpoint URL", "For s3://: the S3-compatible service (default https://s3.REGION.amazonaws.com; http://HOST:PORT for MinIO or moto on a trusted network). Requests are path-style and signed with AWS SigV4."),
+        ("--s3-endpoint URL", "For s3://: the S3-compatible service (default https://s3.REGION.amazonaws.com; http://HOST:PORT for MinIO or moto on a trusted network). Requests are path-style and signed with AWS SigV4. An https:// endpoint's certificate is verified against the system trust store and must name the endpoint's host; for a private CA set SSL_CERT_FILE=CA.pem in the environment."),
         ("--s3-region NAME", "For s3://: the region signed for (default $AWS_REGION, else us-east-1)."),
         ("--s3-credentials-file FILE", "For s3://: the access key id on the first line, the secret access key on the second (a regular file, mode 0600, at most 4 KB). Without it AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are read from the environment. Never given on the command line, never logged."),
         ("--backup-timeout S", "Seconds one request to the backup target may take (default 30)."),

@@ -1,0 +1,1 @@
+../BoardNetTests/TLSTerminatingProxy.swift
