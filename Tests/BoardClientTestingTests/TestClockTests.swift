@@ -110,9 +110,17 @@ import Testing
         try await bounded("the board to wait for HELLO") { try await clock.sleepers(atLeast: 1) }
         let closing = Task { await board.close(within: 90) }
         // Advance from deadline to deadline (HELLO timeouts, backoffs, the bound) until close returns.
+        // Each step waits for the board to sleep again or to close, whichever comes first: a
+        // board past its bound may be closing (no sleeper) when it is looked at, and under load
+        // it used to be looked at just then and waited for a sleeper that never came.
         var steps = 0
-        while !(try await holds(within: 0.001, { board.currentStatus.state == .closed })) {
-            try await bounded("the board to sleep again") { try await clock.sleepers(atLeast: 1) }
+        while try await bounded("the board to sleep again or close", {
+            while true {
+                if board.currentStatus.state == .closed { return false }
+                if clock.sleeperCount >= 1 { return true }
+                try await Task.sleep(nanoseconds: 1_000_000)
+            }
+        }) {
             clock.advanceToNextDeadline()
             steps += 1
             if steps > 1000 { Issue.record("close did not return after 1000 deadlines"); break }
@@ -132,8 +140,14 @@ import Testing
         let board = try LiveBoard.open(storage: .memory, sync: sync, transport: TestTransport(.sink), clock: clock)
         let syncing = Task { try await board.syncOnce(within: 30) }
         var steps = 0
-        while !(try await holds(within: 0.001, { board.currentStatus.state == .idle })) || clock.now() == 0 {
-            try await bounded("the sync to sleep") { try await clock.sleepers(atLeast: 1) }
+        // As in the close test: wait for a sleeper or the end, whichever comes first.
+        while try await bounded("the sync to sleep again or end", {
+            while true {
+                if board.currentStatus.state == .idle, clock.now() > 0 { return false }
+                if clock.sleeperCount >= 1 { return true }
+                try await Task.sleep(nanoseconds: 1_000_000)
+            }
+        }) {
             clock.advanceToNextDeadline()
             steps += 1
             if steps > 1000 { Issue.record("syncOnce did not end after 1000 deadlines"); break }
