@@ -352,6 +352,8 @@ struct Commands {
                 "logKnowsLess": report.logKnowsLess,
                 "operations": operations,
                 "notes": report.notes,
+                "archiveDropped": report.archiveDropped.map { ["offset": $0.offset, "length": $0.length, "reason": $0.reason] },
+                "damagedArchiveCopy": report.damagedArchiveCopy ?? NSNull(),
             ] as [String: Any])
             return
         }
@@ -360,6 +362,9 @@ struct Commands {
             output.print("  dropped \(dropped.length) byte(s) at \(dropped.offset): \(dropped.reason)")
         }
         if let copy = report.damagedLogCopy { output.print("  the damaged log is kept as \(copy)") }
+        for dropped in report.archiveDropped {
+            output.print("  dropped \(dropped.length) byte(s) of the history archive at \(dropped.offset): \(dropped.reason)")
+        }
         if let copy = report.viewCopy { output.print("  the previous view is kept in \(copy)") }
         if !report.changes.isEmpty || !report.lost.isEmpty {
             output.print("  what the package showed before → what it shows now:")

@@ -1,0 +1,108 @@
+import BoardCRDT
+import BoardModel
+import Foundation
+
+// Keeping history (docs/ARCHITECTURE.md, "History"): the live path only notes each log record's
+// time in memory; compaction moves the records it replaces into `sync/history` before it
+// rewrites the log, and writes a checkpoint every `checkpointInterval` operations.
+
+extension BoardPackage {
+    var historyPath: String { Path.join(path, PackageLayout.history) }
+    var historyIndexPath: String { Path.join(path, PackageLayout.historyIndex) }
+
+    /// Notes when a log record was appended (memory only: written with the next save or close).
+    func noteTime(of mark: OpLog.RecordMark) {
+        guard keepsHistory, let time = historyClock() else { return }
+        pendingTimes.append(HistoryIndex.Entry(mark: mark, time: time))
+    }
+
+    /// Appends the noted times to the history index (no fsync: they are metadata).
+    func flushHistoryTimes() throws {
+        guard !pendingTimes.isEmpty else { return }
+        if try fileSystem.fileSize(historyIndexPath) == nil || HistoryIndex.read(historyIndexPath, fileSystem) == nil {
+            // No index yet (or a damaged one): start one naming the archive as it is.
+            let size = try fileSystem.fileSize(historyPath) ?? 0
+            let index = HistoryIndex(archiveSize: size, sinceCheckpoint: 0, head: nil, entries: pendingTimes)
+            try fileSystem.writeAtomically(historyIndexPath, index.encoded())
+        } else {
+            try fileSystem.appendFile(historyIndexPath, HistoryIndex.encode(pendingTimes))
+        }
+        pendingTimes = []
+    }
+
+    /// Rewrites the log as `state`, first moving the records it replaces into the history
+    /// archive (when `keepsHistory`).
+    ///
+    /// Order, so that a crash anywhere loses nothing and archives nothing twice for long:
+    /// 1. the records go to the end of `sync/history` (cut first to its committed size, dropping
+    ///    what an unfinished compaction appended), which is fsynced;
+    /// 2. the index is rewritten atomically: the archive's new committed size, and the state
+    ///    record as the log's head (archived already);
+    /// 3. the log is rewritten atomically as the state.
+    /// A crash after 1 leaves the records in the log, and the next compaction cuts and appends
+    /// them again; after 2, it archives the old log's records a second time (readers skip
+    /// operations they have seen).
+    func compact(to state: OperationBatch) throws {
+        let framed = OpLog.frame(state.encoded())
+        guard keepsHistory else {
+            try log.compact(toFramed: framed)
+            pendingTimes = []
+            try? fileSystem.removeFile(historyIndexPath)
+            return
+        }
+        let logBytes = try fileSystem.readFile(log.path)
+        let records = OpLog.records(in: logBytes)
+        let stored = HistoryIndex.read(historyIndexPath, fileSystem)
+        var times = stored?.times ?? [:]
+        for entry in pendingTimes { times[entry.mark] = entry.time }
+
+        var committed = try fileSystem.fileSize(historyPath) ?? 0
+        var created = false
+        if committed < HistoryArchive.magic.count {
+            try fileSystem.writeFile(historyPath, HistoryArchive.magic)
+            committed = HistoryArchive.magic.count
+            created = true
+        } else if let known = stored?.archiveSize, known >= HistoryArchive.magic.count, known < committed {
+            try fileSystem.truncateFile(historyPath, to: known)
+            committed = known
+        }
+        var since = stored?.sinceCheckpoint ?? 0
+        var appended: [UInt8] = []
+        for (mark, batch) in records {
+            if let head = stored?.head, head == mark { continue }  // the state an earlier compaction archived
+            appended += HistoryArchive.record(.operations, time: times[mark], batch)
+            since += batch.operations.count
+        }
+        if since >= max(1, checkpointInterval) {
+            let checkpoint = OperationBatch(operations: state.operations, covers: replica.highestSeen)
+            appended += HistoryArchive.record(.checkpoint, time: historyClock(), checkpoint)
+            since = 0
+        }
+        if !appended.isEmpty {
+            try fileSystem.appendFile(historyPath, appended)
+        }
+        try fileSystem.syncFile(historyPath)
+        if created { try fileSystem.syncDirectory(Path.join(path, PackageLayout.sync)) }
+        let head = OpLog.RecordMark(offset: OpLog.magic.count, length: framed.count, crc: OpLog.readU32(framed, 4))
+        let index = HistoryIndex(archiveSize: committed + appended.count, sinceCheckpoint: since, head: head)
+        try fileSystem.writeAtomically(historyIndexPath, index.encoded())
+        try log.compact(toFramed: framed)
+        pendingTimes = []
+    }
+
+    /// The board's history, read from disk (archive and log): this package's records as they are
+    /// now, with the times noted and not yet written.
+    public func history() throws -> BoardHistory {
+        try requireOpen()
+        return try BoardHistory.read(package: path, fileSystem: fileSystem, pendingTimes: pendingTimes)
+    }
+
+    /// Sets the board back to how it was at `version`, as ordinary new operations in one undo
+    /// step on this package's replica (saved like any edit; `Replica.edits(toReturnTo:)` says
+    /// what a restore cannot set back).
+    @discardableResult
+    public func restore(to version: VersionVector) throws -> LocalEdit {
+        let past = try history().replica(at: version)
+        return try commit { replica in try replica.edits(toReturnTo: past) }
+    }
+}
