@@ -63,6 +63,7 @@ struct Commands {
         case "show": try show(raw)
         case "export": try export(raw)
         case "log": try log(raw)
+        case "history": try history(raw)
         case "repair": try repair(raw)
         default: throw UsageError("unknown subcommand '\(name)'")
         }

@@ -88,6 +88,17 @@ let commandHelps: [String: CommandHelp] = [
     "log": CommandHelp(name: "log", overview: "List the package's operations, newest last, with their timestamps.",
                        usage: "log <package> [--json]", arguments: [packageArgument],
                        options: [("--json", "Print the operations as a JSON array.")]),
+    "history": CommandHelp(name: "history", overview: "See the board's history: list its versions, show or diff versions, restore one as a new undoable edit.",
+                           usage: "history list <package> [--gap MINUTES] [--json] | history show <package> --at V [--json] | history diff <package> V1 V2 [--json] | history restore <package> V [--json]",
+                           arguments: [("list", "Every version (the state after each saved record), grouped into editing sessions, with its time, authors, operation count and vector."),
+                                       ("show", "The board as it was at a version (as `show` prints the present)."),
+                                       ("diff", "Items added, changed and removed from version V1 to V2, and canvas, background and paint-order changes."),
+                                       ("restore", "Set the board back to version V with ordinary new operations, one undo step (`undo` takes it back); points appended to a stroke since V stay."),
+                                       packageArgument,
+                                       ("V", "A version: its number in `history list` (0: the empty board), `latest`, or a vector REPLICA:SEQ,... (replica ids in hex, or a prefix naming one author).")],
+                           options: [("--at V", "The version `show` draws."),
+                                     ("--gap MINUTES", "A pause longer than this starts a new session in `list` (default 30)."),
+                                     ("--json", "Print the versions, the board, the changes or what the restore wrote as JSON.")]),
     "repair": CommandHelp(name: "repair", overview: "Salvage a package whose op log is damaged: keep every record that checks out, under a new replica id, and list each value it reverted (canvas, background, an item's place, scale, rotation, image, colour, width, points, paint order, deleted or not) as before → after, and each item it lost.",
                           usage: "repair <package> [--json]", arguments: [packageArgument],
                           options: [("--json", "Print what was kept, dropped, copied and changed (each register's before and after, in board units) as JSON.")]),
@@ -164,7 +175,7 @@ let netHelps: [String: CommandHelp] = [
                                    ("--token T (revoke)", "Revoke this token (by its id; a token from before token ids: its subject)."), jsonOption]),
 ]
 
-let commandOrder = ["demo", "serve", "sync", "peer", "token", "admin", "new", "stroke", "sticker", "move", "transform", "image", "style", "canvas", "background", "between", "delete", "restore", "front", "back", "undo", "redo", "show", "export", "log", "repair"]
+let commandOrder = ["demo", "serve", "sync", "peer", "token", "admin", "new", "stroke", "sticker", "move", "transform", "image", "style", "canvas", "background", "between", "delete", "restore", "front", "back", "undo", "redo", "show", "export", "log", "history", "repair"]
 
 let toolVersion = "0.3.0"
 
