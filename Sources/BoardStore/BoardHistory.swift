@@ -69,6 +69,9 @@ public struct BoardHistory: Sendable {
     public private(set) var archivedRecords = 0
     public private(set) var archiveBytes = 0
 
+    /// Checkpoints read from the archive.
+    public var checkpointCount: Int { checkpoints.count }
+
     /// The latest version (the empty vector for an empty history).
     public var latest: VersionVector { versions.last?.vector ?? .empty }
 
