@@ -69,6 +69,10 @@ public struct BoardHistory: Sendable {
     public private(set) var archivedRecords = 0
     public private(set) var archiveBytes = 0
 
+    /// Where a pruned history begins (`BoardPackage.pruneHistory(before:)`): views of vectors
+    /// that do not dominate it are not kept (nil: nothing was pruned).
+    public private(set) var horizon: VersionVector?
+
     /// Checkpoints read from the archive.
     public var checkpointCount: Int { checkpoints.count }
 
@@ -112,6 +116,17 @@ public struct BoardHistory: Sendable {
                 case .checkpoint:
                     history.checkpoints.append(Checkpoint(position: history.entries.count, state: record.batch.operations,
                                                           highest: record.batch.covers ?? .empty))
+                case .horizon where history.entries.isEmpty && history.horizon == nil:
+                    // The board at the horizon: a version, and a checkpoint for every view after it.
+                    let horizon = record.batch.covers ?? .empty
+                    history.horizon = horizon
+                    history.add(OperationBatch(operations: record.batch.operations, base: .empty, covers: horizon),
+                                time: record.time, tracker: &tracker)
+                    history.checkpoints.append(Checkpoint(position: history.entries.count, state: record.batch.operations, highest: horizon))
+                case .horizon:
+                    throw StoreError(.damagedFile, path: archivePath,
+                                     "the history archive has a horizon record at byte \(record.offset) after other records; run `board-sync repair` on the package",
+                                     offset: record.offset)
                 }
             }
         }

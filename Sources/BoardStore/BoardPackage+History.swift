@@ -106,3 +106,79 @@ extension BoardPackage {
         return try commit { replica in try replica.edits(toReturnTo: past) }
     }
 }
+
+extension BoardPackage {
+    /// A new package at `path` holding the board as it was at `version` of `history` (its
+    /// surviving operations, as one full-state record, and the images it shows), editing as
+    /// `replicaID`. Its history starts there. Fails if anything exists at `path`.
+    public static func fork(_ history: BoardHistory, at version: VersionVector, to path: String,
+                            fileSystem: any FileSystem, replicaID: ReplicaID) throws -> BoardPackage {
+        var past = history.replica(at: version)
+        history.loadAssets(into: &past)
+        let package = try create(at: path, fileSystem: fileSystem, replicaID: replicaID)
+        do {
+            for hash in past.referencedAssets.sorted() {
+                if let data = past.assets.data(for: hash) { try package.addAsset(data) }
+            }
+            try package.merge(past.fullState())
+            try package.save()
+        } catch {
+            package.close()
+            throw error
+        }
+        return package
+    }
+}
+
+/// Why a history operation was refused.
+public struct HistoryError: Error, Equatable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+extension BoardPackage {
+    /// Drops the history older than `version`: the archive is rewritten, atomically, as the board
+    /// at `version` (a horizon record) followed by every archived operation `version` does not
+    /// cover, with the records' times, and the checkpoints after the horizon. Versions before it
+    /// are gone; the live log, the board and sync are untouched (sync never reads history).
+    /// Returns the archive's bytes before and after.
+    @discardableResult
+    public func pruneHistory(before version: VersionVector) throws -> (before: Int, after: Int) {
+        try requireOpen()
+        let history = try self.history()
+        guard history.latest.dominates(version) else {
+            throw HistoryError("version \(version) is not in this history (its latest is \(history.latest))")
+        }
+        if let horizon = history.horizon, !version.dominates(horizon) {
+            throw HistoryError("version \(version) is before the history's horizon \(horizon) (pruned already)")
+        }
+        let stored = HistoryIndex.read(historyIndexPath, fileSystem)
+        var bytes = (try? fileSystem.readFile(historyPath)) ?? []
+        if let committed = stored?.archiveSize, committed >= HistoryArchive.magic.count, committed < bytes.count {
+            bytes.removeLast(bytes.count - committed)
+        }
+        let parsed = HistoryArchive.parse(bytes)
+        let state = history.replica(at: version).fullState().operations
+        var records = [HistoryArchive.Record(kind: .horizon, time: history.versions.last { version.dominates($0.vector) }?.time,
+                                             batch: OperationBatch(operations: state, covers: version), offset: 0)]
+        for var record in parsed.records {
+            switch record.kind {
+            case .operations:
+                let kept = record.batch.operations.filter { !version.covers($0.id) }
+                guard !kept.isEmpty || !(record.batch.covers.map(version.dominates) ?? true) else { continue }
+                record.batch = OperationBatch(operations: kept, base: record.batch.base, covers: record.batch.covers)
+                records.append(record)
+            case .checkpoint:
+                if let highest = record.batch.covers, highest.dominates(version) { records.append(record) }
+            case .horizon:
+                continue
+            }
+        }
+        let rewritten = HistoryArchive.encode(records)
+        try fileSystem.writeAtomically(historyPath, rewritten)
+        var index = stored ?? HistoryIndex(archiveSize: 0, sinceCheckpoint: 0, head: nil)
+        index.archiveSize = rewritten.count
+        try fileSystem.writeAtomically(historyIndexPath, index.encoded())
+        return (bytes.count, rewritten.count)
+    }
+}

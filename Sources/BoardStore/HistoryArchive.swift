@@ -8,7 +8,8 @@ import BoardModel
 /// Layout: the 8-byte magic `BSHIST01`, then records framed exactly as the op log's (`length`,
 /// `crc32(payload)`, `crc32(header)`, payload; see `OpLog`). A payload is
 ///
-///     kind  u8      1 = operations (an op-log record as it was), 2 = checkpoint
+///     kind  u8      1 = operations (an op-log record as it was), 2 = checkpoint,
+///                   3 = horizon (first record of a pruned archive)
 ///     time  i64 LE  milliseconds since 1970 when this package integrated the record
 ///                   (`Int64.min`: not known); metadata only, never used to decide anything
 ///     batch         an encoded `OperationBatch`
@@ -28,6 +29,9 @@ public enum HistoryArchive {
     public enum Kind: UInt8, Sendable {
         case operations = 1
         case checkpoint = 2
+        /// The first record of a pruned archive: the board at the horizon (`covers`), which
+        /// stands for every operation it covers (`BoardPackage.pruneHistory(before:)`).
+        case horizon = 3
     }
 
     /// One decoded record and where it starts in the file.

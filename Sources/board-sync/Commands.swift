@@ -281,7 +281,7 @@ struct Commands {
     /// board and rendered outside it; the file is written by the process the user ran (a peer
     /// hands the bytes back), atomically.
     private func export(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: ["scale"], flags: ["transparent", "json"])
+        let args = try Arguments(raw, options: ["scale", "at"], flags: ["transparent", "json"])
         let paths = try args.positionals(["<package>", "<output>"])
         let (path, destination) = (paths[0], paths[1])
         guard let type = ContentType.forPath(destination), !type.isNative else {
@@ -295,7 +295,11 @@ struct Commands {
             throw UsageError("the output '\(destination)' is inside the package; write it somewhere else")
         }
         let policy = ExportPolicy(scale: scale, transparent: args.has("transparent"))
-        let snapshot = try withBoard(path) { $0.replica.snapshot() }
+        // `--at V`: a version from the package's history (read from its files, like `history show`).
+        let snapshot = try args.value("at").map { at in
+            let history = try readHistory(path)
+            return history.snapshot(at: try Self.version(at, in: history, "--at"))
+        } ?? withBoard(path) { $0.replica.snapshot() }
         let memory = MemoryFileSystem()
         let rendered = "/export.\(type.fileExtension)"
         let report: PackageWriter.Report

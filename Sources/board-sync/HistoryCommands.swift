@@ -15,18 +15,20 @@ extension Commands {
     static let maxVectorEntries = 1024
 
     func history(_ raw: [String]) throws {
-        guard let sub = raw.first else { throw UsageError("history needs a subcommand: list, show, diff or restore") }
+        guard let sub = raw.first else { throw UsageError("history needs a subcommand: list, show, diff, restore, fork or prune") }
         let rest = Array(raw.dropFirst())
         switch sub {
         case "list": try historyList(rest)
         case "show": try historyShow(rest)
         case "diff": try historyDiff(rest)
         case "restore": try historyRestore(rest)
-        default: throw UsageError("unknown history subcommand '\(sub)'\(Suggest.didYouMean(sub, among: ["list", "show", "diff", "restore"]))")
+        case "fork": try historyFork(rest)
+        case "prune": try historyPrune(rest)
+        default: throw UsageError("unknown history subcommand '\(sub)'\(Suggest.didYouMean(sub, among: ["list", "show", "diff", "restore", "fork", "prune"]))")
         }
     }
 
-    private func readHistory(_ path: String) throws -> BoardHistory {
+    func readHistory(_ path: String) throws -> BoardHistory {
         guard fileSystem.isDirectory(Path.join(path, PackageLayout.sync)) else {
             throw Failure("no board package with sync data at \(path)")
         }
@@ -137,6 +139,50 @@ extension Commands {
         }
     }
 
+    private func historyFork(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: [], flags: ["json"])
+        let names = try args.positionals(["<package>", "<version>", "<new package>"])
+        let history = try readHistory(names[0])
+        let vector = try Self.version(names[1], in: history, "<version>")
+        let destination = names[2]
+        guard !fileSystem.exists(destination) else { throw Failure("\(destination) already exists; choose another name or remove it first") }
+        let fork = try BoardPackage.fork(history, at: vector, to: destination, fileSystem: fileSystem, replicaID: Self.randomReplicaID())
+        let operations = fork.replica.storedOperationCount
+        let replica = fork.replica.id
+        fork.close()
+        if args.has("json") {
+            try output.json(["package": destination, "version": Self.text(vector), "operations": operations, "replica": replica.description])
+        } else {
+            output.print("wrote \(destination): the board at version \(Self.text(vector, short: true)) (\(operations) operations), editing as replica \(replica)")
+        }
+    }
+
+    private func historyPrune(_ raw: [String]) throws {
+        let args = try Arguments(raw, options: ["before"], flags: ["json"])
+        let path = try args.positionals(["<package>"])[0]
+        guard let before = args.value("before") else { throw UsageError("history prune needs --before VERSION") }
+        let vector = try Self.version(before, in: try readHistory(path), "--before")
+        let package: BoardPackage
+        do {
+            package = try BoardPackage.open(at: path, fileSystem: fileSystem, newReplicaID: Self.randomReplicaID)
+        } catch let error as StoreError where error.code == .locked {
+            throw Failure("\(path) is open in another process (a peer or the server); prune it when that has finished")
+        }
+        defer { package.close() }
+        let bytes: (before: Int, after: Int)
+        do {
+            bytes = try package.pruneHistory(before: vector)
+        } catch let error as HistoryError {
+            throw UsageError(error.description)
+        }
+        let versions = try package.history().versions.count
+        if args.has("json") {
+            try output.json(["horizon": Self.text(vector), "archiveBytesBefore": bytes.before, "archiveBytesAfter": bytes.after, "versions": versions])
+        } else {
+            output.print("pruned the history of \(path) before \(Self.text(vector, short: true)): the archive went from \(bytes.before) to \(bytes.after) bytes; \(versions) version(s) remain")
+        }
+    }
+
     // MARK: Versions as text
 
     /// `REPLICA:SEQ,...` sorted by replica (`short`: 8-hex-digit prefixes), `0` when empty.
@@ -155,6 +201,14 @@ extension Commands {
 
     /// Parses a version: a number of `history list`, `0`, `latest`, or a vector.
     static func version(_ text: String, in history: BoardHistory, _ what: String) throws -> VersionVector {
+        let vector = try parseVersion(text, in: history, what)
+        if let horizon = history.horizon, !vector.dominates(horizon) {
+            throw UsageError("\(what): version \(Self.text(vector, short: true)) is before the history's horizon \(Self.text(horizon, short: true)) (pruned)")
+        }
+        return vector
+    }
+
+    private static func parseVersion(_ text: String, in history: BoardHistory, _ what: String) throws -> VersionVector {
         if text == "latest" { return history.latest }
         if !text.isEmpty, text.allSatisfy(\.isASCII), text.allSatisfy(\.isNumber) {
             guard let number = Int(text), number <= history.versions.count else {

@@ -311,4 +311,58 @@ import Testing
         #expect(Array(archive.prefix(committed.count)) == committed, "the stray bytes were cut before appending")
         #expect(try package.history().versions.map(\.operationCount) == [1, 1, 1, 1])
     }
+
+    @Test(arguments: 1...12 as ClosedRange<UInt64>)
+    func pruningKeepsEveryViewAfterTheHorizonAndSyncGoesOn(seed: UInt64) throws {
+        let fs = MemoryFileSystem()
+        var (package, received, peers) = try Self.randomHistory(seed: seed, steps: 160, fs: fs)
+        defer { package.close() }
+        let before = try package.history()
+        var random = Random(state: seed ^ 0xF00D)
+        let horizon = before.versions[random.below(before.versions.count)].vector
+        let bytes = try package.pruneHistory(before: horizon)
+        #expect(bytes.after <= bytes.before + 64, "seed \(seed): \(bytes)")
+        let after = try package.history()
+        #expect(after.horizon == horizon && after.versions.first?.vector == horizon, "seed \(seed)")
+        #expect(after.versions.map(\.vector) == before.versions.map(\.vector).filter { $0.dominates(horizon) && $0 != horizon } .reduce(into: [horizon]) { $0.append($1) },
+                "seed \(seed): the versions after the horizon are kept")
+        #expect(after.latest == before.latest)
+        // Views of every vector from the horizon on are exact.
+        for version in after.versions where random.chance(40) {
+            #expect(try Self.same(after.snapshot(at: version.vector), Self.oracle(received, at: version.vector)), "seed \(seed): \(version.vector)")
+        }
+        for _ in 0..<5 {
+            var entries = horizon.entries
+            for (author, seq) in after.latest.entries { entries[author] = max(horizon[author], UInt64(random.below(Int(seq) + 1))) }
+            let vector = VersionVector(entries)
+            #expect(try Self.same(after.snapshot(at: vector), Self.oracle(received, at: vector)), "seed \(seed): \(vector)")
+        }
+        #expect(throws: HistoryError.self) { try package.pruneHistory(before: .empty) }
+        // Editing, syncing, compacting and reopening go on as before.
+        _ = try package.commit { try $0.setCanvasSize(CodableSize(width: 999, height: 999)) }
+        received += try package.merging(peers[0].operations(since: package.replica.versionVector), deferringSync: false)
+        try peers[0].apply(package.replica.operations(since: peers[0].versionVector))
+        #expect(try Self.same(package.replica.snapshot(), peers[0].snapshot()), "seed \(seed)")
+        try package.compactLog()
+        package.close()
+        package = try BoardPackage.open(at: "/h/board.boardpkg", fileSystem: fs, newReplicaID: { ReplicaID(0xDEAD) })
+        let reread = try package.history()
+        #expect(reread.horizon == horizon && reread.latest == package.replica.versionVector, "seed \(seed)")
+        #expect(try Self.same(reread.snapshot(at: reread.latest), package.replica.snapshot()), "seed \(seed)")
+        let all = received + package.replica.fullState().operations
+        #expect(try Self.same(reread.snapshot(at: reread.latest), Self.oracle(all, at: reread.latest)), "seed \(seed)")
+    }
+
+    @Test func aForkHoldsTheBoardAtTheVersionUnderItsOwnID() throws {
+        let fs = MemoryFileSystem()
+        let (package, received, _) = try Self.randomHistory(seed: 77, steps: 120, fs: fs)
+        defer { package.close() }
+        let history = try package.history()
+        let version = history.versions[history.versions.count / 2].vector
+        let fork = try BoardPackage.fork(history, at: version, to: "/h/fork.boardpkg", fileSystem: fs, replicaID: ReplicaID(0xF0F0))
+        defer { fork.close() }
+        #expect(try Self.same(fork.replica.snapshot(), Self.oracle(received, at: version)))
+        #expect(fork.replica.id == ReplicaID(0xF0F0))
+        #expect(throws: StoreError.self) { try BoardPackage.fork(history, at: version, to: "/h/fork.boardpkg", fileSystem: fs, replicaID: ReplicaID(1)) }
+    }
 }

@@ -89,4 +89,47 @@ import Testing
         let help = try cli.run("history", "list", "--help")
         #expect(help.status == 0 && help.stdout.contains("USAGE: board-sync history list"))
     }
+
+    @Test func forkAVersionToANewPackageAndExportAVersion() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        let (sticker, _) = try Self.edited("F.boardpkg", in: workspace)
+        let fork = try cli.run("history", "fork", "F.boardpkg", "2", "G.boardpkg", "--json")
+        #expect(fork.status == 0, "\(fork.stderr)")
+        let shown = try cli.run("history", "show", "F.boardpkg", "--at", "2", "--json").stdout
+        #expect(try cli.run("show", "G.boardpkg", "--json").stdout == shown, "the fork is version 2")
+        #expect(try Self.json(fork.stdout)["replica"] as? String != nil)
+        #expect(try cli.run("move", "G.boardpkg", sticker, "--to", "1,1").status == 0, "the fork edits its own board")
+        #expect(try workspace.board("F.boardpkg").stickers.isEmpty, "the original is untouched")
+        let again = try cli.run("history", "fork", "F.boardpkg", "2", "G.boardpkg")
+        #expect(again.status == 1 && again.stderr.contains("already exists"), "\(again.stderr)")
+
+        let old = try cli.run("export", "F.boardpkg", "old.png", "--at", "2", "--json")
+        #expect(old.status == 0, "\(old.stderr)")
+        #expect(try cli.run("export", "F.boardpkg", "now.png").status == 0)
+        let oldBytes = try Data(contentsOf: URL(fileURLWithPath: workspace.path + "/old.png"))
+        let nowBytes = try Data(contentsOf: URL(fileURLWithPath: workspace.path + "/now.png"))
+        // PNG width and height (bytes 16..<24): version 2 is 1600x1200, the board now 2000x1500.
+        #expect(Array(oldBytes[16..<24]) == [0, 0, 0x06, 0x40, 0, 0, 0x04, 0xB0])
+        #expect(Array(nowBytes[16..<24]) == [0, 0, 0x07, 0xD0, 0, 0, 0x05, 0xDC])
+        let bad = try cli.run("export", "F.boardpkg", "x.png", "--at", "9")
+        #expect(bad.status == 64 && !FileManager.default.fileExists(atPath: workspace.path + "/x.png"), "\(bad.stderr)")
+    }
+
+    @Test func pruneDropsTheVersionsBeforeAHorizon() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        _ = try Self.edited("P.boardpkg", in: workspace)
+        let board = try cli.run("show", "P.boardpkg", "--json").stdout
+        let pruned = try cli.run("history", "prune", "P.boardpkg", "--before", "3", "--json")
+        #expect(pruned.status == 0, "\(pruned.stderr)")
+        #expect(try Self.json(pruned.stdout)["versions"] as? Int == 2, "version 3 (the horizon) and version 4: \(pruned.stdout)")
+        #expect(try cli.run("show", "P.boardpkg", "--json").stdout == board, "the board is untouched")
+        let early = try cli.run("history", "show", "P.boardpkg", "--at", "0")
+        #expect(early.status == 64 && early.stderr.contains("before the history's horizon"), "\(early.stderr)")
+        #expect(try cli.run("history", "diff", "P.boardpkg", "1", "2", "--json").status == 0)
+        let again = try cli.run("history", "prune", "P.boardpkg", "--before", "0")
+        #expect(again.status == 64, "\(again.stderr)")
+        #expect(try cli.run("history", "prune", "P.boardpkg").status == 64, "--before is required")
+    }
 }
