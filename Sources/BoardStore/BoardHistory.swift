@@ -1,6 +1,7 @@
 import BoardCRDT
 import BoardModel
 import Foundation
+import Synchronization
 
 /// A board's history as its package holds it on disk: every record compaction archived
 /// (`sync/history`) followed by the live op log's records, each with the wall time it was
@@ -62,6 +63,8 @@ public struct BoardHistory: Sendable {
     public private(set) var versions: [Version] = []
     var entries: [Entry] = []
     var checkpoints: [Checkpoint] = []
+    /// Materialized checkpoints and the last view (`ViewCache`).
+    let cache = ViewCache()
     /// Where images are read from (the package's `sync/assets`).
     let assetDirectory: String
     let fileSystem: any FileSystem
@@ -123,6 +126,8 @@ public struct BoardHistory: Sendable {
                     history.add(OperationBatch(operations: record.batch.operations, base: .empty, covers: horizon),
                                 time: record.time, tracker: &tracker)
                     history.checkpoints.append(Checkpoint(position: history.entries.count, state: record.batch.operations, highest: horizon))
+                case .segment:
+                    break  // parsing gives a segment's records one by one
                 case .horizon:
                     throw StoreError(.damagedFile, path: archivePath,
                                      "the history archive has a horizon record at byte \(record.offset) after other records; run `board-sync repair` on the package",
@@ -175,22 +180,44 @@ public struct BoardHistory: Sendable {
     }
 
     /// The board as it was at `version`: a fresh replica (id 0, never to be edited) holding
-    /// exactly the history's operations that `version` covers, started from the newest
-    /// checkpoint that holds nothing beyond it. Image bytes are not loaded (`snapshot(at:)`
-    /// loads them).
+    /// exactly the history's operations that `version` covers. It starts from the last view when
+    /// `version` dominates it and no checkpoint lies between them (scrubbing forward applies only
+    /// the operations between), else from the newest checkpoint that holds nothing beyond
+    /// `version` (materialized once and kept, `ViewCache`), else from nothing. Image bytes are not
+    /// loaded (`snapshot(at:)` loads them). Safe to call from several threads at once.
     public func replica(at version: VersionVector) -> Replica {
+        let checkpoint = checkpoints.lastIndex(where: { version.dominates($0.highest) })
+        // Entries before `start` hold only operations the checkpoint covers.
+        let start = checkpoint.map { checkpoints[$0].position } ?? 0
+        if let last = cache.last, version.dominates(last.vector),
+           checkpoint.map({ last.vector.dominates(checkpoints[$0].highest) }) ?? true {
+            // The last view holds exactly the operations `last.vector` covers, among them every
+            // one before `start`: add those `version` covers beyond it.
+            var replica = last.replica
+            var wanted: [Op] = []
+            for entry in entries[start...] {
+                for op in entry.operations where version.covers(op.id) && !last.vector.covers(op.id) { wanted.append(op) }
+            }
+            if wanted.isEmpty { return replica }
+            // Operations read from checked records: applying them does not fail; if it did, the
+            // view is not kept for the next one to build on.
+            if (try? replica.apply(OperationBatch(operations: wanted), from: .ownLog)) != nil { cache.last = (version, replica) }
+            return replica
+        }
         var replica = Replica(id: ReplicaID(0))
-        var start = 0
-        if let checkpoint = checkpoints.last(where: { version.dominates($0.highest) }) {
-            // Checkpoints are full states read from a checked record: applying them cannot fail.
-            _ = try? replica.apply(OperationBatch(operations: checkpoint.state), from: .ownLog)
-            start = checkpoint.position
+        if let index = checkpoint {
+            if let kept = cache.checkpoint(index) {
+                replica = kept
+            } else if (try? replica.apply(OperationBatch(operations: checkpoints[index].state), from: .ownLog)) != nil {
+                // A full state read from a checked record.
+                cache.keep(replica, checkpoint: index)
+            }
         }
         var wanted: [Op] = []
         for entry in entries[start...] {
             for op in entry.operations where version.covers(op.id) { wanted.append(op) }
         }
-        _ = try? replica.apply(OperationBatch(operations: wanted), from: .ownLog)
+        if (try? replica.apply(OperationBatch(operations: wanted), from: .ownLog)) != nil { cache.last = (version, replica) }
         return replica
     }
 
@@ -237,5 +264,44 @@ public struct BoardHistory: Sendable {
             if let time = version.time { lastTime = time }
         }
         return sessions
+    }
+}
+
+/// What views of one history reuse: the boards of the checkpoints used most recently (applying a
+/// checkpoint's full state costs far more than copying a replica, which shares its storage until
+/// it is changed) and the last view, which a later version goes forward from (scrubbing). Its
+/// entries are boards computed from the history's records, which never change once `read`
+/// returns (copies of a `BoardHistory` share one cache). Every access takes the lock; a view is
+/// computed outside it, so two threads may compute the same board and the later one is kept.
+final class ViewCache: Sendable {
+    /// Materialized checkpoints kept (each holds a whole board, sharing storage with the views
+    /// made from it until they change).
+    static let capacity = 4
+    private struct State {
+        var checkpoints: [(index: Int, replica: Replica)] = []
+        var last: (vector: VersionVector, replica: Replica)?
+    }
+    private let state = Mutex(State())
+
+    var last: (vector: VersionVector, replica: Replica)? {
+        get { state.withLock { $0.last } }
+        set { state.withLock { $0.last = newValue } }
+    }
+
+    func checkpoint(_ index: Int) -> Replica? {
+        state.withLock { state in
+            guard let at = state.checkpoints.firstIndex(where: { $0.index == index }) else { return nil }
+            let found = state.checkpoints.remove(at: at)
+            state.checkpoints.append(found)
+            return found.replica
+        }
+    }
+
+    func keep(_ replica: Replica, checkpoint index: Int) {
+        state.withLock { state in
+            state.checkpoints.removeAll { $0.index == index }
+            state.checkpoints.append((index, replica))
+            if state.checkpoints.count > Self.capacity { state.checkpoints.removeFirst() }
+        }
     }
 }

@@ -67,12 +67,15 @@ extension BoardPackage {
             committed = known
         }
         var since = stored?.sinceCheckpoint ?? 0
-        var appended: [UInt8] = []
+        var archived: [(batch: OperationBatch, time: Int64?)] = []
         for (mark, batch) in records {
             if let head = stored?.head, head == mark { continue }  // the state an earlier compaction archived
-            appended += HistoryArchive.record(.operations, time: times[mark], batch)
+            archived.append((batch, times[mark]))
             since += batch.operations.count
         }
+        // One segment for the records this compaction replaces (a record of its own each would
+        // repeat a batch header and a replica table, most of a small record's bytes).
+        var appended = HistoryArchive.segments(archived)
         if since >= max(1, checkpointInterval) {
             let checkpoint = OperationBatch(operations: state.operations, covers: replica.highestSeen)
             appended += HistoryArchive.record(.checkpoint, time: historyClock(), checkpoint)
@@ -170,7 +173,7 @@ extension BoardPackage {
                 records.append(record)
             case .checkpoint:
                 if let highest = record.batch.covers, highest.dominates(version) { records.append(record) }
-            case .horizon:
+            case .horizon, .segment:
                 continue
             }
         }

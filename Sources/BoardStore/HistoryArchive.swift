@@ -9,10 +9,20 @@ import BoardModel
 /// `crc32(payload)`, `crc32(header)`, payload; see `OpLog`). A payload is
 ///
 ///     kind  u8      1 = operations (an op-log record as it was), 2 = checkpoint,
-///                   3 = horizon (first record of a pruned archive)
+///                   3 = horizon (first record of a pruned archive), 4 = segment (the
+///                   records one compaction replaced, see `segmentPayload`)
 ///     time  i64 LE  milliseconds since 1970 when this package integrated the record
 ///                   (`Int64.min`: not known); metadata only, never used to decide anything
 ///     batch         an encoded `OperationBatch`
+///
+/// A segment (what compaction writes, and a rewrite after repair or pruning) holds several
+/// operations records in one: after its kind and time (`Int64.min`), a count of records, then
+/// per record its operation count (varint), flags (u8: 1 = a time follows, 2 = vectors follow),
+/// its time as a zigzag varint delta from the previous record's time in the segment, and its
+/// `base`/`covers` as a length-prefixed batch without operations; then one encoded
+/// `OperationBatch` holding every record's operations in order (one replica table, sequence
+/// numbers and clocks delta-coded across records). Parsing gives the records one by one, each
+/// with the segment's offset; damage anywhere in a segment loses the whole segment on repair.
 ///
 /// A checkpoint's batch holds the full state of the board after every operations record before
 /// it (its `operations`), and in `covers` the largest sequence number of each author among
@@ -32,6 +42,8 @@ public enum HistoryArchive {
         /// The first record of a pruned archive: the board at the horizon (`covers`), which
         /// stands for every operation it covers (`BoardPackage.pruneHistory(before:)`).
         case horizon = 3
+        /// Several op-log records in one record (what compaction writes): see `segmentPayload`.
+        case segment = 4
     }
 
     /// One decoded record and where it starts in the file.
@@ -59,7 +71,8 @@ public enum HistoryArchive {
     }
 
     enum Parsed {
-        case record(Record, next: Int)
+        /// One record of the file: one logical record, or a segment's several.
+        case records([Record], next: Int)
         case failed(String, torn: Bool)
     }
 
@@ -74,8 +87,11 @@ public enum HistoryArchive {
             var reader = ByteReader(bytes, offset: range.lowerBound + 1)
             let raw = Int64(bitPattern: (try? reader.readFixed64()) ?? 0)
             do {
+                if kind == .segment {
+                    return .records(try segmentRecords(bytes[(range.lowerBound + 9)..<range.upperBound], offset: offset), next: next)
+                }
                 let batch = try OperationBatch(decoding: Array(bytes[(range.lowerBound + 9)..<range.upperBound]))
-                return .record(Record(kind: kind, time: raw == unknownTime ? nil : raw, batch: batch, offset: offset), next: next)
+                return .records([Record(kind: kind, time: raw == unknownTime ? nil : raw, batch: batch, offset: offset)], next: next)
             } catch {
                 return .failed("history record does not decode: \(error)", torn: false)
             }
@@ -105,8 +121,8 @@ public enum HistoryArchive {
                 return (records, offset, .torn(offset, "\(bytes.count - offset) zero bytes after the last record"))
             }
             switch record(in: bytes, at: offset) {
-            case .record(let record, let next):
-                records.append(record)
+            case .records(let found, let next):
+                records += found
                 offset = next
             case .failed(let why, let torn):
                 if torn { return (records, offset, .torn(offset, why)) }
@@ -132,8 +148,8 @@ public enum HistoryArchive {
         var offset = offset0
         while offset < bytes.count {
             switch record(in: bytes, at: offset) {
-            case .record(let record, let next):
-                records.append(record)
+            case .records(let found, let next):
+                records += found
                 offset = next
             case .failed(let why, _):
                 if bytes[offset...].allSatisfy({ $0 == 0 }) {
@@ -142,7 +158,7 @@ public enum HistoryArchive {
                 }
                 var next = offset + 1
                 while next < bytes.count {
-                    if case .record = record(in: bytes, at: next) { break }
+                    if case .records = record(in: bytes, at: next) { break }
                     next += 1
                 }
                 dropped.append((offset, next - offset, why))
@@ -152,10 +168,109 @@ public enum HistoryArchive {
         return (records, dropped)
     }
 
-    /// The archive's bytes for `records` (a rewrite after salvage).
+    /// The archive's bytes for `records` (a rewrite after salvage or pruning): consecutive
+    /// operations records go into segments.
     static func encode(_ records: [Record]) -> [UInt8] {
         var bytes = magic
-        for record in records { bytes += Self.record(record.kind, time: record.time, record.batch) }
+        var run: [(batch: OperationBatch, time: Int64?)] = []
+        for record in records {
+            // (`parse` gives a segment's records as operations records; `.segment` is never a
+            // record's kind, and would be written as one here.)
+            if record.kind == .operations || record.kind == .segment {
+                run.append((record.batch, record.time))
+                continue
+            }
+            bytes += segments(run)
+            run = []
+            bytes += Self.record(record.kind, time: record.time, record.batch)
+        }
+        return bytes + segments(run)
+    }
+
+    /// Framed segments holding `records` in order: one, or halves of the run while a segment
+    /// would hold more operations than a batch decodes (`OperationBatch.maxOperations`) or pass
+    /// half the record size limit. A single op-log record always fits one segment (its batch
+    /// was within both limits in the log).
+    static func segments(_ records: [(batch: OperationBatch, time: Int64?)]) -> [UInt8] {
+        guard !records.isEmpty else { return [] }
+        func split() -> [UInt8] {
+            let half = records.count / 2
+            return segments(Array(records[..<half])) + segments(Array(records[half...]))
+        }
+        if records.count > 1 {
+            let operations = records.reduce(0) { $0 + $1.batch.operations.count }
+            if operations > OperationBatch.maxOperations || records.count > OperationBatch.maxOperations { return split() }
+        }
+        let payload = segmentPayload(records)
+        if payload.count > OpLog.maxRecordSize / 2, records.count > 1 { return split() }
+        return OpLog.frame(payload)
+    }
+}
+
+extension HistoryArchive {
+    /// The payload of a segment: several op-log records' operations in one encoded batch (one
+    /// replica table, sequence numbers and clocks delta-coded across records), after a table of
+    /// the records: each one's operation count, time and (for a complete delta) base and covers.
+    static func segmentPayload(_ records: [(batch: OperationBatch, time: Int64?)]) -> [UInt8] {
+        var writer = ByteWriter(capacity: 64 + records.count * 4)
+        writer.write(byte: Kind.segment.rawValue)
+        writer.write(fixed64: UInt64(bitPattern: unknownTime))
+        writer.write(varint: UInt64(records.count))
+        var previous: Int64 = 0
+        for record in records {
+            writer.write(varint: UInt64(record.batch.operations.count))
+            let vectors = record.batch.base != nil || record.batch.covers != nil
+            writer.write(byte: (record.time != nil ? 1 : 0) | (vectors ? 2 : 0))
+            if let time = record.time {
+                writer.write(zigzag: time &- previous)
+                previous = time
+            }
+            if vectors {
+                writer.write(lengthPrefixed: OperationBatch(operations: [], base: record.batch.base, covers: record.batch.covers).encoded())
+            }
+        }
+        var bytes = writer.bytes
+        bytes += OperationBatch(operations: records.flatMap(\.batch.operations)).encoded()
         return bytes
+    }
+
+    /// The records a segment's payload holds (after its kind and time), each at `offset`.
+    static func segmentRecords(_ bytes: ArraySlice<UInt8>, offset: Int) throws -> [Record] {
+        var reader = ByteReader(Array(bytes))
+        let count = try reader.readCount(max: OperationBatch.maxOperations, minimumSize: 2, "segment records")
+        var table: [(count: Int, time: Int64?, base: VersionVector?, covers: VersionVector?)] = []
+        table.reserveCapacity(count)
+        var previous: Int64 = 0
+        var total = 0
+        for _ in 0..<count {
+            let operations = try reader.readCount(max: OperationBatch.maxOperations, minimumSize: 0, "segment record operations")
+            total += operations
+            guard total <= OperationBatch.maxOperations else { throw CodecError.malformed("segment of over \(OperationBatch.maxOperations) operations", offset: reader.offset) }
+            let flags = try reader.readByte()
+            guard flags & ~3 == 0 else { throw CodecError.malformed("unknown segment record flags \(flags)", offset: reader.offset) }
+            var time: Int64?
+            if flags & 1 != 0 {
+                previous = previous &+ (try reader.readZigzag())
+                time = previous
+            }
+            var base: VersionVector?, covers: VersionVector?
+            if flags & 2 != 0 {
+                let vectors = try OperationBatch(decoding: try reader.readLengthPrefixed(max: reader.remaining, "segment record vectors"))
+                guard vectors.operations.isEmpty else { throw CodecError.malformed("segment record vectors hold operations", offset: reader.offset) }
+                (base, covers) = (vectors.base, vectors.covers)
+            }
+            table.append((operations, time, base, covers))
+        }
+        let all = try OperationBatch(decoding: Array(reader.bytes[reader.offset...])).operations
+        guard all.count == total else { throw CodecError.malformed("segment table counts \(total) operations, its batch holds \(all.count)", offset: reader.offset) }
+        var records: [Record] = []
+        records.reserveCapacity(count)
+        var start = 0
+        for entry in table {
+            let batch = OperationBatch(operations: Array(all[start..<(start + entry.count)]), base: entry.base, covers: entry.covers)
+            records.append(Record(kind: .operations, time: entry.time, batch: batch, offset: offset))
+            start += entry.count
+        }
+        return records
     }
 }

@@ -365,4 +365,100 @@ import Testing
         #expect(fork.replica.id == ReplicaID(0xF0F0))
         #expect(throws: StoreError.self) { try BoardPackage.fork(history, at: version, to: "/h/fork.boardpkg", fileSystem: fs, replicaID: ReplicaID(1)) }
     }
+
+    @Test func aSegmentKeepsEachRecordsOperationsTimeAndVectors() throws {
+        var a = Replica(id: ReplicaID(0xA)), b = Replica(id: ReplicaID(0xB))
+        let first = try a.addSticker(imagePNG: pngRed, at: pt(1, 2)).operations
+        let second = try a.setCanvasSize(CodableSize(width: 300, height: 200)).operations
+        try b.apply(a.fullState())
+        let third = try b.beginStroke(color: RGBAColor(red: 0, green: 0, blue: 0), width: 1, points: [pt(0, 0), pt(3, 4)]).operations
+        let records: [(batch: OperationBatch, time: Int64?)] = [
+            (OperationBatch(operations: first), 1_700_000_000_000),
+            (OperationBatch(operations: second, base: .empty, covers: a.versionVector), nil),
+            (OperationBatch(operations: []), 1_699_999_999_000),
+            (OperationBatch(operations: third), 1_700_000_005_000),
+        ]
+        let bytes = HistoryArchive.magic + HistoryArchive.segments(records)
+        let parsed = HistoryArchive.parse(bytes)
+        #expect(parsed.end == .clean)
+        #expect(parsed.records.map(\.batch) == records.map(\.batch))
+        #expect(parsed.records.map(\.time) == records.map(\.time))
+        #expect(parsed.records.allSatisfy { $0.kind == .operations && $0.offset == HistoryArchive.magic.count })
+        // Every single-byte change of the segment is damage, never a different history.
+        for index in HistoryArchive.magic.count..<bytes.count {
+            var damaged = bytes
+            damaged[index] ^= 0x20
+            #expect(HistoryArchive.isDamaged(damaged), "byte \(index)")
+        }
+    }
+
+    @Test func compactionWritesOneSegmentForTheRecordsItReplaces() throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectories("/h")
+        let path = "/h/b.boardpkg"
+        let package = try BoardPackage.create(at: path, fileSystem: fs, replicaID: ReplicaID(0xA))
+        defer { package.close() }
+        for round in 0..<3 {
+            for index in 0..<3 { _ = try package.commit { try $0.addSticker(imagePNG: pngRed, at: pt(Double(round * 10 + index), 5)) } }
+            try package.compactLog()
+        }
+        let records = HistoryArchive.parse(try fs.readFile(path + "/" + PackageLayout.history)).records
+        let offsets = Dictionary(grouping: records, by: \.offset)
+        #expect(records.count == 9 && offsets.count == 3 && offsets.values.allSatisfy { $0.count == 3 },
+                "three segments of three records each (the log's state record is not archived again)")
+        #expect(try package.history().versions.count == 9)
+    }
+
+    /// The view cache (`ViewCache`): going forward from the last view, back to a checkpoint, and to
+    /// versions that do not dominate the last view all give the oracle's board, and so do views
+    /// of one history made from several threads at once.
+    @Test(arguments: 1...6 as ClosedRange<UInt64>)
+    func viewsForwardBackAndSidewaysFromTheLastViewMatchTheOracle(seed: UInt64) async throws {
+        let fs = MemoryFileSystem()
+        let (package, received, _) = try Self.randomHistory(seed: seed, steps: 160, fs: fs)
+        defer { package.close() }
+        let history = try package.history()
+        #expect(history.checkpointCount > 1, "seed \(seed)")
+        let vectors = history.versions.map(\.vector)
+        for (step, vector) in (vectors + vectors.reversed()).enumerated() {
+            #expect(try Self.same(history.snapshot(at: vector), Self.oracle(received, at: vector)), "seed \(seed): step \(step) \(vector)")
+        }
+        // Each vector from the one before: one author raised (forward), lowered (back), or one
+        // raised and another lowered (neither dominates the other).
+        var random = Random(state: seed ^ 0xCAC4E)
+        let authors = history.latest.entries.keys.sorted()
+        var entries = history.latest.entries
+        for step in 0..<60 {
+            let raised = authors[random.below(authors.count)], lowered = authors[random.below(authors.count)]
+            switch random.below(3) {
+            case 0: entries[raised] = entries[raised, default: 0] + UInt64(random.below(Int(history.latest[raised] - entries[raised, default: 0]) + 1))
+            case 1: entries[lowered] = UInt64(random.below(Int(entries[lowered, default: 0]) + 1))
+            default:
+                entries[raised] = entries[raised, default: 0] + UInt64(random.below(Int(history.latest[raised] - entries[raised, default: 0]) + 1))
+                entries[lowered] = UInt64(random.below(Int(entries[lowered, default: 0]) + 1))
+            }
+            let vector = VersionVector(entries)
+            #expect(try Self.same(history.snapshot(at: vector), Self.oracle(received, at: vector)), "seed \(seed): step \(step) \(vector)")
+        }
+        // Several threads viewing one history at once.
+        let samples = (0..<24).map { _ in
+            VersionVector(Dictionary(uniqueKeysWithValues: authors.map { ($0, UInt64(random.below(Int(history.latest[$0]) + 1))) }))
+        }
+        let expected = try samples.map { try Self.oracle(received, at: $0).canonicalJSON() }
+        let seen = await withTaskGroup(of: (Int, Data?).self) { group in
+            for round in 0..<3 {
+                for index in samples.indices {
+                    let vector = samples[(index + round * 7) % samples.count]
+                    group.addTask { ((index + round * 7) % samples.count, try? history.snapshot(at: vector).canonicalJSON()) }
+                }
+            }
+            var seen: [(Int, Data?)] = []
+            for await result in group { seen.append(result) }
+            return seen
+        }
+        #expect(seen.count == samples.count * 3)
+        for (index, json) in seen {
+            #expect(json == expected[index], "seed \(seed): concurrent view of \(samples[index])")
+        }
+    }
 }
