@@ -22,12 +22,15 @@ extension AdminServer {
                 response = HTTPResponse(status: 200, headers: Self.headers + [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
                                         body: Array(metricsText().utf8))
             case ("GET", 2, "boards"):
-                response = try Self.json(200, listBoards(request.query))
+                return try listBoards(request.query, client: client, head: head)
             case (_, 3, "boards"):
                 let name = try Self.boardName(parts[2])
                 switch method {
                 case "GET": response = try Self.json(200, boardInfo(name))
-                case "DELETE": response = try Self.json(200, deleteBoard(name, force: try Self.flag(request.query, "force")))
+                case "DELETE":
+                    let force = try Self.flag(request.query, "force")
+                    if let shared = options.sharedTombstones { return try deleteShared(name, force: force, shared: shared, client: client, head: head) }
+                    response = try Self.json(200, deleteBoard(name, force: force))
                 default: throw AdminError("\(method) \(Self.clipped(request.path)): use GET (info) or DELETE (delete)", status: 405)
                 }
             case (_, 4, "boards") where parts[3] == "export":
@@ -40,7 +43,9 @@ extension AdminServer {
                 }
                 switch parts[3] {
                 case "compact": response = try Self.json(200, compact(name))
-                case "undelete": response = try Self.json(200, undelete(name))
+                case "undelete":
+                    if let shared = options.sharedTombstones { return try undeleteShared(name, shared: shared, client: client, head: head) }
+                    response = try Self.json(200, undelete(name))
                 default: throw AdminError("nothing at \(Self.clipped(request.path))", status: 404)
                 }
             case ("POST", 2, "revoke"):
@@ -70,87 +75,9 @@ extension AdminServer {
         }
     }
 
-    // MARK: Listing
-
-    private func listBoards(_ query: [String: String]) throws -> [String: Any] {
-        for key in query.keys where !["limit", "after"].contains(key) {
-            throw AdminError("unknown parameter '\(Self.clipped(key))' (GET /boards takes limit and after)", status: 400)
-        }
-        var limit = Self.defaultPage
-        if let text = query["limit"] {
-            guard let number = Int(text), (1...Self.maxPage).contains(number) else {
-                throw AdminError("limit '\(Self.clipped(text))' must be a whole number from 1 to \(Self.maxPage)", status: 400)
-            }
-            limit = number
-        }
-        let after = try query["after"].map { text -> String in
-            guard Hello.isValidBoardName(text) else {
-                throw AdminError("after '\(Self.clipped(text))' is not a board name (pass the previous page's `next`)", status: 400)
-            }
-            return text
-        }
-        let names = try boardNamesOnDisk().filter { after == nil || $0 > after! }
-        let page = Array(names.prefix(limit))
-        var result: [String: Any] = ["boards": page.map { summary($0) }]
-        result["next"] = names.count > limit ? page.last! : NSNull()
-        return result
-    }
-
-    /// Every board with a package in the data directory and no tombstone, sorted by name
-    /// (byte order: names are ASCII).
-    func boardNamesOnDisk() throws -> [String] {
-        let entries: [String]
-        do { entries = try FileManager.default.contentsOfDirectory(atPath: dataDirectory) } catch {
-            throw AdminError("cannot list the data directory: \(error)")
-        }
-        return entries.compactMap { entry -> String? in
-            guard entry.hasSuffix(".boardpkg") else { return nil }
-            let name = String(entry.dropLast(".boardpkg".count))
-            guard Hello.isValidBoardName(name), BoardTombstones.deletedAt(dataDirectory, name) == nil else { return nil }
-            return name
-        }.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
-    }
+    // MARK: Info (the listing: AdminServer+Listing.swift)
 
     func packagePath(_ name: String) -> String { "\(dataDirectory)/\(name).boardpkg" }
-
-    /// One board's fields: open boards' counts from memory (exact), closed boards' from the
-    /// view index of their last save (`sync/view.json`), sizes and the last edit from the files.
-    func summary(_ name: String) -> [String: Any] {
-        let path = packagePath(name)
-        var result: [String: Any] = ["name": name]
-        let (bytes, files) = Self.treeSize(path)
-        result["bytesOnDisk"] = bytes
-        result["files"] = files
-        var info = stat()
-        if lstat(path + "/" + PackageLayout.opLog, &info) == 0 {
-            result["opLogBytes"] = Int(info.st_size)
-            result["lastEdit"] = Self.iso(Double(info.st_mtim.tv_sec))
-        } else {
-            result["opLogBytes"] = NSNull()
-            result["lastEdit"] = NSNull()
-        }
-        if let board = host.boards[name] {
-            let vector = board.store.replica.versionVector
-            result["open"] = true
-            result["operations"] = Int(vector.totalCount)
-            result["replicas"] = vector.sortedEntries.count
-            result["counts"] = "exact"
-            result["clients"] = board.hub.sessionCount
-        } else {
-            result["open"] = false
-            result["clients"] = 0
-            if let version = Self.savedVersion(path) {
-                result["operations"] = version.values.reduce(0, +)
-                result["replicas"] = version.count
-                result["counts"] = "lastSave"
-            } else {
-                result["operations"] = NSNull()
-                result["replicas"] = NSNull()
-                result["counts"] = "unknown"
-            }
-        }
-        return result
-    }
 
     private func boardInfo(_ name: String) throws -> [String: Any] {
         if let at = BoardTombstones.deletedAt(dataDirectory, name) {
@@ -159,7 +86,7 @@ extension AdminServer {
         guard host.boards[name] != nil || FileManager.default.fileExists(atPath: packagePath(name)) else {
             throw AdminError("no board '\(name)' on this server", status: 404)
         }
-        return summary(name)
+        return summary(PackageFigures.read(dataDirectory, name))
     }
 
     // MARK: Deleting
@@ -185,17 +112,22 @@ extension AdminServer {
         do { at = try BoardTombstones.write(dataDirectory, name, subject: nil) } catch {
             throw AdminError("board '\(name)': its sessions ended but its tombstone could not be written, so it was not deleted: \(error)")
         }
-        // Renamed out of the way first (atomic: the name is free at once), then removed.
+        // Renamed out of the way first (atomic: the name is free at once), then removed on a
+        // worker thread (a board of 100,000 images takes seconds to remove: not on the loop).
         let trash = "\(dataDirectory)/\(BoardTombstones.directoryName)/.\(name).\(getpid()).\(UInt32.random(in: .min ... .max)).removing"
-        var removed = true
         if FileManager.default.fileExists(atPath: path) {
             if rename(path, trash) != 0 {
                 throw AdminError("board '\(name)' is tombstoned (clients are refused) but its package could not be moved away: \(String(cString: strerror(errno)))")
             }
-            removed = (try? FileManager.default.removeItem(atPath: trash)) != nil
+            let log = SendableLog(options.log)
+            DispatchQueue.global(qos: .utility).async {
+                if (try? FileManager.default.removeItem(atPath: trash)) == nil {
+                    log.call("admin: board '\(name)' is deleted, but some files of \(trash) could not be removed")
+                }
+            }
         }
         host.endpoint.forgetOpenFailure(name)
-        options.log("admin: deleted board '\(name)' (\(ended) session(s) ended; tombstone \(BoardTombstones.path(dataDirectory, name)))\(removed ? "" : "; some files of \(trash) could not be removed")")
+        options.log("admin: deleted board '\(name)' (\(ended) session(s) ended; tombstone \(BoardTombstones.path(dataDirectory, name)))")
         options.onBoardDeleted?(name)
         return ["board": name, "deleted": true, "deletedAt": at, "sessionsEnded": ended,
                 "tombstone": "\(BoardTombstones.directoryName)/\(name)"]
@@ -325,4 +257,11 @@ extension AdminServer {
         }
         return result
     }
+}
+
+/// The admin port's log, for a worker thread (the server's log function is thread-safe: it
+/// writes one line with one call).
+struct SendableLog: @unchecked Sendable {
+    let call: (String) -> Void
+    init(_ call: @escaping (String) -> Void) { self.call = call }
 }

@@ -11,12 +11,15 @@ import Foundation
 extension AdminServer {
     static let exportHighWater = 256 << 10
     static let exportChunk = 64 << 10
+    /// Pieces (headers, chunks) one loop turn cuts for one export at most.
+    static let exportPiecesPerTurn = 64
     /// Files the tar leaves out: the lock, and the view index and undo history. Only `sync/` is
     /// exported (the op log's durable prefix, the images, which are only ever added, identity and
     /// authorship): the view (manifest, stickers, background) is rewritten by saves while the
     /// stream runs and could disagree with the log, so `board-sync` rebuilds it from the log when
     /// it first opens the copy (consistent by construction, as backups are).
-    static let exportSkipped: Set<String> = [PackageLayout.lock, PackageLayout.view, PackageLayout.undo]
+    /// The replica identity is left out too (as backups do): a copy must take an identity of its own.
+    static let exportSkipped: Set<String> = [PackageLayout.lock, PackageLayout.view, PackageLayout.undo, PackageLayout.identity]
 
     func export(_ name: String, _ query: [String: String], client: Client, head: Bool) throws {
         for key in query.keys where !["format", "scale"].contains(key) {
@@ -42,17 +45,34 @@ extension AdminServer {
             throw AdminError("\(exportsRunning) exports are running, the limit (retry when one is done)", status: 503)
         }
         if format == "tar" {
-            let stream = try tarStream(name, path: path)
-            let top = stream.top
-            startStream(client, contentType: "application/x-tar", filename: "\(top).tar", head: head, source: { try stream.next() })
+            // The package's files are listed off the loop thread (a board may hold 100,000
+            // images): the export holds its place meanwhile, with no request timeout.
+            var opLogBytes: Int?
+            if let board = host.boards[name] {
+                board.hub.commitMerges()
+                opLogBytes = (board.store as? BoardPackage)?.backupPoint.logBytes
+            }
+            client.rendering = true
+            exportsRunning += 1  // the listing's place, given back when it is done
+            let box = RenderBox(server: self, client: client)
+            let loop = self.loop
+            let logBytes = opLogBytes
+            DispatchQueue.global().async {
+                let result = Result { try Self.tarStream(name, path: path, opLogBytes: logBytes) }
+                loop.execute { box.listed(result, name: name, head: head) }
+            }
         } else {
             guard let render = options.render else { throw AdminError("this server cannot render boards", status: 501) }
+            guard rendersRunning < options.maxRenders else {
+                throw AdminError("\(rendersRunning) rendering is running, the limit (retry when it is done, or export a tar)", status: 503)
+            }
             guard host.endpoint.preload(board: name), let board = host.boards[name] else {
                 throw AdminError("board '\(name)' cannot be opened now (see the server's log)", status: 503)
             }
             let snapshot = board.store.replica.snapshot()
             client.rendering = true
             exportsRunning += 1  // the render's place, given back by `RenderBox.finished` whatever became of the client
+            rendersRunning += 1
             let box = RenderBox(server: self, client: client)
             let loop = self.loop
             let scale = scale
@@ -80,9 +100,23 @@ extension AdminServer {
         let connection = client.connection
         let log = options.log
         let drain = options.drainTimeout
+        let loop = self.loop
+        var resumeQueued = false
+        // At most `exportPiecesPerTurn` pieces a turn: a package of many small images (each a
+        // 512-byte header that never fills the high water) must not hold the loop (found by
+        // review); the rest follows on the next turns.
         func pump() {
+            var pieces = 0
             do {
                 while !connection.isClosed, connection.queuedBytes < Self.exportHighWater {
+                    guard pieces < Self.exportPiecesPerTurn else {
+                        if !resumeQueued {
+                            resumeQueued = true
+                            _ = loop.schedule(after: 0) { resumeQueued = false; pump() }
+                        }
+                        return
+                    }
+                    pieces += 1
                     guard let chunk = try source() else { return connection.close() }
                     if !chunk.isEmpty { _ = connection.send(chunk) }
                     client.drainDeadline = EventLoop.now() + drain
@@ -96,14 +130,10 @@ extension AdminServer {
         pump()
     }
 
-    /// The files of a package for a tar: the op log opened now (its durable prefix when the
-    /// board is open), the rest opened in turn as the stream reaches them.
-    private func tarStream(_ name: String, path: String) throws -> TarStream {
-        var opLogBytes: Int?
-        if let board = host.boards[name] {
-            board.hub.commitMerges()
-            opLogBytes = (board.store as? BoardPackage)?.backupPoint.logBytes
-        }
+    /// The files of a package for a tar (off the loop thread): the op log opened now, up to
+    /// `opLogBytes` (its durable prefix, when the board is open), the rest opened in turn as the
+    /// stream reaches them.
+    static func tarStream(_ name: String, path: String, opLogBytes: Int?) throws -> TarStream {
         let top = "\(name).boardpkg".utf8.count <= 150 ? "\(name).boardpkg" : "board.boardpkg"
         var entries: [TarStream.Entry] = []
         func walk(_ relative: String, depth: Int) {
@@ -138,9 +168,25 @@ final class RenderBox: @unchecked Sendable {
         self.client = client
     }
 
+    /// A tar's listing is done: stream it (its files are closed with the stream if the client left).
+    func listed(_ result: Result<TarStream, any Error>, name: String, head: Bool) {
+        guard let server else { return }
+        server.exportsRunning -= 1  // the listing's place (streaming takes one of its own)
+        client?.rendering = false
+        guard let client, !client.connection.isClosed else { return }
+        switch result {
+        case .success(let stream):
+            server.startStream(client, contentType: "application/x-tar", filename: "\(stream.top).tar", head: head, source: { try stream.next() })
+        case .failure(let error):
+            server.options.log("admin: exporting board '\(name)' failed: \(error)")
+            server.finish(client, (try? AdminServer.json(500, ["error": "board '\(name)' cannot be exported: \(error)"])) ?? AdminServer.text(500, "\(error)\n"), head: head)
+        }
+    }
+
     func finished(_ result: Result<[UInt8], any Error>, format: String, name: String, head: Bool) {
         guard let server else { return }
         server.exportsRunning -= 1  // the render's place (streaming the result takes one of its own)
+        server.rendersRunning -= 1
         client?.rendering = false
         guard let client, !client.connection.isClosed else { return }
         switch result {
@@ -161,7 +207,7 @@ final class RenderBox: @unchecked Sendable {
 }
 
 /// A package as ustar pieces, cut as they are asked for; closes its files when done or dropped.
-final class TarStream {
+final class TarStream: @unchecked Sendable {  // made by the listing thread, then touched on the loop thread only
     enum Entry {
         case directory(String)
         case file(String)
@@ -226,8 +272,11 @@ final class TarStream {
                 size = min(log.bytes ?? Int(info.st_size), Int(info.st_size))
             } else {
                 fd = open(root + "/" + relative, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-                guard fd >= 0 else { return [] }  // gone since the listing (a replaced view file): left out
-                guard fstat(fd, &info) == 0 else { close(fd); return [] }
+                // Gone since the listing (the board was deleted meanwhile): the tar stops short
+                // rather than ending cleanly without it (the view files, which saves replace,
+                // are not exported).
+                guard fd >= 0 else { throw AdminError("\(relative) is gone since the export began (\(String(cString: strerror(errno))))") }
+                guard fstat(fd, &info) == 0 else { close(fd); throw AdminError("cannot read \(relative)") }
                 size = Int(info.st_size)
             }
             guard let header = TarWriter.header(name: "\(top)/\(relative)", size: size, kind: .file, mode: 0o644, mtime: Int(info.st_mtim.tv_sec)) else {

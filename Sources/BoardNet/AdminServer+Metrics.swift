@@ -53,7 +53,8 @@ extension AdminServer {
         let reasons = ["missing", "malformed", "bad_signature", "other_board", "expired", "revoked", "invalid_board_name", "admin_token", "not_admin"]
         for reason in reasons { auth.append(([("port", "sync"), ("reason", reason)], Double(endpoint.metrics.authFailures[reason] ?? 0))) }
         for reason in reasons { auth.append(([("port", "admin"), ("reason", reason)], Double(authFailures[reason] ?? 0))) }
-        out.family("boardsync_auth_failures_total", .counter, "Tokens refused, by port and reason.", auth)
+        if let web { for reason in reasons { auth.append(([("port", "web"), ("reason", reason)], Double(web.authFailures[reason] ?? 0))) } }
+        out.family("boardsync_auth_failures_total", .counter, "Tokens refused, by port (sync, admin, web) and reason.", auth)
         out.family("boardsync_rate_limited_sessions_total", .counter, "Sessions closed for sending more operations per second than --max-ops-per-second.",
                    [([], Double(host.closedByCode[.tooFast] ?? 0))])
         out.histogram("boardsync_fsync_seconds", "Seconds each group commit's fsync of a board's log took.", endpoint.metrics.syncSeconds)

@@ -11,21 +11,23 @@ extension AdminServer {
             return finish(client, HTTPResponse.error(HTTPError(405, "only GET, HEAD, POST and DELETE are served")))
         }
         guard Self.isAllowedHost(request.header("Host"), allowed: options.allowedHosts) else {
-            options.log("admin: refused a request from \(client.connection.remote) for host \(LogText.quoted(request.header("Host") ?? "", limit: 80))")
+            logRefusal("admin: refused a request from \(client.connection.remote) for host \(LogText.quoted(request.header("Host") ?? "", limit: 80))")
             return finish(client, HTTPResponse.error(HTTPError(421, "this server does not serve that host name (allow it with --admin-host)")), head: head)
         }
         // A browser's request made by another site's page (its token would not be sent, but a
         // probe's answer could be read by a page rebinding its name): not for this port.
         if request.header("Origin") != nil || request.header("Sec-Fetch-Site")?.lowercased() == "cross-site" {
-            options.log("admin: refused a cross-site request from \(client.connection.remote) (Origin \(LogText.quoted(request.header("Origin") ?? "", limit: 80)))")
+            logRefusal("admin: refused a cross-site request from \(client.connection.remote) (Origin \(LogText.quoted(request.header("Origin") ?? "", limit: 80)))")
             return finish(client, HTTPResponse.error(HTTPError(403, "the admin port serves no web pages: cross-site requests are refused")), head: head)
         }
         switch request.path {
         case "/healthz" where request.method != "POST" && request.method != "DELETE":
             finish(client, Self.text(200, "ok\n"), head: head)
         case "/readyz" where request.method != "POST" && request.method != "DELETE":
-            if let failure = readinessFailure() {
-                finish(client, Self.text(503, "not ready: \(failure)\n"), head: head)
+            // Only the failing check's name: the detail (an internal address, an errno text)
+            // is for the log, not for anyone who can reach the probe.
+            if let failure = readinessCheck() {
+                finish(client, Self.text(503, "not ready: \(failure.check)\n"), head: head)
             } else {
                 finish(client, Self.text(200, "ready\n"), head: head)
             }
@@ -50,7 +52,7 @@ extension AdminServer {
             refusal = presented.isEmpty ? .missing : .badSignature
         }
         authFailures[refusal.label, default: 0] += 1
-        options.log("admin: refused \(client.connection.remote) \(request.path.prefix(80)): \(refusal)")
+        logRefusal("admin: refused \(client.connection.remote) \(LogText.quoted(request.path, limit: 80)): \(refusal)")
         if refusal == .notAdmin {
             finish(client, HTTPResponse.error(HTTPError(403, "this needs an admin token (board-sync token --role admin)")), head: head)
         } else {

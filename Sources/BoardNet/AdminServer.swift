@@ -65,6 +65,16 @@ public final class AdminServer {
         public var render: (@Sendable (BoardSnapshot, String, Double) throws -> [UInt8])?
         /// Exports streaming at once (tar or rendered); beyond, 503.
         public var maxExports = 4
+        /// Renderings (PNG, PDF, SVG) at once: a raster may take 16 bytes a pixel, up to the
+        /// renderer's pixel limit (about 1 GiB); beyond, 503.
+        public var maxRenders = 1
+        /// `GET /boards` listings reading the disk at once (on worker threads); beyond, 503.
+        public var maxListings = 2
+        /// Called on a listing's worker thread before it reads the disk (tests hold it there).
+        public var listingWillRead: (@Sendable () -> Void)?
+        /// With `--redis`: tombstones kept for every server (`RedisCluster`); nil: files in
+        /// the data directory (`BoardTombstones`).
+        public var sharedTombstones: (any SharedTombstones)?
 
         public init() {}
     }
@@ -81,13 +91,20 @@ public final class AdminServer {
     private var tickArmed = false
     /// Set when the server starts stopping: /readyz answers 503 from then on.
     public private(set) var isDraining = false
-    private var readiness: (at: Double, failure: String?)?
+    private var readiness: (at: Double, failure: (check: String, detail: String)?)?
+    private var refusalLogTokens = AdminServer.refusalLogBurst
+    private var refusalLogRefilled = EventLoop.now()
+    private var refusalsNotLogged = 0
     /// Counters of this port (`/metrics`).
     var requests: [String: Int] = [:]
     var authFailures: [String: Int] = [:]
     var connectionsRefused = 0
     /// Exports streaming now (`AdminServer+Export.swift`).
     var exportsRunning = 0
+    /// Renderings running now (each also holds a place in `exportsRunning`).
+    var rendersRunning = 0
+    /// Listings reading the disk now (`AdminServer+Listing.swift`).
+    var listingsRunning = 0
     let started = Date().timeIntervalSince1970
 
     final class Client {
@@ -95,6 +112,9 @@ public final class AdminServer {
         let address: String
         var parser: HTTPRequestParser
         var answered = false
+        /// A whole request arrived (it is being answered, rendered or prepared): never dropped
+        /// to make room for newcomers.
+        var requested = false
         let opened: Double
         var drainDeadline: Double?
         /// Counted in `exportsRunning` until it closes.
@@ -154,22 +174,29 @@ public final class AdminServer {
         // waiting connections go (found by review).
         let addressFull = perAddress[address, default: 0] >= options.maxConnectionsPerAddress
         if !addressFull {
-            let unanswered = clients.values.filter { !$0.answered }
-            if unanswered.count >= options.maxUnanswered, let oldest = unanswered.min(by: { $0.opened < $1.opened }) {
-                options.log("admin: dropped \(oldest.connection.remote): \(options.maxUnanswered) connections are waiting for their request")
-                oldest.connection.close(immediately: true)
+            // Only connections that have not sent a whole request make room (one being answered,
+            // rendered or prepared is past that: found by review), and the address holding the
+            // most of them gives its oldest first, so a stranger's crowd drops its own.
+            let waiting = clients.values.filter { !$0.answered && !$0.requested }
+            if waiting.count >= options.maxUnanswered {
+                let counts = Dictionary(grouping: waiting, by: \.address).mapValues(\.count)
+                let crowded = waiting.max { (counts[$0.address]!, -$0.opened) < (counts[$1.address]!, -$1.opened) }
+                if let oldest = crowded {
+                    logRefusal("admin: dropped \(oldest.connection.remote): \(options.maxUnanswered) connections are waiting for their request")
+                    oldest.connection.close(immediately: true)
+                }
             }
         }
         guard clients.count < options.maxConnections, !addressFull else {
             connectionsRefused += 1
             let why = clients.count >= options.maxConnections ? "too many admin connections are open" : "too many admin connections are open from \(address)"
-            options.log("admin: refused \(connection.remote): \(why)")
+            logRefusal("admin: refused \(connection.remote): \(why)")
             _ = connection.send(HTTPResponse.error(HTTPError(503, "\(why); try again later")).encoded())
             connection.close()
             return
         }
         if let tls = options.tls {
-            do { try connection.acceptTLS(tls) } catch { return options.log("admin: closed \(connection.remote): \(error)") }
+            do { try connection.acceptTLS(tls) } catch { return logRefusal("admin: closed \(connection.remote): \(error)") }
         }
         connection.maxQueuedBytes = 4 << 20
         let client = Client(connection, address: address, limits: options.limits, now: EventLoop.now())
@@ -198,15 +225,16 @@ public final class AdminServer {
         if EventLoop.now() - client.opened > options.requestTimeout { return timedOut(client) }
         do {
             guard let request = try client.parser.append(bytes) else { return }
+            client.requested = true
             respond(to: request, client: client)
         } catch {
-            options.log("admin: refused a request from \(client.connection.remote): \(error)")
+            logRefusal("admin: refused a request from \(client.connection.remote): \(error)")
             finish(client, HTTPResponse.error(error))
         }
     }
 
     private func timedOut(_ client: Client) {
-        options.log("admin: closed \(client.connection.remote): no whole request within \(options.requestTimeout) s")
+        logRefusal("admin: closed \(client.connection.remote): no whole request within \(options.requestTimeout) s")
         if let tls = client.connection.tls, !tls.isHandshakeDone { return client.connection.close(immediately: true) }
         finish(client, HTTPResponse.error(HTTPError(408, "no whole request within \(Int(options.requestTimeout)) s")))
     }
@@ -220,6 +248,26 @@ public final class AdminServer {
         _ = client.connection.send(response.encoded(includingBody: !head))
         client.connection.close()
     }
+
+    /// Logs a refusal (a refused, dropped or closed connection: what strangers cause), at most
+    /// `refusalLogBurst` lines at once and `refusalLogRate` a second; the lines left out are
+    /// counted in the next one logged, so a stranger's loop cannot flood the log.
+    func logRefusal(_ line: String) {
+        let now = EventLoop.now()
+        refusalLogTokens = min(Self.refusalLogBurst, refusalLogTokens + (now - refusalLogRefilled) * Self.refusalLogRate)
+        refusalLogRefilled = now
+        guard refusalLogTokens >= 1 else { refusalsNotLogged += 1; return }
+        refusalLogTokens -= 1
+        if refusalsNotLogged > 0 {
+            options.log("\(line) (and \(refusalsNotLogged) refusals before it not logged: too many at once)")
+            refusalsNotLogged = 0
+        } else {
+            options.log(line)
+        }
+    }
+
+    static let refusalLogBurst: Double = 20
+    static let refusalLogRate: Double = 5
 
     // MARK: Timers
 
@@ -240,7 +288,7 @@ public final class AdminServer {
         for client in Array(clients.values) where !client.connection.isClosed {
             if let deadline = client.drainDeadline {
                 if now >= deadline {
-                    options.log("admin: closed \(client.connection.remote): the response was not read within \(options.drainTimeout) s")
+                    logRefusal("admin: closed \(client.connection.remote): the response was not read within \(options.drainTimeout) s")
                     client.connection.close(immediately: true)
                 }
             } else if !client.rendering, now - client.opened > options.requestTimeout {
@@ -253,11 +301,22 @@ public final class AdminServer {
 
     /// Nil when ready, or why not: draining, storage not writable, a failed check. Checks run
     /// at most once per `readinessInterval`; draining is seen at once.
-    public func readinessFailure() -> String? {
-        if isDraining { return "draining: the server is stopping" }
+    public func readinessFailure() -> String? { readinessCheck()?.detail }
+
+    /// Why the server is not ready: `check` names the failing check (`draining`, `storage`, or a
+    /// `readinessChecks` name: all /readyz tells a stranger), `detail` says why (an address, an
+    /// errno text: logged when readiness changes, never sent on the open probe).
+    func readinessCheck() -> (check: String, detail: String)? {
+        if isDraining { return ("draining", "draining: the server is stopping") }
         let now = EventLoop.now()
         if let readiness, now - readiness.at < options.readinessInterval { return readiness.failure }
-        let failure = storageFailure() ?? options.readinessChecks.lazy.compactMap { check in check.check().map { "\(check.name): \($0)" } }.first
+        var failure: (check: String, detail: String)? = storageFailure().map { ("storage", $0) }
+        if failure == nil {
+            failure = options.readinessChecks.lazy.compactMap { check in check.check().map { (check.name, "\(check.name): \($0)") } }.first
+        }
+        if failure?.detail != readiness?.failure?.detail {
+            options.log(failure.map { "admin: not ready: \($0.detail)" } ?? "admin: ready")
+        }
         readiness = (now, failure)
         return failure
     }

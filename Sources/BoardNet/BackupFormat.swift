@@ -16,7 +16,6 @@ import Glibc
 /// (a failure before it leaves the previous backup in place, whole).
 public struct BackupManifest: Codable, Sendable, Equatable {
     public static let formatName = "boardsync-backup-1"
-    public static let maxBytes = 16 << 20
 
     public var format: String
     public var board: String
@@ -30,6 +29,10 @@ public struct BackupManifest: Codable, Sendable, Equatable {
     public var assets: [String]
     /// When the point was taken (UTC, ISO 8601): every operation acknowledged before it is in.
     public var takenAt: String
+    /// Images the log names that the board itself did not hold when the point was taken (a
+    /// sticker whose image never reached the server): restore accepts a board missing these,
+    /// and refuses one missing any other image its log shows. Absent in older manifests.
+    public var imagesNotHeld: [String]?
 
     public static func key(board: String) -> String { "boards/\(board)/manifest.json" }
     public static func logKey(board: String, log: String) -> String { "boards/\(board)/\(log)" }
@@ -42,7 +45,7 @@ public struct BackupManifest: Codable, Sendable, Equatable {
     }
 
     /// Reads and checks a manifest (a clear error naming what is wrong).
-    public static func decode(_ bytes: [UInt8], board: String) throws -> BackupManifest {
+    public static func decode(_ bytes: [UInt8], board: String, limits: BackupLimits = .standard) throws -> BackupManifest {
         let manifest: BackupManifest
         do {
             manifest = try JSONDecoder().decode(BackupManifest.self, from: Data(bytes))
@@ -51,10 +54,13 @@ public struct BackupManifest: Codable, Sendable, Equatable {
         }
         guard manifest.format == formatName else { throw BackupError("the backup of board '\(board)' is in format '\(manifest.format)', not \(formatName)") }
         guard manifest.board == board else { throw BackupError("the backup manifest under boards/\(board)/ names board '\(manifest.board)'") }
-        guard manifest.log == "log-\(manifest.logSHA256)", isHex64(manifest.logSHA256), manifest.logBytes >= 0, manifest.logBytes <= OpLog.maxRecordSize * 4 else {
+        guard manifest.log == "log-\(manifest.logSHA256)", isHex64(manifest.logSHA256), manifest.logBytes >= 0 else {
             throw BackupError("the backup manifest of board '\(board)' names a bad log ('\(manifest.log.prefix(80))', \(manifest.logBytes) bytes)")
         }
-        for asset in manifest.assets where !isHex64(asset) {
+        guard manifest.logBytes <= limits.maxLogBytes else {
+            throw BackupError("the backup manifest of board '\(board)' names a log of \(manifest.logBytes) bytes, over the \(limits.maxLogBytes) a backup may hold (BackupLimits.maxLogBytes)")
+        }
+        for asset in manifest.assets + (manifest.imagesNotHeld ?? []) where !isHex64(asset) {
             throw BackupError("the backup manifest of board '\(board)' names a bad image '\(asset.prefix(80))'")
         }
         return manifest
@@ -119,20 +125,13 @@ public final class BackupSource: Sendable {
         return fd
     }
 
-    /// The log's first `point.logBytes` bytes.
-    public func readLog() throws -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: point.logBytes)
-        var offset = 0
-        while offset < bytes.count {
-            let count = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + offset, $0.count - offset, off_t(offset)) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else {
-                throw BackupError("cannot read \(point.logPath): \(count == 0 ? "it is shorter than the \(point.logBytes) bytes it had" : String(cString: strerror(errno)))")
-            }
-            offset += count
-        }
-        return bytes
+    /// The log's first `point.logBytes` bytes, read as a copy reads them: a chunk at a time.
+    public var log: BackupReader {
+        BackupReader(count: point.logBytes) { offset, count in try BackupFile.pread(self.fd, path: self.point.logPath, offset: offset, count: count) }
     }
+
+    /// The log's first `point.logBytes` bytes, whole (tests; copies read `log` in chunks).
+    public func readLog() throws -> [UInt8] { try log.read(0, point.logBytes) }
 }
 
 extension BackupPoint {

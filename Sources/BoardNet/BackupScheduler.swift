@@ -22,17 +22,21 @@ public final class BackupScheduler {
     public let target: any BackupTarget
     /// Seconds between scheduled runs (nil: on demand only).
     public let every: Double?
-    private let host: SyncHost
-    private let dataDirectory: String
-    private let worker: BackupWorker
-    private let log: (String) -> Void
+    let host: SyncHost
+    let dataDirectory: String
+    let worker: BackupWorker
+    let log: (String) -> Void
     /// Boards changed since their last capture.
-    private var dirty: Set<String> = []
+    var dirty: Set<String> = []
     /// Boards backed up (or found up to date at the destination) by this process.
     private var current: Set<String> = []
+    /// Boards captured by the run in flight (its end may never be heard: `finalBackup`).
+    var inFlight: Set<String> = []
+    /// What the operator's metrics show (`boardsync_backup_*`).
+    public internal(set) var status = BackupStatus()
     private var running = false
     private var pending = false
-    private var runs = 0
+    var runs = 0
     private var timer: Int?
     /// The run in flight was scheduled: it logs only when it wrote or failed something.
     private var quiet = false
@@ -116,17 +120,12 @@ public final class BackupScheduler {
         while let name = rest.first, sources.count < Self.boardsPerTurn {
             rest = rest.dropFirst()
             guard !current.contains(name) || dirty.contains(name) else { continue }
-            let path = Path.join(dataDirectory, "\(name).boardpkg")
             do {
-                if let board = host.boards[name] {
-                    guard let package = board.package else { continue }  // not kept in a package here
-                    let point = package.backupPoint
-                    sources.append(try BackupSource(board: name, point: point, takenAt: now))
-                    // Operations merged but not yet synced are not in this point: the board stays due.
-                    if package.logSize > point.logBytes { continue }
-                } else if PosixFileSystem().isDirectory(path) {
-                    sources.append(try BackupSource(board: name, closedPackage: path, takenAt: now))
-                }  // else deleted since the listing: its last backup stays at the destination
+                guard let (source, due) = try source(name, now: now) else { continue }
+                sources.append(source)
+                inFlight.insert(name)
+                // Operations merged but not yet synced are not in this point: the board stays due.
+                if due { continue }
                 dirty.remove(name)
             } catch {
                 report.failed.append((name, "\(error)"))
@@ -163,12 +162,31 @@ public final class BackupScheduler {
         }
     }
 
+    /// The point of one board, held open (nil: nothing to back up here: a board kept in Redis
+    /// only, or one deleted since the listing, whose last backup stays at the destination);
+    /// `due`: operations merged but not yet synced are not in it (the board stays due).
+    func source(_ name: String, now: Double) throws -> (BackupSource, due: Bool)? {
+        let path = Path.join(dataDirectory, "\(name).boardpkg")
+        if let board = host.boards[name] {
+            guard let package = board.package else { return nil }
+            let point = package.backupPoint
+            return (try BackupSource(board: name, point: point, takenAt: now), package.logSize > point.logBytes)
+        } else if PosixFileSystem().isDirectory(path) {
+            return (try BackupSource(board: name, closedPackage: path, takenAt: now), false)
+        }
+        dirty.remove(name)
+        return nil
+    }
+
     private func finish(_ report: BackupReport) {
         running = false
+        inFlight.removeAll()
+        status.record(report)
         for board in report.written + report.unchanged { current.insert(board) }
         for failure in report.failed where failure.board != "(all)" {
             dirty.insert(failure.board)
-            log("backup \(report.run): board '\(failure.board)' failed: \(failure.error) (its previous backup stays whole; tried again at the next run)")
+            let level = report.tooLarge.contains(failure.board) ? "ERROR " : ""
+            log("\(level)backup \(report.run): board '\(failure.board)' failed: \(failure.error) (its previous backup stays whole; tried again at the next run)")
         }
         if let all = report.failed.first(where: { $0.board == "(all)" }) {
             log("backup \(report.run): failed: \(all.error)")

@@ -1,17 +1,32 @@
 import BoardModel
 import BoardStore
+import BoardSync
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Where backups go: a directory or S3-compatible object storage, as keys ("assets/<sha256>",
 /// "boards/NAME/manifest.json") holding bytes. Each `put` is whole or absent at the
-/// destination (a directory's file is written to a temp name, fsynced and renamed; an S3 PUT
-/// is atomic), so a board's backup, whose manifest is written last, is whole or absent.
-/// Called from backup threads only (blocking).
+/// destination (a directory's file is written to a temp name, fsynced and renamed; an S3 PUT,
+/// or a multipart upload's completion, is atomic), so a board's backup, whose manifest is
+/// written last, is whole or absent. Logs and images are copied in chunks
+/// (`limits.chunkBytes`, S3 parts of `limits.partBytes`), never held whole. Called from backup
+/// threads only (blocking).
 public protocol BackupTarget: Sendable, CustomStringConvertible {
+    /// The bounds the writer and restore both hold to (`BackupLimits.standard` but in tests).
+    var limits: BackupLimits { get }
+    /// A small object (a manifest), from memory.
     func put(_ key: String, _ bytes: [UInt8]) throws
+    /// An object read from `source` a chunk at a time (a log, an image).
+    func put(_ key: String, from source: BackupReader) throws
     /// The object's bytes, or nil when there is none. Refuses one over `maxBytes`.
     func get(_ key: String, maxBytes: Int) throws -> [UInt8]?
-    /// Every key starting with `prefix`.
+    /// The object's bytes handed to `sink` a chunk at a time; false when there is none.
+    /// Refuses one over `maxBytes` (before or while reading it).
+    func get(_ key: String, maxBytes: Int, into sink: ([UInt8]) throws -> Void) throws -> Bool
+    /// Every key starting with `prefix` (at most `limits.maxListedKeys`; an S3 target keeps
+    /// only the backup's own names: `S3BackupTarget.isBackupKey`).
     func list(_ prefix: String) throws -> [String]
     func delete(_ key: String) throws
 }
@@ -25,9 +40,13 @@ public struct BackupError: Error, CustomStringConvertible, Sendable {
 /// Backups in a local (or mounted) directory.
 public struct DirectoryBackupTarget: BackupTarget {
     public let root: String
+    public let limits: BackupLimits
     private let fileSystem = PosixFileSystem()
 
-    public init(root: String) { self.root = root }
+    public init(root: String, limits: BackupLimits = .standard) {
+        self.root = root
+        self.limits = limits
+    }
 
     public var description: String { root }
 
@@ -43,11 +62,51 @@ public struct DirectoryBackupTarget: BackupTarget {
         }
     }
 
-    public func get(_ key: String, maxBytes: Int) throws -> [UInt8]? {
+    /// Copied a chunk at a time into a temp file beside the destination, fsynced, renamed
+    /// over it, the directory fsynced (as `writeAtomically`, without holding the whole).
+    public func put(_ key: String, from source: BackupReader) throws {
         let file = path(key)
-        guard let size = try fileSystem.fileSize(file) else { return nil }
-        guard size <= maxBytes else { throw BackupError("\(file) is \(size) bytes, over the \(maxBytes) this backup expects") }
-        return try fileSystem.readFile(file)
+        let temp = Path.join(Path.parent(of: file), ".\(Path.name(of: file)).tmp")
+        do {
+            try fileSystem.createDirectories(Path.parent(of: file))
+            let fd = Glibc.open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { throw BackupError(String(cString: strerror(errno))) }
+            do {
+                try source.chunks(of: limits.chunkBytes) { piece in
+                    var done = 0
+                    while done < piece.count {
+                        let wrote = piece.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, piece.count - done) }
+                        if wrote < 0, errno == EINTR { continue }
+                        guard wrote > 0 else { throw BackupError(String(cString: strerror(errno))) }
+                        done += wrote
+                    }
+                }
+                guard fsync(fd) == 0 else { throw BackupError("fsync: \(String(cString: strerror(errno)))") }
+            } catch {
+                Glibc.close(fd)
+                throw error
+            }
+            Glibc.close(fd)
+            try fileSystem.rename(temp, file)
+            try fileSystem.syncDirectory(Path.parent(of: file))
+        } catch {
+            try? fileSystem.removeFile(temp)  // a full disk leaves no partial temp file behind
+            throw BackupError("cannot write \(file): \(error)")
+        }
+    }
+
+    public func get(_ key: String, maxBytes: Int) throws -> [UInt8]? {
+        var bytes: [UInt8] = []
+        return try get(key, maxBytes: maxBytes) { bytes += $0 } ? bytes : nil
+    }
+
+    public func get(_ key: String, maxBytes: Int, into sink: ([UInt8]) throws -> Void) throws -> Bool {
+        let file = path(key)
+        guard try fileSystem.fileSize(file) != nil else { return false }
+        let opened = try BackupFile(file)
+        guard opened.size <= maxBytes else { throw BackupError("\(file) is \(opened.size) bytes, over the \(maxBytes) this backup expects") }
+        try opened.reader.chunks(of: limits.chunkBytes, sink)
+        return true
     }
 
     public func list(_ prefix: String) throws -> [String] {
@@ -62,6 +121,7 @@ public struct DirectoryBackupTarget: BackupTarget {
                     if prefix.hasPrefix(key + "/") || key.hasPrefix(prefix) || prefix.isEmpty { try walk(key, depth: depth + 1) }
                 } else if key.hasPrefix(prefix) {
                     keys.append(key)
+                    guard keys.count <= limits.maxListedKeys else { throw BackupError("listing '\(prefix)' in \(root) brought over \(limits.maxListedKeys) keys (BackupLimits.maxListedKeys)") }
                 }
             }
         }
@@ -78,141 +138,3 @@ public struct DirectoryBackupTarget: BackupTarget {
     }
 }
 
-/// S3 credentials: from a file (first line the access key id, second the secret) or the
-/// environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY). Never printed.
-public struct S3Credentials: Sendable, CustomStringConvertible {
-    public var accessKey: String
-    public var secretKey: String
-    public init(accessKey: String, secretKey: String) {
-        self.accessKey = accessKey
-        self.secretKey = secretKey
-    }
-    public var description: String { "S3 credentials (access key \(accessKey.prefix(4))…)" }
-}
-
-/// Backups in an S3-compatible bucket (AWS S3, MinIO, Ceph, moto), path-style requests
-/// (`ENDPOINT/BUCKET/KEY`) signed with SigV4.
-public struct S3BackupTarget: BackupTarget {
-    public let endpoint: HTTPClient.URLParts
-    public let bucket: String
-    /// Keys are stored under this prefix ("" or ending in '/').
-    public let prefix: String
-    public let signer: SigV4
-    public var client: HTTPClient
-
-    public init(endpoint: String, bucket: String, prefix: String, region: String, credentials: S3Credentials,
-                client: HTTPClient = HTTPClient()) throws {
-        self.endpoint = try HTTPClient.URLParts(endpoint)
-        guard self.endpoint.path == "/" else { throw BackupError("the S3 endpoint \(endpoint) must not have a path") }
-        guard S3BackupTarget.isValidBucket(bucket) else { throw BackupError("'\(bucket)' is not an S3 bucket name (3-63 lower-case letters, digits, '-' and '.')") }
-        self.bucket = bucket
-        self.prefix = prefix.isEmpty || prefix.hasSuffix("/") ? prefix : prefix + "/"
-        signer = SigV4(accessKey: credentials.accessKey, secretKey: credentials.secretKey, region: region)
-        self.client = client
-    }
-
-    public static func isValidBucket(_ name: String) -> Bool {
-        (3...63).contains(name.utf8.count) && name.utf8.allSatisfy {
-            ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".")
-        }
-    }
-
-    public var description: String {
-        "s3://\(bucket)/\(prefix) at \(endpoint.tls ? "https" : "http")://\(endpoint.hostHeader)"
-    }
-
-    /// Sends one signed request.
-    func send(_ method: String, key: String?, query: [(String, String)] = [], body: [UInt8] = [], maxBytes: Int = 16 << 20) throws -> HTTPClient.Response {
-        let path = "/" + SigV4.uriEncode(bucket, keepSlash: false) + (key.map { "/" + SigV4.uriEncode(prefix + $0, keepSlash: true) } ?? "")
-        let payloadHash = SigV4.hex(SHA256.hash(body))
-        let date = SigV4.amzDate(Date().timeIntervalSince1970)
-        var headers = [("host", endpoint.hostHeader), ("x-amz-content-sha256", payloadHash), ("x-amz-date", date)]
-        let authorization = signer.authorization(method: method, path: path, query: query, headers: headers, payloadHash: payloadHash, date: date)
-        headers.removeFirst()  // Host is written by the client
-        headers.append(("Authorization", authorization))
-        var url = endpoint
-        url.path = path + (query.isEmpty ? "" : "?" + SigV4.canonicalQuery(query))
-        var client = self.client
-        client.maxResponseBytes = maxBytes
-        do {
-            return try client.request(method, url, headers: headers, body: body)
-        } catch {
-            throw BackupError("S3 \(method) \(key ?? "(bucket)") at \(endpoint.hostHeader): \(error)")
-        }
-    }
-
-    /// An S3 error response in words: its code and message, with what to check.
-    func failure(_ method: String, _ key: String?, _ response: HTTPClient.Response) -> BackupError {
-        let text = String(decoding: response.body.prefix(4096), as: UTF8.self)
-        let code = S3BackupTarget.element("Code", in: text).first ?? "HTTP \(response.status)"
-        let message = S3BackupTarget.element("Message", in: text).first.map { ": \($0)" } ?? ""
-        var hint = ""
-        if ["InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken"].contains(code) || response.status == 403 {
-            hint = " (check the S3 credentials: --s3-credentials-file or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)"
-        } else if code == "NoSuchBucket" {
-            hint = " (create the bucket first)"
-        }
-        return BackupError("S3 \(method) \(key.map { prefix + $0 } ?? "s3://\(bucket)") refused: \(code)\(message)\(hint)")
-    }
-
-    public func put(_ key: String, _ bytes: [UInt8]) throws {
-        let response = try send("PUT", key: key, body: bytes)
-        guard response.status == 200 else { throw failure("PUT", key, response) }
-    }
-
-    public func get(_ key: String, maxBytes: Int) throws -> [UInt8]? {
-        let response = try send("GET", key: key, maxBytes: maxBytes)
-        if response.status == 404 { return nil }
-        guard response.status == 200 else { throw failure("GET", key, response) }
-        return response.body
-    }
-
-    /// Keys a listing may bring in all (a bucket that pages forever, repeating itself, would
-    /// otherwise grow the list until memory runs out).
-    public static let maxListedKeys = 10_000_000
-
-    public func list(_ keyPrefix: String) throws -> [String] {
-        var keys: [String] = []
-        var token: String?
-        var tokensSeen: Set<String> = []
-        repeat {
-            // Asked without a trailing '/' (keys are filtered here): moto checks signatures of
-            // queries holding '/' against a canonical form AWS does not use (tested there).
-            let full = prefix + keyPrefix
-            var query = [("list-type", "2"), ("prefix", full.hasSuffix("/") ? String(full.dropLast()) : full)]
-            if let token { query.append(("continuation-token", token)) }
-            let response = try send("GET", key: nil, query: query)
-            guard response.status == 200 else { throw failure("LIST", keyPrefix, response) }
-            let text = String(decoding: response.body, as: UTF8.self)
-            for key in S3BackupTarget.element("Key", in: text) where key.hasPrefix(full) {
-                keys.append(String(key.dropFirst(prefix.count)))
-            }
-            guard keys.count <= Self.maxListedKeys else { throw BackupError("listing '\(keyPrefix)' brought over \(Self.maxListedKeys) keys") }
-            token = S3BackupTarget.element("IsTruncated", in: text).first == "true" ? S3BackupTarget.element("NextContinuationToken", in: text).first : nil
-            if let token, !tokensSeen.insert(token).inserted {
-                throw BackupError("listing '\(keyPrefix)': the server sent continuation token \(token.prefix(40)) twice")
-            }
-        } while token != nil
-        return keys
-    }
-
-    public func delete(_ key: String) throws {
-        let response = try send("DELETE", key: key)
-        guard response.status == 204 || response.status == 200 || response.status == 404 else { throw failure("DELETE", key, response) }
-    }
-
-    /// The texts of every `<name>...</name>` in an XML document (entities decoded): enough of
-    /// XML for S3's list and error replies.
-    static func element(_ name: String, in text: String) -> [String] {
-        var values: [String] = []
-        var rest = Substring(text)
-        while let open = rest.range(of: "<\(name)>"), let close = rest[open.upperBound...].range(of: "</\(name)>") {
-            let raw = rest[open.upperBound..<close.lowerBound]
-            values.append(raw.replacingOccurrences(of: "&lt;", with: "<").replacingOccurrences(of: "&gt;", with: ">")
-                .replacingOccurrences(of: "&quot;", with: "\"").replacingOccurrences(of: "&apos;", with: "'")
-                .replacingOccurrences(of: "&amp;", with: "&"))
-            rest = rest[close.upperBound...]
-        }
-        return values
-    }
-}

@@ -6,7 +6,8 @@ import Foundation
 /// with `boardDeleted`, so a lagging peer reconnecting with its copy cannot bring the board back
 /// silently. The operator re-creates a name with `board-sync admin undelete NAME` (or by
 /// removing the file): from then on the next HELLO creates an empty board, or a peer that kept
-/// a copy uploads it. Per server: with `--redis` other servers keep their own.
+/// a copy uploads it. With `--redis` tombstones live in Redis instead, for every server
+/// (`SharedTombstones`, BoardRedis's `RedisBoardLog+Deletion.swift`); a file here still counts.
 public enum BoardTombstones {
     public static let directoryName = ".deleted"
 
@@ -48,6 +49,21 @@ public enum BoardTombstones {
         return at
     }
 
+    public enum PackageRemoval: Equatable { case none, removed, failed(String) }
+
+    /// Removes a board's package: renamed out of the way first (atomic: the name is free at
+    /// once, in `.deleted/`), then its files removed.
+    public static func removePackage(_ data: String, _ board: String) -> PackageRemoval {
+        let path = "\(data)/\(board).boardpkg"
+        guard FileManager.default.fileExists(atPath: path) else { return .none }
+        let directory = "\(data)/\(directoryName)"
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let trash = "\(directory)/.\(board).\(getpid()).\(UInt32.random(in: .min ... .max)).removing"
+        guard rename(path, trash) == 0 else { return .failed("cannot move \(path) away: \(String(cString: strerror(errno)))") }
+        do { try FileManager.default.removeItem(atPath: trash) } catch { return .failed("some files of \(trash) could not be removed: \(error)") }
+        return .removed
+    }
+
     /// Removes the tombstone; false when there was none.
     public static func remove(_ data: String, _ board: String) -> Bool {
         unlink(path(data, board)) == 0
@@ -63,4 +79,25 @@ public struct AdminError: Error, CustomStringConvertible, Sendable {
         self.status = status
         self.description = description
     }
+}
+
+/// Tombstones every server of a cluster sees (with `--redis`: BoardRedisNet's `RedisCluster`,
+/// keeping them in Redis). The admin API deletes and undeletes through it; each answer comes
+/// once, on the loop thread.
+public protocol SharedTombstones: AnyObject {
+    /// Where they are kept, for messages ("Redis at 127.0.0.1:6379").
+    var tombstoneStore: String { get }
+    func deleteBoard(_ board: String, deletedAt: String, subject: String?, hasCopy: Bool, done: @escaping (SharedTombstoneAnswer) -> Void)
+    func undeleteBoard(_ board: String, done: @escaping (SharedTombstoneAnswer) -> Void)
+}
+
+/// What a shared delete or undelete came to.
+public enum SharedTombstoneAnswer: Equatable, Sendable {
+    case done(deletedAt: String)
+    /// A delete of a board deleted already (its time), or an undelete with no tombstone (nil).
+    case unchanged(deletedAt: String?)
+    case noSuchBoard
+    /// The bound on tombstones is reached (this many).
+    case full(count: Int)
+    case failed(String)
 }

@@ -16,36 +16,58 @@ public struct HTTPClient: Sendable {
         public var path: String
 
         /// Parses `http://HOST[:PORT][/PATH]` or `https://...` (no user info, no fragment).
+        /// Errors name the URL as `redacting` shows it: a webhook's path and query may hold
+        /// its secret.
         public init(_ text: String) throws {
+            let shown = Self.redacting(text)
             let rest: Substring
             if text.hasPrefix("http://") { tls = false; rest = text.dropFirst(7) } else if text.hasPrefix("https://") { tls = true; rest = text.dropFirst(8) } else {
-                throw HTTPClientError("'\(text)' is not an http:// or https:// URL")
+                throw HTTPClientError("'\(shown)' is not an http:// or https:// URL")
             }
             let authority = rest.prefix { $0 != "/" && $0 != "?" }
             var remainder = String(rest.dropFirst(authority.count))
             if remainder.isEmpty { remainder = "/" } else if remainder.hasPrefix("?") { remainder = "/" + remainder }
             guard !authority.isEmpty, !authority.contains("@"), !text.contains("#"), !text.contains(where: { $0.isWhitespace || $0.isNewline }) else {
-                throw HTTPClientError("'\(text)' is not a plain http(s)://HOST[:PORT]/PATH URL")
+                throw HTTPClientError("'\(shown)' is not a plain http(s)://HOST[:PORT]/PATH URL")
             }
             var host = String(authority)
             var port: UInt16 = tls ? 443 : 80
             if host.hasPrefix("[") {
-                guard let close = host.firstIndex(of: "]") else { throw HTTPClientError("'\(text)': unclosed '[' in the host") }
+                guard let close = host.firstIndex(of: "]") else { throw HTTPClientError("'\(shown)': unclosed '[' in the host") }
                 let after = host[host.index(after: close)...]
                 if after.hasPrefix(":") {
-                    guard let number = UInt16(after.dropFirst()), number > 0 else { throw HTTPClientError("'\(text)': bad port") }
+                    guard let number = UInt16(after.dropFirst()), number > 0 else { throw HTTPClientError("'\(shown)': bad port") }
                     port = number
-                } else if !after.isEmpty { throw HTTPClientError("'\(text)': bad host") }
+                } else if !after.isEmpty { throw HTTPClientError("'\(shown)': bad host") }
                 host = String(host[host.index(after: host.startIndex)..<close])
             } else if let colon = host.lastIndex(of: ":") {
-                guard let number = UInt16(host[host.index(after: colon)...]), number > 0 else { throw HTTPClientError("'\(text)': bad port") }
+                guard let number = UInt16(host[host.index(after: colon)...]), number > 0 else { throw HTTPClientError("'\(shown)': bad port") }
                 port = number
                 host = String(host[..<colon])
             }
-            guard !host.isEmpty else { throw HTTPClientError("'\(text)' has no host") }
+            guard !host.isEmpty else { throw HTTPClientError("'\(shown)' has no host") }
             self.host = host
             self.port = port
             path = remainder
+        }
+
+        /// The URL for a log line or an error: scheme, host and port, and `/…` in place of a
+        /// path or query (a webhook receiver's may carry its secret: Slack's, Zapier's).
+        public var redacted: String {
+            (tls ? "https://" : "http://") + hostHeader + (path == "/" ? "/" : "/…")
+        }
+
+        /// `text` (a URL that may not parse) as `redacted` shows one: the scheme and the host
+        /// (cut to 200 characters, user info dropped), `/…` for anything after them.
+        public static func redacting(_ text: String) -> String {
+            let schemeEnd = text.range(of: "://")?.upperBound
+            let rest = schemeEnd.map { text[$0...] } ?? text[...]
+            let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+            var shown = authority
+            if let at = authority.lastIndex(of: "@") { shown = "…@" + authority[authority.index(after: at)...] }
+            if shown.count > 200 { shown = shown.prefix(200) + "…" }
+            let scheme = schemeEnd.map { String(text[..<$0].prefix(16)) } ?? ""
+            return scheme + String(shown) + (rest.count > authority.count ? "/…" : "")
         }
 
         /// The `Host` header's value.
@@ -81,17 +103,9 @@ public struct HTTPClient: Sendable {
         let deadline = Date().timeIntervalSince1970 + timeout
         let socket = try Self.connect(url.host, url.port, deadline: deadline)
         defer { close(socket) }
-        var head = "\(method) \(url.path) HTTP/1.1\r\nHost: \(url.hostHeader)\r\nConnection: close\r\n"
-        for (name, value) in headers {
-            guard !name.contains(where: { $0 == "\r" || $0 == "\n" || $0 == ":" }), !value.contains(where: { $0 == "\r" || $0 == "\n" }) else {
-                throw HTTPClientError("a header holds a line break")
-            }
-            head += "\(name): \(value)\r\n"
-        }
-        if !body.isEmpty || method == "PUT" || method == "POST" { head += "Content-Length: \(body.count)\r\n" }
-        head += "\r\n"
-        let request = Array(head.utf8) + body
-        var raw: [UInt8] = []
+        let request = try Self.requestHead(method, url, headers: headers, bodyCount: body.count) + body
+        var reader = ResponseReader(limit: maxResponseBytes)
+        var received = 0
         if url.tls {
             let stream = try (tls ?? TLSContext.client()).stream(host: url.host)
             try stream.start()
@@ -102,23 +116,23 @@ public struct HTTPClient: Sendable {
                 let chunk = try Self.receive(socket, deadline: deadline)
                 if chunk.isEmpty { break }
                 let (plain, ended) = try stream.receive(chunk)
-                raw += plain
+                received += plain.count
                 closed = ended
                 try Self.send(socket, stream.takeOutput(), deadline: deadline)
-                guard raw.count <= maxResponseBytes + 65536 else { throw HTTPClientError("the response from \(url.hostHeader) is over \(maxResponseBytes) bytes") }
-                if let response = try Self.parse(raw, limit: maxResponseBytes, complete: false) { return response }
+                guard received <= maxResponseBytes + 65536 else { throw HTTPClientError("the response from \(url.hostHeader) is over \(maxResponseBytes) bytes") }
+                if let response = try reader.feed(plain[...]) { return response }
             }
         } else {
             try Self.send(socket, request, deadline: deadline)
             while true {
                 let chunk = try Self.receive(socket, deadline: deadline)
                 if chunk.isEmpty { break }
-                raw += chunk
-                guard raw.count <= maxResponseBytes + 65536 else { throw HTTPClientError("the response from \(url.hostHeader) is over \(maxResponseBytes) bytes") }
-                if let response = try Self.parse(raw, limit: maxResponseBytes, complete: false) { return response }
+                received += chunk.count
+                guard received <= maxResponseBytes + 65536 else { throw HTTPClientError("the response from \(url.hostHeader) is over \(maxResponseBytes) bytes") }
+                if let response = try reader.feed(chunk[...]) { return response }
             }
         }
-        guard let response = try Self.parse(raw, limit: maxResponseBytes, complete: true) else {
+        guard let response = try reader.finish() else {
             throw HTTPClientError("\(url.hostHeader) closed the connection before a whole response")
         }
         return response
@@ -130,75 +144,19 @@ public struct HTTPClient: Sendable {
     static let maxInterimResponses = 8
 
     /// A whole response in `raw`, or nil when more is needed (`complete`: the connection
-    /// ended, so a body without a length runs to here).
-    static func parse(_ raw: [UInt8], limit: Int, complete: Bool, interim: Int = 0) throws -> Response? {
-        let separator: [UInt8] = [13, 10, 13, 10]
-        guard let headEnd = raw.firstRange(of: separator) else {
-            if raw.count > 65536 { throw HTTPClientError("the response head is over 64 KiB") }
-            return nil
-        }
-        let headText = String(decoding: raw[..<headEnd.lowerBound], as: UTF8.self)
-        var lines = headText.components(separatedBy: "\r\n")
-        let statusLine = lines.removeFirst()
-        let parts = statusLine.split(separator: " ", maxSplits: 2)
-        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]), (100...599).contains(status) else {
-            throw HTTPClientError("not an HTTP response: '\(statusLine.prefix(80))'")
-        }
-        var headers: [String: String] = [:]
-        for line in lines {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-        }
-        let bodyStart = headEnd.upperBound
-        if (100..<200).contains(status) {
-            // An interim response (100 Continue): skip it, a few at most (a peer sending
-            // thousands would recurse once each).
-            guard interim < Self.maxInterimResponses else { throw HTTPClientError("more than \(Self.maxInterimResponses) interim (1xx) responses") }
-            return try parse(Array(raw[bodyStart...]), limit: limit, complete: complete, interim: interim + 1)
-        }
-        if let length = headers["content-length"] {
-            guard let count = Int(length), count >= 0 else { throw HTTPClientError("bad Content-Length '\(length)'") }
-            guard count <= limit else { throw HTTPClientError("the response body is \(count) bytes, over the limit of \(limit)") }
-            guard raw.count - bodyStart >= count else {
-                if complete { throw HTTPClientError("the response body was cut short (\(raw.count - bodyStart) of \(count) bytes)") }
-                return nil
-            }
-            return Response(status: status, headers: headers, body: Array(raw[bodyStart..<(bodyStart + count)]))
-        }
-        if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {
-            var body: [UInt8] = []
-            var offset = bodyStart
-            while true {
-                guard let lineEnd = raw[offset...].firstRange(of: [13, 10]) else {
-                    if complete { throw HTTPClientError("a chunked response was cut short") }
-                    return nil
-                }
-                let sizeText = String(decoding: raw[offset..<lineEnd.lowerBound], as: UTF8.self).split(separator: ";").first ?? ""
-                guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16), size >= 0 else {
-                    throw HTTPClientError("bad chunk size in the response")
-                }
-                // Compared without adding: a size near Int.max would overflow (and trap).
-                guard size <= limit - body.count else { throw HTTPClientError("the response body is over the limit of \(limit) bytes") }
-                let dataStart = lineEnd.upperBound
-                if size == 0 { return Response(status: status, headers: headers, body: body) }
-                guard raw.count >= dataStart + size + 2 else {
-                    if complete { throw HTTPClientError("a chunked response was cut short") }
-                    return nil
-                }
-                body += raw[dataStart..<(dataStart + size)]
-                offset = dataStart + size + 2
-            }
-        }
-        if status == 204 || status == 304 { return Response(status: status, headers: headers, body: []) }
-        guard complete else { return nil }
-        return Response(status: status, headers: headers, body: Array(raw[bodyStart...]))
+    /// ended, so a body without a length runs to here). `request` feeds a `ResponseReader`
+    /// read by read instead (HTTPClient+Reader.swift).
+    static func parse(_ raw: [UInt8], limit: Int, complete: Bool) throws -> Response? {
+        var reader = ResponseReader(limit: limit)
+        if let response = try reader.feed(raw[...]) { return response }
+        return complete ? try reader.finish() : nil
     }
 
     // MARK: Sockets
 
     static func remaining(_ deadline: Double) throws -> Int32 {
         let left = deadline - Date().timeIntervalSince1970
-        guard left > 0 else { throw HTTPClientError("timed out") }
+        guard left > 0 else { throw HTTPClientError("timed out", timedOut: true) }
         return Int32(min(left * 1000, 3_600_000)) + 1
     }
 
@@ -242,6 +200,9 @@ public struct HTTPClient: Sendable {
     static func send(_ fd: Int32, _ bytes: [UInt8], deadline: Double) throws {
         var offset = 0
         while offset < bytes.count {
+            // Every pass, not only when the socket is full: a peer reading a byte at a time
+            // must not stretch the exchange past its deadline.
+            _ = try remaining(deadline)
             let sent = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
             if sent > 0 { offset += sent; continue }
             guard sent < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR else {
@@ -256,6 +217,9 @@ public struct HTTPClient: Sendable {
     static func receive(_ fd: Int32, deadline: Double) throws -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
+            // Every pass, not only when nothing is waiting: a peer trickling bytes must not
+            // keep the exchange going past its deadline.
+            _ = try remaining(deadline)
             let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if count > 0 { return Array(buffer[0..<count]) }
             if count == 0 { return [] }
@@ -270,5 +234,10 @@ public struct HTTPClient: Sendable {
 
 public struct HTTPClientError: Error, CustomStringConvertible, Sendable {
     public var description: String
-    public init(_ description: String) { self.description = description }
+    /// The exchange passed its deadline (`HTTPClient.timeout`).
+    public var timedOut: Bool
+    public init(_ description: String, timedOut: Bool = false) {
+        self.description = description
+        self.timedOut = timedOut
+    }
 }

@@ -59,6 +59,8 @@ public final class SyncHost {
     public let loop: EventLoop
     public private(set) var options: Options
     public let endpoint: SyncEndpoint
+    /// A server's data directory (nil for a host of one board).
+    public private(set) var dataDirectory: String?
     var connections: [SessionID: any HostLink] = [:]
     /// Accepted connections' IP addresses, and how many each has open.
     private var acceptedFrom: [SessionID: String] = [:]
@@ -125,6 +127,7 @@ public final class SyncHost {
             log("board '\(name)': \(existed ? "opened" : "created") \(path) (\(package.replica.versionVector.totalCount) operations)")
             return package
         }, options: Self.withPresenceClock(options.endpoint), now: EventLoop.now())
+        dataDirectory = serverDataDirectory
         wire()
         try startListening(listen)
     }

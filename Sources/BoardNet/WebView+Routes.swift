@@ -21,7 +21,7 @@ extension WebView {
         // "/" → ["", ""]; "/b/x" → ["", "b", "x"]
         switch (parts.count, parts.count > 1 ? parts[1] : "") {
         case (2, ""):
-            guard runTokenMatches(request) || options.access != nil else { return refuseToken(client, head: head) }
+            guard runTokenMatches(request) || options.access != nil else { return refuseToken(client, request, head: head) }
             let (html, script) = WebPage.index(boards: boardNames(), token: runToken)
             finish(client, page(html, script: script), head: head)
         case (3, "b"):
@@ -127,7 +127,10 @@ extension WebView {
         return HMAC.constantTimeEquals(Array((request.query["token"] ?? "").utf8), Array(runToken.utf8))
     }
 
-    private func refuseToken(_ client: Client, head: Bool) {
+    /// A request without this run's token: 401, counted as `missing` (no token) or
+    /// `bad_signature` (another one), as the admin port counts its run token.
+    private func refuseToken(_ client: Client, _ request: HTTPRequest, head: Bool) {
+        authFailures[(request.query["token"] ?? "").isEmpty ? "missing" : "bad_signature", default: 0] += 1
         finish(client, HTTPResponse.error(HTTPError(401, "access denied: open the URL the server printed (it carries ?token=...)")), head: head)
     }
 
@@ -143,7 +146,11 @@ extension WebView {
         }
         if let access = options.access {
             let token = Array((request.query["token"] ?? "").utf8)
-            guard case .success(let grant) = access.check(token, board: name) else {  // signature, board, expiry, revocations
+            let grant: AccessGrant
+            switch access.check(token, board: name) {  // signature, board, expiry, revocations
+            case .success(let granted): grant = granted
+            case .failure(let refusal):
+                authFailures[refusal.label, default: 0] += 1
                 finish(client, HTTPResponse.error(HTTPError(401, "access denied: this page needs a valid token for the board (?token=...)")), head: head)
                 return nil
             }
@@ -152,7 +159,7 @@ extension WebView {
             client.grant = grant
         } else {
             guard runTokenMatches(request) else {
-                refuseToken(client, head: head)
+                refuseToken(client, request, head: head)
                 return nil
             }
         }

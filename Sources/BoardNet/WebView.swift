@@ -109,6 +109,8 @@ public final class WebView {
     var feeds: [String: Feed] = [:]
     /// The replica id the pages of one token subject edit a board under, for this run.
     var authorIDs: [AuthorKey: ReplicaID] = [:]
+    /// Requests refused for their token, by reason (`AccessRefusal.label`), for `/metrics`.
+    public internal(set) var authFailures: [String: Int] = [:]
 
     struct AuthorKey: Hashable {
         var board: String

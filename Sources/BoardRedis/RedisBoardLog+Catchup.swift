@@ -9,6 +9,16 @@ extension RedisBoardLog {
     /// checkpoint if one is due.
     func sendBoardCommand(_ name: String) {
         guard let state = boards[name] else { return }
+        switch state.tombstone {
+        case .unchecked(asked: false) where state.notBefore <= now:
+            // No catch-up (nor greeting, nor append from this server's cache) before Redis
+            // said the board has no tombstone.
+            send(.tombstone(name), strings: ["GET", deletedKey(name)])
+            boards[name]?.tombstone = .unchecked(asked: true)
+            return
+        case .unchecked, .deleted: return
+        case .clear: break
+        }
         switch state.phase {
         case .loadingCheckpoint(let progress, asked: false) where state.notBefore <= now:
             send(.loadCheckpoint(name), strings: ["HGETALL", checkpointKey(name)])

@@ -37,6 +37,12 @@ extension RedisBoardLog {
         /// How log lines, and clients the server turns away, name this Redis (the driver sets
         /// "Redis at HOST:PORT"). Never holds a password.
         public var redisName = "Redis"
+        /// Deleted boards' tombstones live in Redis (`RedisBoardLog+Deletion.swift`): every
+        /// board is checked before its catch-up, deletion notices close it (`serve` sets it).
+        public var checksTombstones = false
+        /// Boards that may be deleted (tombstones kept) at once; beyond, a delete is refused
+        /// (`undelete` frees a place). A tombstone is at most ~400 bytes.
+        public var maxTombstones = 100_000
 
         public init(node: String) {
             self.node = node

@@ -38,11 +38,17 @@ extension RedisBoardLog {
         case .push(let list): items = list
         default: return
         }
+        if items.count == 3, items[0].text == "subscribe", let channel = items[1].text,
+           let board = boards.keys.first(where: { presenceChannel($0) == channel }) {
+            recheckTombstone(board)
+            return
+        }
         guard items.count == 3, items[0].text == "message", let channel = items[1].text,
               case .bulkString(let payload?) = items[2],
               let board = boards.keys.first(where: { presenceChannel($0) == channel }) else { return }
         var reader = ByteReader(payload)
         guard let node = try? reader.readLengthPrefixed(max: 256, "node id"), node != Array(options.node.utf8) else { return }
+        if deletionNotice(board, payload[reader.offset...]) { return }
         var frames = FrameDecoder(maxFrame: 1 << 16)
         frames.append(Array(payload[reader.offset...]))
         guard let frame = try? frames.next(), case .presence(let presence)? = try? Message(frame: frame, limits: SessionLimits()) else {

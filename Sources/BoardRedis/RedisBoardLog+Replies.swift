@@ -25,6 +25,11 @@ extension RedisBoardLog {
         case .clientID: if case .integer(let id) = value { tailState.clientIDAnswered(id) }
         case .unblock, .publish, .auth: break
         case .read(let starts): tailRead(starts, value)
+        case .tombstone(let board): tombstoneRead(board, value)
+        case .countTombstones(let call): tombstonesCounted(call, value)
+        case .delete(let call): deleteAnswered(call, value)
+        case .undelete(let call): undeleteAnswered(call, value)
+        case .tombstoneSet: break
         }
     }
 
@@ -44,7 +49,11 @@ extension RedisBoardLog {
         case .markReplicas(let board): replicaMarks[board]?.sent = false
         case .read: tailState.readEnded()
         case .unblock: tailState.unblockEnded()
-        case .clientID, .publish, .auth: break
+        case .clientID, .publish, .auth, .tombstoneSet: break
+        case .tombstone(let board):
+            if case .unchecked? = boards[board]?.tombstone { boards[board]?.tombstone = .unchecked(asked: false) }
+        case .countTombstones(let call), .delete(let call), .undelete(let call):
+            tombstoneCallFailed(call, "the link to \(options.redisName) dropped before it answered (it may or may not have taken effect: look, then retry)")
         }
     }
 
@@ -106,8 +115,16 @@ extension RedisBoardLog {
             options.log("Redis refused CLIENT ID: \(message)")
         case .unblock:
             tailState.unblockEnded()
-        case .publish:
+        case .publish, .tombstoneSet:
             break
+        case .tombstone(let board):
+            boards.modify(board) { state in
+                if case .unchecked = state.tombstone { state.tombstone = .unchecked(asked: false) }
+                state.notBefore = at
+            }
+            options.log("board '\(board)': Redis refused reading its tombstone (retrying): \(message)")
+        case .countTombstones(let call), .delete(let call), .undelete(let call):
+            tombstoneCallFailed(call, "\(self.options.redisName) refused it: \(message)")
         case .auth:
             options.log("Redis refused the password (check --redis-password-file): \(message)")
         }

@@ -77,6 +77,11 @@ public final class RedisBoardLog {
     var subscribed: Set<String> = []
     /// Why Redis cannot serve the boards, by source (`RedisBoardLog+Trouble.swift`).
     var trouble = TroubleState()
+    /// Deletes and undeletes waiting for Redis, and boards found deleted not yet taken by the
+    /// host (`RedisBoardLog+Deletion.swift`).
+    var tombstoneCalls: [Int: TombstoneCall] = [:]
+    var nextTombstoneCall = 0
+    var deletedBoards: [(board: String, deletedAt: String)] = []
 
     /// Statistics.
     public internal(set) var entriesAppended = 0
@@ -95,6 +100,7 @@ public final class RedisBoardLog {
     public func attach(_ board: String, hub: BoardHub, now: Double) {
         self.now = now
         boards[board] = BoardState(hub: hub)
+        if options.checksTombstones { boards[board]?.tombstone = .unchecked(asked: false) }
         hub.sharedLog = true
         hub.sharesAuthorship = options.sharesAuthorship
         hub.holdsGreetings = true  // until the stream has been read

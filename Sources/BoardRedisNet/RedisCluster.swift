@@ -64,7 +64,17 @@ public final class RedisCluster: HostReplication {
     /// host hands on what the hubs it touched have (acknowledgements, merged operations).
     private func pumpAndRefresh() {
         pump()
+        closeDeletedBoards()
         host?.refresh()
+    }
+
+    /// Boards the log found deleted (a tombstone in Redis, a deletion notice): closed here
+    /// with `boardDeleted`, this server's copy removed (`SyncHost.boardDeletedElsewhere`).
+    func closeDeletedBoards() {
+        let deleted = boardLog.takeDeletedBoards()
+        guard let host, !deleted.isEmpty else { return }
+        for (board, at) in deleted { host.boardDeletedElsewhere(board, deletedAt: at) }
+        pump()
     }
 
     /// Links lost or not connected (each retried after a backoff), for metrics.
@@ -135,6 +145,9 @@ public final class RedisCluster: HostReplication {
         _ = loop.schedule(after: delay) { [weak self] in self?.connect(link) }
         pumpAndRefresh()
     }
+
+    /// Writes what the log queued (an admin's call, from outside the log's own events).
+    func flushCommands() { pump() }
 
     /// Writes what the log queued on each link and re-arms the timer at its next deadline
     /// (appends are pipelined: writing each board's as it comes adds no round trip).

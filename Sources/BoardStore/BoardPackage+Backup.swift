@@ -47,25 +47,73 @@ extension OpLog {
         public var damage: String?
         /// The torn tail that was left out, if there was one.
         public var tornTail: String?
+        /// Every image an operation in the valid bytes names (lower-case hex SHA-256): a
+        /// sticker's, a replaced image, a background.
+        public var images: Set<String> = []
     }
 
     public static func check(_ bytes: [UInt8]) -> Check {
-        guard bytes.count >= magic.count else {
+        check(size: bytes.count) { offset, count in Array(bytes[offset..<(offset + count)]) }
+    }
+
+    /// The same check, streamed: the log is read through `read(offset, count)` (exactly
+    /// `count` bytes, inside `size`) one record at a time, so what is held is one record at
+    /// most (`maxRecordSize`), never the whole log (backups of large boards, restores).
+    public static func check(size: Int, read: (_ offset: Int, _ count: Int) throws -> [UInt8]) rethrows -> Check {
+        let head = try read(0, min(size, magic.count))
+        guard size >= magic.count else {
             return Check(validBytes: 0, records: 0, operations: 0,
-                         damage: magic.starts(with: bytes) ? nil : "not a BoardSync op log", tornTail: nil)
+                         damage: magic.starts(with: head) ? nil : "not a BoardSync op log", tornTail: nil)
         }
-        guard bytes.starts(with: magic) else {
-            let legacy = bytes.starts(with: legacyMagic)
+        guard head == magic else {
+            let legacy = head == legacyMagic
             return Check(validBytes: 0, records: 0, operations: 0,
                          damage: legacy ? "an op log in the first format (open and save the package once)" : "not a BoardSync op log (bad magic)", tornTail: nil)
         }
-        let parsed = parse(bytes)
-        var check = Check(validBytes: parsed.validBytes, records: parsed.batches.count,
-                          operations: parsed.batches.reduce(0) { $0 + $1.operations.count }, damage: nil, tornTail: nil)
-        switch parsed.end {
-        case .clean: break
-        case .torn(_, let why): check.tornTail = why
-        case .damaged(let offset, let why): check.damage = "at byte \(offset): \(why)"
+        var check = Check(validBytes: magic.count, records: 0, operations: 0, damage: nil, tornTail: nil)
+        var offset = magic.count
+        func damaged(_ why: String) -> Check {
+            var result = check
+            result.damage = "at byte \(offset): \(why) (\(size - offset) bytes from here on); run `board-sync repair` on the package to keep every record that still checks out"
+            return result
+        }
+        func torn(_ why: String) -> Check {
+            var result = check
+            result.tornTail = why
+            return result
+        }
+        while offset < size {
+            let remaining = size - offset
+            let header = try read(offset, min(headerSize, remaining))
+            if header.allSatisfy({ $0 == 0 }) {
+                // Zero bytes to the end: a file system that grew the file before the data landed.
+                var scan = offset + header.count
+                var zeros = true
+                while zeros, scan < size {
+                    let piece = try read(scan, min(1 << 20, size - scan))
+                    zeros = piece.allSatisfy { $0 == 0 }
+                    scan += piece.count
+                }
+                if zeros { return torn("\(remaining) zero bytes after the last record") }
+            }
+            guard remaining >= headerSize else { return torn("record header cut short") }
+            let length = Int(readU32(header, 0))
+            let payloadCRC = readU32(header, 4)
+            guard CRC32.checksum(header[0..<8]) == readU32(header, 8) else { return damaged("record header fails its checksum") }
+            guard length <= maxRecordSize else { return damaged("record claims \(length) bytes (over \(maxRecordSize))") }
+            guard length <= remaining - headerSize else { return torn("record of \(length) bytes runs past the end") }
+            let payload = try read(offset + headerSize, length)
+            guard CRC32.checksum(payload) == payloadCRC else { return damaged("record fails its checksum") }
+            do {
+                let batch = try OperationBatch(decoding: payload)
+                check.records += 1
+                check.operations += batch.operations.count
+                for operation in batch.operations { if let hash = operation.payload.asset { check.images.insert(hash.hex) } }
+            } catch {
+                return damaged("record does not decode: \(error)")
+            }
+            offset += headerSize + length
+            check.validBytes = offset
         }
         return check
     }

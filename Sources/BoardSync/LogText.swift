@@ -23,10 +23,17 @@ package enum LogText {
         return out
     }
 
-    /// A peer's text quoted for a log line: escaped and cut to `limit` characters.
+    /// A peer's text quoted for a log line: escaped and cut to `limit` characters, a backslash
+    /// written `\\` and a quote `\'`, so the quoted value cannot end early and what follows it
+    /// cannot pose as a field of the line (`ServeLog` reads fields only outside quotes).
     package static func quoted(_ text: String, limit: Int = 200) -> String {
         let cut = text.count > limit ? String(text.prefix(limit)) + "…" : text
-        return "'" + escaped(cut) + "'"
+        var marked = ""
+        for character in cut {
+            if character == "\\" || character == "'" { marked.append("\\") }
+            marked.append(character)
+        }
+        return "'" + escaped(marked) + "'"
     }
 
     static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {

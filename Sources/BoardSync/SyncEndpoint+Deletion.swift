@@ -65,6 +65,12 @@ extension SyncEndpoint {
         options.log("board '\(name)': closed and discarded (deleted)")
     }
 
+    /// Sessions and web views holding `name` now (0, 0 when it is not open).
+    public func holders(of name: String) -> (sessions: Int, viewers: Int) {
+        guard let board = boards[name] else { return (0, 0) }
+        return (board.hub.sessionCount, viewers[name, default: 0])
+    }
+
     /// Forgets a remembered open failure (a deleted name re-created by its operator).
     public func forgetOpenFailure(_ name: String) {
         openFailures[name] = nil

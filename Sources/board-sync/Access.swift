@@ -9,7 +9,9 @@ import Glibc
 enum Access {
     /// Reads the server's secret; with `create`, makes a new random one (mode 0600) when the
     /// file is missing. Refuses a secret other users can read, and links.
-    static func secret(at path: String, create: Bool) throws -> [UInt8] {
+    /// `bearer` names what a created file is for when it is a token sent as is (the web view's
+    /// or the admin port's run token), not a secret that signs tokens.
+    static func secret(at path: String, create: Bool, bearer: String? = nil) throws -> [UInt8] {
         if create, !FileManager.default.fileExists(atPath: path) {
             var generator = SystemRandomNumberGenerator()
             let hex = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
@@ -20,7 +22,11 @@ enum Access {
             let synced = fsync(fd)
             close(fd)
             guard written == bytes.count, synced == 0 else { throw Failure("cannot write the secret file \(path)") }
-            NetCommands.log("created a new secret in \(path) (mode 0600); mint tokens with `board-sync token --secret-file \(path) ...`")
+            if let bearer {
+                NetCommands.log("created a new \(bearer) in \(path) (mode 0600): clients send it as it is")
+            } else {
+                NetCommands.log("created a new secret in \(path) (mode 0600); mint tokens with `board-sync token --secret-file \(path) ...`")
+            }
         }
         var info = stat()
         guard lstat(path, &info) == 0 else {

@@ -118,21 +118,12 @@ enum AdminCommands {
             guard number > 0, number <= 8 else { throw UsageError("--scale must be above 0 and at most 8") }
             path += "&scale=\(scale)"
         }
-        let bytes = try client.download(path)
-        if format == "tar", bytes.count < 1024 || bytes.count % 512 != 0 || bytes.suffix(1024).contains(where: { $0 != 0 }) {
-            throw Failure("the export of '\(board)' ended early (\(bytes.count) bytes, no end of archive); nothing was written")
-        }
-        let temporary = output + ".part-\(getpid())"
-        guard FileManager.default.createFile(atPath: temporary, contents: Data(bytes)) else { throw Failure("cannot write \(temporary)") }
-        guard rename(temporary, output) == 0 else {
-            unlink(temporary)
-            throw Failure("cannot write \(output): \(String(cString: strerror(errno)))")
-        }
+        let bytes = try client.download(path, board: board, format: format, to: output)
         if args.has("json") {
-            let data = try JSONSerialization.data(withJSONObject: ["board": board, "output": output, "format": format, "bytes": bytes.count], options: [.sortedKeys])
+            let data = try JSONSerialization.data(withJSONObject: ["board": board, "output": output, "format": format, "bytes": bytes], options: [.sortedKeys])
             print(String(decoding: data, as: UTF8.self))
         } else {
-            print("wrote \(output) (\(format), \(bytes.count) bytes)")
+            print("wrote \(output) (\(format), \(bytes) bytes)")
         }
     }
 
@@ -152,22 +143,60 @@ enum AdminCommands {
         let tls: TLSContext?
         let timeout: Double
 
-        /// A whole export (at most 1 GiB, held in memory).
-        func download(_ path: String) throws -> [UInt8] {
+        /// The largest export written (a tar of a board at its limits is far below).
+        static let maxExportBytes = 64 << 30
+
+        /// An export streamed to a temporary file beside `output` (64 KiB at a time, never held
+        /// whole), renamed over `output` only when it came whole: a tar must end with its two
+        /// zero end blocks, a rendering must bring its Content-Length. Otherwise the temporary
+        /// file is removed, nothing is at `output`, and the error says what came. Its size.
+        func download(_ path: String, board: String, format: String, to output: String) throws -> Int {
             let url = try HTTPClient.URLParts("\(tls == nil ? "http" : "https")://\(server)\(path)")
-            let response: HTTPClient.Response
+            let temporary = output + ".part-\(getpid())"
+            let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { throw Failure("cannot write \(temporary): \(String(cString: strerror(errno)))") }
+            var written = 0
+            var tail: [UInt8] = []  // the last 1024 bytes: a tar's end blocks
             do {
-                response = try HTTPClient(timeout: timeout, maxResponseBytes: 1 << 30, tls: tls)
-                    .request("GET", url, headers: [("Authorization", "Bearer \(token)")])
+                defer { close(fd) }
+                let response: HTTPClient.Response
+                do {
+                    response = try HTTPClient(timeout: timeout, maxResponseBytes: 64 << 10, tls: tls)
+                        .request("GET", url, headers: [("Authorization", "Bearer \(token)")], maxBody: Self.maxExportBytes) { piece in
+                            var done = 0
+                            while done < piece.count {
+                                let wrote = piece.withUnsafeBytes { write(fd, $0.baseAddress! + done, piece.count - done) }
+                                if wrote < 0, errno == EINTR { continue }
+                                guard wrote > 0 else { throw Failure("cannot write \(temporary): \(String(cString: strerror(errno)))") }
+                                done += wrote
+                            }
+                            written += piece.count
+                            tail = Array((tail + piece).suffix(1024))
+                        }
+                } catch let failure as Failure {
+                    throw failure
+                } catch {
+                    throw Failure("the export of '\(board)' through \(server) failed after \(written) bytes: \(error); nothing was written to \(output)")
+                }
+                guard response.status == 200 else {
+                    let object = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
+                    let why = object?["error"] as? String ?? String(decoding: response.body.prefix(300), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                    throw Failure("the server refused (\(response.status)): \(why)")
+                }
+                if format == "tar", written < 1024 || written % 512 != 0 || tail.contains(where: { $0 != 0 }) {
+                    throw Failure("the export of '\(board)' ended early (\(written) bytes, no end of archive: the connection closed before the tar's end); nothing was written to \(output)")
+                }
+                guard fsync(fd) == 0 else { throw Failure("cannot write \(temporary): \(String(cString: strerror(errno)))") }
             } catch {
-                throw Failure("cannot export through \(server): \(error)")
+                unlink(temporary)
+                throw error
             }
-            guard response.status == 200 else {
-                let object = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
-                let why = object?["error"] as? String ?? String(decoding: response.body.prefix(300), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-                throw Failure("the server refused (\(response.status)): \(why)")
+            guard rename(temporary, output) == 0 else {
+                let why = String(cString: strerror(errno))
+                unlink(temporary)
+                throw Failure("cannot write \(output): \(why)")
             }
-            return response.body
+            return written
         }
 
         func call(_ method: String, _ path: String) throws -> [String: Any] {

@@ -134,7 +134,7 @@ struct NetCommands {
             throw UsageError("--node-id '\(id)' must be 1 to 128 characters without spaces")
         }
         let backupPlan = try ServeBackup.plan(args)
-        let webhookPlan = try ServeWebhooks.plan(args)
+        let webhookPlan = try ServeWebhooks.plan(args, sources: config.sources)
         var options = SyncHost.Options()
         options.log = NetCommands.log
         try ServeLimits.apply(args, to: &options)
@@ -181,6 +181,9 @@ struct NetCommands {
             redisOptions.user = args.value("redis-user")
             // With tokens, authorship is one fact per board for every server (in Redis).
             redisOptions.sharesAuthorship = options.access != nil
+            // Deleted boards' tombstones live in Redis: every server checks them before it
+            // serves a board, and a delete on one server closes the board on every server.
+            redisOptions.checksTombstones = true
             if let lease { redisOptions.leaseMilliseconds = Int(lease * 1000) }
             if let retention { redisOptions.retentionMilliseconds = Int(retention * 1000) }
             cluster = RedisCluster(address: redisAddress, options: redisOptions, loop: loop)
@@ -209,7 +212,7 @@ struct NetCommands {
             }
             if let file = args.value("web-token-file") {
                 // A token kept across restarts (pages reconnect with it), created when missing.
-                webOptions.runToken = String(decoding: try Access.secret(at: file, create: true), as: UTF8.self)
+                webOptions.runToken = String(decoding: try Access.secret(at: file, create: true, bearer: "web view token (the page's ?token=)"), as: UTF8.self)
             }
             do {
                 web = try WebView(listen: webAddress, host: host, dataDirectory: data, loop: loop, options: webOptions)
@@ -230,6 +233,7 @@ struct NetCommands {
         slot.drainSeconds = adminSettings?.drainSeconds ?? 0
         loop.run()
         admin?.close()
+        if let backups, let backupPlan { ServeBackup.finish(backups.0, backupPlan) }  // the last run, bounded
         withExtendedLifetime((signals, web, cluster, revocationWatcher, admin, backups, webhooks)) {}
     }
 

@@ -89,7 +89,10 @@ enum ServeAdmin {
             _ = try writer.write(content: snapshot, to: "/export.\(format)", previous: nil)
             return try memory.readFile("/export.\(format)")
         }
-        if let backups = extras.backups { options.backupNow = { [weak backups] in backups?.backupNow(reason: "admin API") } }
+        if let backups = extras.backups {
+            options.backupNow = { [weak backups] in backups?.backupNow(reason: "admin API") }
+            options.extraMetrics.append({ [weak backups] in backups.map { backupMetrics($0.status) } ?? "" })
+        }
         if let webhooks = extras.webhooks { options.onBoardDeleted = { [weak webhooks] board in webhooks?.boardDeleted(board) } }
         if let secretFile = extras.secretFile {
             // The file `token revoke` appends to: this server's watcher applies it within a
@@ -110,9 +113,11 @@ enum ServeAdmin {
         options.maxUnanswered = min(options.maxUnanswered, settings.maxConnections)
         options.requestTimeout = settings.requestTimeout
         if let file = settings.tokenFile {
-            options.runToken = String(decoding: try Access.secret(at: file, create: true), as: UTF8.self)
+            options.runToken = String(decoding: try Access.secret(at: file, create: true, bearer: "admin token (`board-sync admin --token-file FILE`)"), as: UTF8.self)
         }
         if let cluster {
+            // Deletes and undeletes reach every server: the tombstone is kept in Redis.
+            options.sharedTombstones = cluster
             options.readinessChecks.append(("redis", { [weak cluster] in
                 guard let cluster else { return "stopped" }
                 return cluster.isConnected ? nil : "not connected to Redis at \(cluster.address)"
@@ -141,6 +146,20 @@ enum ServeAdmin {
             : "/metrics needs the token in \(settings.tokenFile!) (Authorization: Bearer ...)"
         NetCommands.log("admin port at \(tls == nil ? "http" : "https")://\(server.listenAddress)/ (/healthz and /readyz open; \(guardText))")
         return server
+    }
+
+    /// `boardsync_backup_*`: what `serve --backup-to` has done (docs/DEPLOYMENT.md, "Backups").
+    static func backupMetrics(_ status: BackupStatus) -> String {
+        var out = MetricsText()
+        out.family("boardsync_backup_runs_total", .counter, "Backup runs that ended (scheduled, on demand, final).", [([], Double(status.runs))])
+        out.family("boardsync_backup_last_finished_timestamp_seconds", .gauge, "When the last backup run ended (0: none yet).", [([], status.lastFinishedAt)])
+        out.family("boardsync_backup_last_run_boards", .gauge, "Boards of the last backup run, by result.", [
+            ([("result", "written")], Double(status.lastWritten)), ([("result", "unchanged")], Double(status.lastUnchanged)),
+            ([("result", "failed")], Double(status.lastFailed)),
+        ])
+        out.family("boardsync_backup_boards_failing", .gauge, "Boards whose last backup attempt failed (their previous backup stays).", [([], Double(status.failing.count))])
+        out.family("boardsync_backup_boards_too_large", .gauge, "Boards refused by the backup for a size over BackupLimits (not backed up until under it).", [([], Double(status.tooLarge.count))])
+        return out.text
     }
 
     /// The board field of a token for `role`: admin tokens name none (`*`), others need --board.

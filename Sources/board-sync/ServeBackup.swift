@@ -12,13 +12,19 @@ import Glibc
 enum ServeBackup {
     /// The options where a backup target is named (serve and restore).
     static let targetOptions = ["s3-endpoint", "s3-region", "s3-credentials-file", "backup-timeout"]
-    static let serveOptions = ["backup-to", "backup-every"] + targetOptions
+    static let serveOptions = ["backup-to", "backup-every", "backup-final-timeout"] + targetOptions
 
     /// What `serve` was asked for, checked before the server starts.
     struct Plan {
         var target: any BackupTarget
         var every: Double?
+        /// Seconds the last run at SIGTERM or SIGINT may take (0: none).
+        var finalTimeout: Double = ServeBackup.defaultFinalTimeout
     }
+
+    /// `--backup-final-timeout` unless given: inside Kubernetes' default 30-second grace
+    /// period (and the documented unit's TimeoutStopSec=60) with room for the saves.
+    static let defaultFinalTimeout: Double = 20
 
     static func plan(_ args: Arguments) throws -> Plan? {
         guard let destination = args.value("backup-to") else {
@@ -36,7 +42,13 @@ enum ServeBackup {
                 every = seconds
             }
         }
-        return Plan(target: try target(destination, args), every: every)
+        var plan = Plan(target: try target(destination, args), every: every)
+        if let text = args.value("backup-final-timeout") {
+            let number = try Parse.number(text, "--backup-final-timeout")
+            guard number >= 0, number <= 3600 else { throw UsageError("--backup-final-timeout must be between 0 (no final backup) and 3600 seconds") }
+            plan.finalTimeout = number
+        }
+        return plan
     }
 
     /// A directory, or `s3://BUCKET[/PREFIX]` with the --s3-... options.
@@ -121,8 +133,16 @@ enum ServeBackup {
     static func start(_ plan: Plan, host: SyncHost, data: String, signal: (SchedulerBox, DispatchSourceSignal)) -> (BackupScheduler, DispatchSourceSignal) {
         let scheduler = BackupScheduler(host: host, dataDirectory: data, target: plan.target, every: plan.every, log: NetCommands.log)
         signal.0.scheduler = scheduler
-        NetCommands.log("backups: every board to \(plan.target)\(plan.every.map { ", every \(Int($0)) s" } ?? "") and on SIGUSR1 (`kill -USR1 \(getpid())`)")
+        NetCommands.log("backups: every board to \(plan.target)\(plan.every.map { ", every \(Int($0)) s" } ?? "") and on SIGUSR1 (`kill -USR1 \(getpid())`)\(plan.finalTimeout > 0 ? "; a last one at SIGTERM (at most \(plan.finalTimeout == plan.finalTimeout.rounded() ? String(Int(plan.finalTimeout)) : String(plan.finalTimeout)) s)" : "")")
         return (scheduler, signal.1)
+    }
+
+    /// After the loop stopped (SIGTERM, SIGINT): the last run, bounded (`finalBackup`).
+    static func finish(_ scheduler: BackupScheduler, _ plan: Plan) {
+        guard plan.finalTimeout > 0 else {
+            return NetCommands.log("final backup: off (--backup-final-timeout 0); operations acknowledged since the last completed backup are not in \(plan.target)")
+        }
+        _ = scheduler.finalBackup(timeout: plan.finalTimeout)
     }
 
     /// The scheduler SIGUSR1 reaches (set on the loop thread, read there).
@@ -146,6 +166,8 @@ enum ServeBackup {
         let outcome: BackupRestore.Outcome
         do {
             outcome = try BackupRestore.restore(from: target, into: data, options: options)
+        } catch let error as BackupRestore.PartlyRestored {
+            throw Failure("restore from \(target) failed part-way in \(data): \(error)")
         } catch {
             throw Failure("restore from \(target) failed, nothing was changed in \(data): \(error)")
         }
@@ -172,10 +194,11 @@ extension ServeBackup {
     static let serveHelp: [(String, String)] = [
         ("--backup-to DIR|s3://BUCKET/PREFIX", "Back up every board while serving (docs/DEPLOYMENT.md, Backups): each board's acknowledged operations and images, a board whose backup is whole or absent (its manifest is written last), only boards changed since their last backup. Files and uploads run off the serving thread; a failed backup (unreachable or full target, refused credentials) is logged, keeps the previous one whole and is tried again at the next run. SIGUSR1 backs up now."),
         ("--backup-every D", "How often (1s to 30d, like 10s, 15m, 6h; default 15m; `never`: on SIGUSR1 only)."),
+        ("--backup-final-timeout S", "On SIGTERM or SIGINT, after the server stopped serving and saved: one last backup of the boards changed since the last completed one, waiting at most S seconds (default 20; 0: none). The log says whether it completed."),
     ] + targetHelp
     static let restoreHelp: [(String, String)] = [
-        ("--from DIR|s3://BUCKET/PREFIX", "Restore a server's backups (`serve --backup-to`) instead: every board (or each --board NAME) is fetched and checked (sizes, SHA-256 of the log and of every image, the log's records) before anything is moved into --data; a damaged or truncated backup changes nothing."),
+        ("--from DIR|s3://BUCKET/PREFIX", "Restore a server's backups (`serve --backup-to`) instead: every board (or each --board NAME) is fetched and checked (sizes, SHA-256 of the log and of every image, the log's records, every image the log shows present) before anything is moved into --data; a damaged, truncated or incomplete backup changes nothing."),
         ("--data DIR", "The data directory to restore into: new or empty unless --force."),
-        ("--force", "Restore into a data directory that holds something: boards of the same names are moved aside to NAME.boardpkg.before-restore-TIME (never deleted); refused while a server holds them."),
+        ("--force", "Restore into a data directory that holds something: boards of the same names are moved aside to NAME.boardpkg.before-restore-TIME (never deleted); every one's lock is taken first, so a server holding any refuses the whole restore; all or none are moved."),
     ] + targetHelp
 }

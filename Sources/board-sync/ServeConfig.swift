@@ -1,3 +1,4 @@
+import BoardNet
 import Foundation
 
 /// `serve --config FILE` and `BOARD_SYNC_*` variables: every `serve` option may come from the
@@ -8,8 +9,9 @@ import Foundation
 /// same checks as flags. `--print-config` prints what is in force and where each came from.
 ///
 /// No setting holds a secret itself (secrets live in files: --secret-file, --redis-password-file,
-/// --admin-token-file, --web-token-file, --tls-key), so `--print-config` shows their paths,
-/// never what they hold.
+/// --admin-token-file, --web-token-file, --tls-key, --webhook-secret-file), so `--print-config`
+/// shows their paths, never what they hold; the one setting that may carry a secret in its
+/// value, `--webhook` (a receiver's path or query), is printed redacted (scheme, host, port).
 struct ServeConfig {
     /// Options that may be given more than once.
     static let repeatable: Set<String> = ["web-host", "web-origin", "admin-host"]
@@ -133,7 +135,7 @@ struct ServeConfig {
     static let help: [(String, String)] = [
         ("--config FILE", "Read settings from FILE, a JSON object whose keys are these options without the dashes ({\"data\": \"/srv/boards\", \"max-connections\": 4096, \"web-host\": [\"boards.example\"]}). Unknown keys are refused. Also BOARD_SYNC_CONFIG."),
         ("BOARD_SYNC_<OPTION>", "Every option can also come from the environment: --max-connections from BOARD_SYNC_MAX_CONNECTIONS (repeatable ones as a comma-separated list). The command line wins over the environment, which wins over --config."),
-        ("--print-config", "Check the settings, print those in force as JSON with where each came from (command line, variable, file or default), and exit without serving. Secrets are never printed: settings name the files that hold them."),
+        ("--print-config", "Check the settings, print those in force as JSON with where each came from (command line, variable, file or default), and exit without serving. Secrets are never printed: settings name the files that hold them, and --webhook shows only its scheme, host and port."),
     ]
 
     /// `--print-config`: every setting in force (the command line's, the environment's and the
@@ -146,7 +148,8 @@ struct ServeConfig {
                 let values = args.values(name)
                 if !values.isEmpty { settings[name] = values; from[name] = sources[name] ?? "command line" }
             } else if let value = args.value(name) {
-                settings[name] = value
+                // A webhook URL's path and query may hold the receiver's secret.
+                settings[name] = ServeWebhooks.redactedSettings.contains(name) ? HTTPClient.URLParts.redacting(value) : value
                 from[name] = sources[name] ?? "command line"
             } else if let value = defaults[name] {
                 settings[name] = value

@@ -6,7 +6,9 @@ import Synchronization
 /// line with the same fields on every line: `time`, `level`, `event`, `board`, `replica`,
 /// `subject`, `peer`, `code`, `message` (null when a line has none). The fields are read off
 /// the line the server logs (the same line text shows), after `LogText.escaped`, so nothing a
-/// peer sends can end a line or forge a field; in JSON the line is also scrubbed of anything
+/// peer sends can end a line; they are read outside quoted values only (`Scan`: peers' text is
+/// logged through `LogText.quoted`, which escapes quotes), so a quoted header or name cannot
+/// forge a board, level, event or code; in JSON the line is also scrubbed of anything
 /// shaped like a token (`bst1.…`, `token=…`): a web view's run token appears as `token=REDACTED`.
 enum ServeLog {
     enum Format: UInt8 { case text = 0, json = 1 }
@@ -29,10 +31,14 @@ enum ServeLog {
     /// One JSON object for a logged line (already escaped by `NetCommands.log`'s caller path).
     static func json(_ rawLine: String, stamp: String) -> String {
         let line = redacted(LogText.escaped(rawLine))
+        // Fields are read outside quoted values only: what a peer sent is quoted
+        // (`LogText.quoted` escapes quotes in it), so it cannot pose as a board, a level or a code.
+        let scan = Scan(line)
+        let outside = scan.outside
         let fields: [(String, String?)] = [
-            ("time", stamp), ("level", level(line)), ("event", event(line)), ("board", quoted(after: "board '", in: line)),
-            ("replica", word(after: "replica ", in: line)), ("subject", quoted(after: "subject '", in: line)),
-            ("peer", peer(line)), ("code", code(line)), ("message", line),
+            ("time", stamp), ("level", level(outside)), ("event", event(outside)), ("board", scan.value(after: "board ")),
+            ("replica", word(after: "replica ", in: outside)), ("subject", scan.value(after: "subject ")),
+            ("peer", peer(outside)), ("code", code(outside)), ("message", line),
         ]
         return "{" + fields.map { "\"\($0.0)\":\($0.1.map(string) ?? "null")" }.joined(separator: ",") + "}"
     }
@@ -74,10 +80,23 @@ enum ServeLog {
 
     private static func level(_ line: String) -> String {
         if line.hasPrefix("WARNING") { return "warning" }
+        if line.hasPrefix("ERROR") { return "error" }  // a board too large to back up, a final backup cut short
         let lower = line.lowercased()
-        if lower.contains("failed") || lower.contains("cannot ") || lower.contains("internal error") { return "error" }
+        if failedMeansFailure(lower) || lower.contains("cannot ") || lower.contains("internal error") { return "error" }
         if lower.contains("access denied") || lower.contains("refused") || code(line) != nil { return "warning" }
         return "info"
+    }
+
+    /// Whether "failed" in a line says something failed: a count of none ("2 written, 0 failed")
+    /// does not.
+    static func failedMeansFailure(_ lower: String) -> Bool {
+        var words = lower.split(whereSeparator: { $0 == " " || $0 == "," || $0 == ";" || $0 == "(" || $0 == ")" })[...]
+        var previous: Substring?
+        while let word = words.popFirst() {
+            if word.hasPrefix("failed"), previous.map({ $0.allSatisfy(\.isNumber) && Int($0) == 0 }) != true { return true }
+            previous = word
+        }
+        return false
     }
 
     private static func event(_ line: String) -> String {
@@ -88,6 +107,7 @@ enum ServeLog {
         ]
         if line.hasPrefix("connection "), line.contains(" closed") { return "connection_closed" }
         for (needle, name) in rules where line.contains(needle) { return name }
+        if line.hasPrefix("backup ") || line.hasPrefix("backups: ") || line.hasPrefix("final backup ") || line.hasPrefix("ERROR final backup ") { return "backup" }
         if line.hasPrefix("web: ") { return "web" }
         if line.hasPrefix("admin: ") { return "admin" }
         if line.hasPrefix("board '") {
@@ -100,10 +120,52 @@ enum ServeLog {
         return "message"
     }
 
-    /// The text between `prefix` and the next `'`.
-    private static func quoted(after prefix: String, in line: String) -> String? {
-        guard let start = line.range(of: prefix)?.upperBound, let end = line[start...].firstIndex(of: "'") else { return nil }
-        return String(line[start..<end])
+    /// A line split into the text outside quotes (each quoted value replaced by `'#N'`) and the
+    /// quoted values. A quote opens a value only at the start of a word (`server's` opens
+    /// nothing); inside, a backslash escapes the next character and an unescaped quote closes it.
+    struct Scan {
+        var outside = ""
+        var values: [String] = []
+
+        init(_ line: String) {
+            var value: String?
+            var escaping = false
+            var previous: Character = " "
+            for character in line {
+                if var current = value {
+                    if escaping {
+                        current.append(character)
+                        escaping = false
+                    } else if character == "\\" {
+                        escaping = true
+                    } else if character == "'" {
+                        outside += "'#\(values.count)'"
+                        values.append(current)
+                        value = nil
+                        previous = character
+                        continue
+                    } else {
+                        current.append(character)
+                    }
+                    value = current
+                } else if character == "'", " ([=,:".contains(previous) {
+                    value = ""
+                } else {
+                    outside.append(character)
+                    previous = character
+                }
+            }
+            // An unterminated quote (an apostrophe of ours, never a peer's `LogText.quoted`
+            // value, which always closes): its text is ours, kept outside.
+            if let value { outside += "'" + value }
+        }
+
+        /// The quoted value right after `prefix` outside quotes (`board 'team'`: "team").
+        func value(after prefix: String) -> String? {
+            guard let start = outside.range(of: prefix + "'#")?.upperBound else { return nil }
+            guard let index = Int(outside[start...].prefix(while: \.isNumber)), values.indices.contains(index) else { return nil }
+            return values[index]
+        }
     }
 
     /// The word after `prefix` (up to a space, comma or parenthesis).

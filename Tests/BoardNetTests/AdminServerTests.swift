@@ -312,26 +312,30 @@ final class AdminFixture: @unchecked Sendable {  // host and admin only touched 
         var failing: String? = nil
         let lock = NSLock()
         options.readinessChecks = [("redis", { lock.lock(); defer { lock.unlock() }; return failing })]
+        var logged: [String] = []
+        options.log = { line in lock.lock(); logged.append(line); lock.unlock() }
+        func seen() -> [String] { lock.lock(); defer { lock.unlock() }; return logged }
         let fixture = try AdminFixture(adminOptions: options)
         defer { fixture.stop() }
         #expect(try fixture.request("/readyz").status == 200)
-        lock.lock(); failing = "not connected"; lock.unlock()
+        lock.lock(); failing = "not connected to Redis at 10.1.2.3:6379"; lock.unlock()
         let notReady = try fixture.request("/readyz")
-        #expect(notReady.status == 503)
-        #expect(notReady.body.contains("redis: not connected"))
+        // The open probe names the failing check only; the detail (an internal address) is logged.
+        #expect(notReady == (503, "not ready: redis\n"))
+        #expect(seen().contains("admin: not ready: redis: not connected to Redis at 10.1.2.3:6379"), "\(seen())")
         lock.lock(); failing = nil; lock.unlock()
         // The data directory gone (a lost volume): not ready. (Removed rather than made
         // read-only: tests may run as root, whom permissions do not stop.)
         let data = fixture.temp.path + "/data"
         try FileManager.default.moveItem(atPath: data, toPath: data + ".away")
         let lost = try fixture.request("/readyz")
-        #expect(lost.status == 503)
-        #expect(lost.body.contains("cannot be written"))
+        #expect(lost == (503, "not ready: storage\n"))
+        #expect(seen().contains { $0.hasPrefix("admin: not ready: the data directory cannot be written") })
         try FileManager.default.moveItem(atPath: data + ".away", toPath: data)
         #expect(try fixture.request("/readyz").status == 200)
         let admin = fixture.admin
         try fixture.server.thread.onLoop { admin.beginDraining() }
-        #expect(try fixture.request("/readyz") == (503, "not ready: draining: the server is stopping\n"))
+        #expect(try fixture.request("/readyz") == (503, "not ready: draining\n"))
         #expect(try fixture.request("/healthz").status == 200, "liveness holds while draining")
         #expect(try fixture.request("/metrics", token: fixture.token(.admin)).body.contains("boardsync_ready 0"))
         let probes = try FileManager.default.contentsOfDirectory(atPath: data).filter { $0.hasPrefix(".readyz") }

@@ -7,12 +7,17 @@ import Glibc
 #endif
 
 /// A one-thread HTTP receiver on a free loopback port: reads each request whole (head and
-/// Content-Length body), answers 200, and keeps what it got.
-final class HookReceiver: @unchecked Sendable {  // `requests` only under `lock`
+/// Content-Length body), answers it (200 unless `answer` says otherwise), and keeps what it
+/// got with the status it answered.
+final class HookReceiver: @unchecked Sendable {  // `requests` and the answer only under `lock`
     let port: UInt16
     private let fd: Int32
     private let lock = NSLock()
-    private var requests: [(head: String, body: [UInt8])] = []
+    private var requests: [(head: String, body: [UInt8], status: Int)] = []
+    private var status = 200
+    private var body = ""
+    private var raw: [UInt8]?
+    private var closed = false
 
     init() throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -26,6 +31,11 @@ final class HookReceiver: @unchecked Sendable {  // `requests` only under `lock`
         _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
         port = UInt16(bigEndian: address.sin_port)
         Thread { [self] in self.serve() }.start()
+    }
+
+    /// What later requests are answered: `status` with `body`, or `raw` bytes as they are.
+    func answer(status: Int = 200, body: String = "", raw: [UInt8]? = nil) {
+        lock.withLock { (self.status, self.body, self.raw) = (status, body, raw) }
     }
 
     private func serve() {
@@ -43,20 +53,32 @@ final class HookReceiver: @unchecked Sendable {  // `requests` only under `lock`
                     let length = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
                         .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
                     if raw.count - end.upperBound >= length {
-                        lock.withLock { requests.append((head, Array(raw[end.upperBound..<(end.upperBound + length)]))) }
-                        let reply = Array("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8)
+                        let reply: [UInt8] = lock.withLock {
+                            requests.append((head, Array(raw[end.upperBound..<(end.upperBound + length)]), status))
+                            if let raw = self.raw { return raw }
+                            return Array("HTTP/1.1 \(status) Answer\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)".utf8)
+                        }
                         _ = reply.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                         break
                     }
                 }
             }
-            close(client)
+            Glibc.close(client)
         }
     }
 
-    var received: [(head: String, body: [UInt8])] { lock.withLock { requests } }
+    var received: [(head: String, body: [UInt8], status: Int)] { lock.withLock { requests } }
 
-    deinit { shutdown(fd, Int32(SHUT_RDWR)); close(fd) }
+    /// Stops listening: later deliveries find the port closed.
+    func close() {
+        let first = lock.withLock { () -> Bool in
+            defer { closed = true }
+            return !closed
+        }
+        if first { shutdown(fd, Int32(SHUT_RDWR)); Glibc.close(fd) }
+    }
+
+    deinit { close() }
 }
 
 /// The library side of webhooks: `WebhookSender` signs and delivers; `WebhookNotifier.boardDeleted`

@@ -6,29 +6,12 @@ import Glibc
 
 /// One HTTP/1.0 request of any method over a plain socket: status and body.
 func adminRequest(_ address: String, _ method: String, _ target: String, token: String? = nil, headers: String = "") -> (status: Int, body: String) {
-    let parts = address.split(separator: ":")
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard let fd = dialLoopback(address) else { return (0, "no connection") }
     defer { close(fd) }
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_port = UInt16(parts[1])!.bigEndian
-    _ = inet_pton(AF_INET, String(parts[0]), &addr.sin_addr)
-    let connected = withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard connected == 0 else { return (0, "no connection") }
-    var timeout = timeval(tv_sec: 5, tv_usec: 0)
-    _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     let auth = token.map { "Authorization: Bearer \($0)\r\n" } ?? ""
     let request = Array("\(method) \(target) HTTP/1.0\r\nHost: \(address)\r\n\(auth)\(headers)\r\n".utf8)
     _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-    var received: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let count = recv(fd, &buffer, buffer.count, 0)
-        if count <= 0 { break }
-        received += buffer[0..<count]
-    }
+    let received = readToEnd(fd)
     let text = String(decoding: received, as: UTF8.self)
     let head = text.components(separatedBy: "\r\n\r\n").first ?? ""
     let status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0
@@ -374,6 +357,9 @@ func adminRequest(_ address: String, _ method: String, _ target: String, token: 
         openssl.waitUntilExit()
         try #require(openssl.terminationStatus == 0)
         chmod(workspace.path + "/admin.key", 0o600)
+        try FileManager.default.createDirectory(atPath: workspace.path + "/data", withIntermediateDirectories: true)
+        try workspace.cli.run("new", "data/team.boardpkg")
+        try workspace.cli.run("stroke", "data/team.boardpkg", "--points", "1,1 5,5")
         let server = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0", "--tls-cert", "admin.pem", "--tls-key", "admin.key",
                                  "--admin", "127.0.0.1:0", "--admin-token-file", "admin.token"], in: workspace.path)
         let line = try #require(server.waitFor("admin port at https://"), "\(server.log)")
@@ -382,6 +368,11 @@ func adminRequest(_ address: String, _ method: String, _ target: String, token: 
         let verified = try cli.run("admin", "list", "--server", admin, "--token-file", "admin.token", "--tls-ca", "admin.pem", "--json")
         #expect(verified.status == 0, "\(verified.stderr)")
         #expect(verified.stdout.contains("\"boards\""))
+        // An export streamed over TLS to its file.
+        let exported = try cli.run("admin", "export", "team", "team.tar", "--server", admin, "--token-file", "admin.token", "--tls-ca", "admin.pem")
+        #expect(exported.status == 0 && exported.stdout.contains("wrote team.tar"), "\(exported.stderr)")
+        let size = try FileManager.default.attributesOfItem(atPath: workspace.path + "/team.tar")[.size] as? Int ?? 0
+        #expect(size > 1024 && size % 512 == 0, "\(size)")
         let plain = try cli.run("admin", "list", "--server", admin, "--token-file", "admin.token", "--timeout", "5")
         #expect(plain.status == 1, "\(plain.stderr)")
         let untrusted = try cli.run("admin", "list", "--server", admin, "--token-file", "admin.token", "--tls")

@@ -234,16 +234,8 @@ import Glibc
 
         // S3 that takes the connection and never answers: the request's deadline ends it, and
         // meanwhile the server serves (the backup thread waits, never the loop).
-        let hung = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (hung, hungPort) = loopbackListener()
         defer { close(hung) }
-        var hungAddress = sockaddr_in()
-        hungAddress.sin_family = sa_family_t(AF_INET)
-        hungAddress.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &hungAddress) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(hung, $0, length) } }
-        listen(hung, 16)
-        _ = withUnsafeMutablePointer(to: &hungAddress) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(hung, $0, &length) } }
-        let hungPort = Int(UInt16(bigEndian: hungAddress.sin_port))
         let slow = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0", "--backup-to", "s3://bucket/p", "--s3-endpoint", "http://127.0.0.1:\(hungPort)",
                                "--s3-credentials-file", credentials, "--backup-every", "1s", "--backup-timeout", "3"], in: workspace.path)
         let slowAddress = try #require(slow.listeningAddress(), "\(slow.log)")

@@ -11,9 +11,11 @@ final class Daemon {
     private let errors = Pipe()
     private(set) var log = ""
 
-    init(_ arguments: [String], in directory: String) throws {
+    /// `environment` is added to this process's.
+    init(_ arguments: [String], in directory: String, environment: [String: String] = [:]) throws {
         process.executableURL = URL(fileURLWithPath: CLI.binary)
         process.arguments = arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
@@ -203,28 +205,11 @@ final class Daemon {
 @Suite struct WebCLITests {
     /// A GET over a plain socket: the status line and the body.
     static func get(_ address: String, _ target: String) -> (status: String, body: String) {
-        let parts = address.split(separator: ":")
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard let fd = dialLoopback(address) else { return ("no connection", "") }
         defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = UInt16(parts[1])!.bigEndian
-        _ = inet_pton(AF_INET, String(parts[0]), &addr.sin_addr)
-        let connected = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { return ("no connection", "") }
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let request = Array("GET \(target) HTTP/1.1\r\nHost: \(address)\r\n\r\n".utf8)
         _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = recv(fd, &buffer, buffer.count, 0)
-            if count <= 0 { break }
-            received += buffer[0..<count]
-        }
+        let received = readToEnd(fd)
         let text = String(decoding: received, as: UTF8.self)
         let head = text.components(separatedBy: "\r\n\r\n").first ?? ""
         return (head.components(separatedBy: "\r\n").first ?? "", text.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n"))

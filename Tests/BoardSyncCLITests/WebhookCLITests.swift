@@ -90,8 +90,15 @@ final class WebhookReceiver {
         events.filter { $0["event"] as? String == name && $0["status"] as? Int == 200 }
     }
 
+    /// Sessions that joined and left, added up over the clients.changed delivered.
+    static func clients(_ events: [[String: Any]]) -> (joined: Int, left: Int) {
+        let bodies = delivered(events, "clients.changed").compactMap { $0["body"] as? [String: Any] }
+        return (bodies.reduce(0) { $0 + ($1["joined"] as? Int ?? 0) }, bodies.reduce(0) { $0 + ($1["left"] as? Int ?? 0) })
+    }
+
     /// Every event, signed; one answered 500 twice is retried under the same key and
-    /// delivered; keys differ between events; a burst of edits is one `board.changed`.
+    /// delivered; keys differ between events; a burst of edits is one `board.changed`; the
+    /// syncs' sessions are counted in `clients.changed`.
     @Test func eventsArriveSignedAndAreRetried() throws {
         let workspace = try Workspace()
         let cli = workspace.cli
@@ -104,13 +111,15 @@ final class WebhookReceiver {
             try cli.run("stroke", "A.boardpkg", "--points", "\(index),1 4,4")
             #expect(try cli.run("sync", "A.boardpkg", "--server", address, "--board", "team").status == 0)
         }
-        let events = receiver.waitUntil { !Self.delivered($0, "board.changed").isEmpty && Self.delivered($0, "client.left").count == 3 }
+        let events = receiver.waitUntil { !Self.delivered($0, "board.changed").isEmpty && Self.clients($0).left == 3 }
         #expect(events.allSatisfy { $0["signature"] as? Bool == true }, "\(events)")
         let created = events.filter { $0["event"] as? String == "board.created" }
         #expect(created.map { $0["status"] as? Int } == [500, 500, 200], "retried after 500s: \(events)")
         #expect(Set(created.compactMap { $0["key"] as? String }).count == 1, "one idempotency key for every try")
-        #expect(Self.delivered(events, "client.joined").count == 3)
-        #expect(Self.delivered(events, "client.left").count == 3)
+        #expect(Self.clients(events) == (3, 3), "\(events)")
+        let summaries = Self.delivered(events, "clients.changed").compactMap { $0["body"] as? [String: Any] }
+        #expect(summaries.last?["connected"] as? Int == 0 && summaries.allSatisfy { $0["board"] as? String == "team" }, "\(summaries)")
+        #expect(Set(summaries.flatMap { $0["joined_replicas"] as? [String] ?? [] }).count == 1, "one package, one replica: \(summaries)")
         let changed = Self.delivered(events, "board.changed")
         #expect(changed.count == 1, "three syncs within the quiet period: one event \(changed)")
         #expect((changed.first?["body"] as? [String: Any])?["operations"] as? Int == 3)
@@ -122,14 +131,16 @@ final class WebhookReceiver {
         #expect(!server.log.contains("a-webhook-secret"))
     }
 
-    /// A receiver that is down: the queue keeps the newest N (the oldest dropped with a log
-    /// line), serving goes on, and when the receiver comes up what waited is delivered.
-    @Test func aReceiverThatIsDownLosesOnlyTheOldestBeyondTheLimit() throws {
+    /// A receiver that is down: the queue keeps N, dropping the least important (client
+    /// summaries before board changes, never a board's creation in their favour) with a log
+    /// line; serving goes on, and when the receiver comes up what waited is delivered. The
+    /// URL's path and query are in no log line.
+    @Test func aReceiverThatIsDownLosesOnlyTheLeastImportantBeyondTheLimit() throws {
         let workspace = try Workspace()
         let cli = workspace.cli
         let secret = try Self.secret(workspace)
         let port = RedisProcess.freePort()
-        let server = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0", "--webhook", "http://127.0.0.1:\(port)/hook",
+        let server = try Daemon(["serve", "--data", "data", "--listen", "127.0.0.1:0", "--webhook", "http://127.0.0.1:\(port)/hook/S3CR3T?key=QU3RY",
                                  "--webhook-secret-file", secret, "--webhook-queue", "2", "--webhook-timeout", "1"], in: workspace.path)
         let address = try #require(server.listeningAddress(), "\(server.log)")
         try cli.run("new", "A.boardpkg")
@@ -137,14 +148,17 @@ final class WebhookReceiver {
             try cli.run("stroke", "A.boardpkg", "--points", "\(index),1 4,4")
             #expect(try cli.run("sync", "A.boardpkg", "--server", address, "--board", "team").status == 0, "serving goes on")
         }
-        #expect(server.waitFor("dropped the oldest") != nil, "\(server.log)")
+        #expect(server.waitFor("dropped clients.changed of board 'team'") != nil, "\(server.log)")
         #expect(server.log.contains("Connection refused") || server.log.contains("cannot connect"), "\(server.log)")
         let receiver = try WebhookReceiver(in: workspace.path, secret: secret, mode: "ok", port: port)
         let events = receiver.waitUntil { $0.contains { $0["event"] as? String == "board.changed" } }
         #expect(events.contains { $0["event"] as? String == "board.changed" }, "\(events) \(server.log)")
-        #expect(!events.contains { $0["event"] as? String == "board.created" }, "the oldest were dropped: \(events)")
+        #expect(Self.delivered(events, "board.created").count == 1, "board.created outranks the rest: \(events)")
+        #expect(Self.delivered(events, "clients.changed").isEmpty, "the client summaries were dropped: \(events)")
         #expect(events.allSatisfy { $0["signature"] as? Bool == true })
         #expect(server.terminate() == 0)
+        #expect(!server.log.contains("S3CR3T") && !server.log.contains("QU3RY"), "\(server.log)")
+        #expect(server.log.contains("to http://127.0.0.1:\(port)/…"), "\(server.log)")
     }
 
     /// A receiver slower than the timeout: the attempt is abandoned and retried; serving
@@ -194,8 +208,8 @@ final class WebhookReceiver {
         let address = try #require(server.listeningAddress(), "\(server.log)")
         try cli.run("new", "A.boardpkg")
         #expect(try cli.run("sync", "A.boardpkg", "--server", address, "--board", "team").status == 0)
-        let events = receiver.waitUntil { Self.delivered($0, "client.left").count == 1 }
-        #expect(Self.delivered(events, "board.created").count == 1 && Self.delivered(events, "client.joined").count == 1, "\(events) \(server.log)")
+        let events = receiver.waitUntil { Self.clients($0).left == 1 }
+        #expect(Self.delivered(events, "board.created").count == 1 && Self.clients(events) == (1, 1), "\(events) \(server.log)")
         #expect(events.allSatisfy { $0["signature"] as? Bool == true })
         #expect(server.terminate() == 0)
         let untrusted = try Daemon(["serve", "--data", "data2", "--listen", "127.0.0.1:0", "--webhook", receiver.url, "--webhook-secret-file", secret], in: workspace.path)

@@ -14,6 +14,8 @@ extension RedisBoardLog {
         /// another server holds must not delay a reload.
         var notBefore = 0.0
         var checkpoint = Checkpointing()
+        /// With `checksTombstones`: its catch-up starts once Redis said it has no tombstone.
+        var tombstone = TombstoneCheck.clear
 
         init(hub: BoardHub) {
             self.hub = hub

@@ -23,6 +23,14 @@ extension RedisBoardLog {
         case publish
         case auth
         case read([String: String])
+        /// A board's tombstone (`GET`), before its catch-up or again after a subscription.
+        case tombstone(String)
+        /// A delete's or undelete's steps (`RedisBoardLog+Deletion.swift`), by call.
+        case countTombstones(Int)
+        case delete(Int)
+        case undelete(Int)
+        /// `SADD`/`SREM` of the tombstones' set (best effort: it only counts them).
+        case tombstoneSet
     }
 
     /// A pipelined link (commands or tail): its pipeline and the commands waiting for a reply.
