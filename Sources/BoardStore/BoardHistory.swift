@@ -68,7 +68,8 @@ public struct BoardHistory: Sendable {
     /// Where images are read from (the package's `sync/assets`).
     let assetDirectory: String
     let fileSystem: any FileSystem
-    /// Archive records and their bytes, for reports.
+    /// The op-log records the archive holds (each record of a segment counts) and the archive's
+    /// checked bytes, for reports.
     public private(set) var archivedRecords = 0
     public private(set) var archiveBytes = 0
 
