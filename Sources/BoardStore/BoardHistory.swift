@@ -60,8 +60,20 @@ public struct BoardHistory: Sendable {
         var highest: VersionVector
     }
 
+    /// Where one operation is in `entries`.
+    struct Place: Sendable {
+        var seq: UInt64
+        var entry: Int32
+        var index: Int32
+    }
+
     public private(set) var versions: [Version] = []
     var entries: [Entry] = []
+    /// Each author's operations in entry order, so a view finds the operations between two
+    /// vectors by binary search instead of scanning every later entry; only while every author's
+    /// sequence numbers rise in entry order (`placesInOrder`), else views scan.
+    var places: [ReplicaID: [Place]] = [:]
+    var placesInOrder = true
     var checkpoints: [Checkpoint] = []
     /// Materialized checkpoints and the last view (`ViewCache`).
     let cache = ViewCache()
@@ -163,6 +175,15 @@ public struct BoardHistory: Sendable {
         let after = tracker.vector
         guard !fresh.isEmpty || after != before else { return }
         entries.append(Entry(operations: fresh))
+        if placesInOrder, entries.count <= Int(Int32.max), fresh.count <= Int(Int32.max) {
+            for (index, op) in fresh.enumerated() {
+                if let previous = places[op.id.replica]?.last, previous.seq >= op.id.seq { placesInOrder = false; places = [:]; break }
+                places[op.id.replica, default: []].append(Place(seq: op.id.seq, entry: Int32(entries.count - 1), index: Int32(index)))
+            }
+        } else if placesInOrder {
+            placesInOrder = false
+            places = [:]
+        }
         let authors = Set(fresh.map(\.id.replica))
         if let last = versions.last, last.vector == after {
             // Operations ahead of a gap: the same version, with more in it.
@@ -195,10 +216,7 @@ public struct BoardHistory: Sendable {
             // The last view holds exactly the operations `last.vector` covers, among them every
             // one before `start`: add those `version` covers beyond it.
             var replica = last.replica
-            var wanted: [Op] = []
-            for entry in entries[start...] {
-                for op in entry.operations where version.covers(op.id) && !last.vector.covers(op.id) { wanted.append(op) }
-            }
+            let wanted = operations(from: start, coveredBy: version, beyond: last.vector)
             if wanted.isEmpty { return replica }
             // Operations read from checked records: applying them does not fail; if it did, the
             // view is not kept for the next one to build on.
@@ -214,12 +232,41 @@ public struct BoardHistory: Sendable {
                 cache.keep(replica, checkpoint: index)
             }
         }
-        var wanted: [Op] = []
-        for entry in entries[start...] {
-            for op in entry.operations where version.covers(op.id) { wanted.append(op) }
-        }
+        let wanted = operations(from: start, coveredBy: version, beyond: nil)
         if (try? replica.apply(OperationBatch(operations: wanted), from: .ownLog)) != nil { cache.last = (version, replica) }
         return replica
+    }
+
+    /// The operations of `entries[start...]` that `version` covers and `beyond` (when given) does
+    /// not, in history order.
+    func operations(from start: Int, coveredBy version: VersionVector, beyond: VersionVector?) -> [Op] {
+        guard placesInOrder else {
+            var wanted: [Op] = []
+            for entry in entries[start...] {
+                for op in entry.operations where version.covers(op.id) && !(beyond?.covers(op.id) ?? false) { wanted.append(op) }
+            }
+            return wanted
+        }
+        // Per author, entry positions and sequence numbers both rise along its places: the ones
+        // wanted are one contiguous run, found by two binary searches.
+        func first(_ list: [Place], where above: (Place) -> Bool) -> Int {
+            var low = 0, high = list.count
+            while low < high {
+                let middle = (low + high) / 2
+                if above(list[middle]) { high = middle } else { low = middle + 1 }
+            }
+            return low
+        }
+        var found: [Place] = []
+        for (author, upper) in version.entries {
+            guard let list = places[author] else { continue }
+            let lower = beyond?[author] ?? 0
+            let from = first(list) { Int($0.entry) >= start && $0.seq > lower }
+            let to = first(list) { $0.seq > upper }
+            if from < to { found += list[from..<to] }
+        }
+        found.sort { $0.entry != $1.entry ? $0.entry < $1.entry : $0.index < $1.index }
+        return found.map { entries[Int($0.entry)].operations[Int($0.index)] }
     }
 
     /// The board at `version` as a snapshot, with the images the package holds.
