@@ -21,13 +21,24 @@ extension BoardPackage {
         guard !pendingTimes.isEmpty else { return }
         if try fileSystem.fileSize(historyIndexPath) == nil || HistoryIndex.read(historyIndexPath, fileSystem) == nil {
             // No index yet (or a damaged one): start one naming the archive as it is.
-            let size = try fileSystem.fileSize(historyPath) ?? 0
+            var size = try fileSystem.fileSize(historyPath) ?? 0
+            if size > 0 { try cutTornArchiveTail(&size) }  // the index must not name a torn tail as committed
             let index = HistoryIndex(archiveSize: size, sinceCheckpoint: 0, head: nil, entries: pendingTimes)
             try fileSystem.writeAtomically(historyIndexPath, index.encoded())
         } else {
             try fileSystem.appendFile(historyIndexPath, HistoryIndex.encode(pendingTimes))
         }
         pendingTimes = []
+    }
+
+    /// Cuts a torn tail off the archive (`size` its size, updated); damage is left for reads to
+    /// report and repair to salvage. Reads the whole archive: only when the index cannot vouch
+    /// for its end.
+    private func cutTornArchiveTail(_ size: inout Int) throws {
+        let parsed = HistoryArchive.parse(try fileSystem.readFile(historyPath))
+        guard case .torn = parsed.end, parsed.validBytes >= HistoryArchive.magic.count else { return }
+        try fileSystem.truncateFile(historyPath, to: parsed.validBytes)
+        size = parsed.validBytes
     }
 
     /// Rewrites the log as `state`, first moving the records it replaces into the history
@@ -65,6 +76,11 @@ extension BoardPackage {
         } else if let known = stored?.archiveSize, known >= HistoryArchive.magic.count, known < committed {
             try fileSystem.truncateFile(historyPath, to: known)
             committed = known
+        } else if stored?.archiveSize != committed {
+            // The index names more bytes than the archive holds, or there is none: the archive may
+            // end torn (a copy taken while a compaction appended, as the admin API's tar export
+            // can be); cut the torn tail so that what is appended does not follow it as damage.
+            try cutTornArchiveTail(&committed)
         }
         var since = stored?.sinceCheckpoint ?? 0
         var archived: [(batch: OperationBatch, time: Int64?)] = []

@@ -466,4 +466,38 @@ import Testing
             #expect(json == expected[index], "seed \(seed): concurrent view of \(samples[index])")
         }
     }
+
+    /// A copy of a package taken while a compaction appended (the admin API's tar streams the
+    /// archive before the index): the archive ends torn and the index names more bytes than it
+    /// holds, or there is no index. The next compaction cuts the torn tail before appending.
+    @Test(arguments: [false, true])
+    func aTornArchiveTheIndexCannotVouchForIsCutBeforeAppending(withoutIndex: Bool) throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectories("/h")
+        let path = "/h/b.boardpkg"
+        var package = try BoardPackage.create(at: path, fileSystem: fs, replicaID: ReplicaID(0xA))
+        for index in 0..<3 { _ = try package.commit { try $0.addSticker(imagePNG: pngRed, at: pt(Double(index), 5)) } }
+        try package.compactLog()
+        package.close()
+        let archive = path + "/" + PackageLayout.history, indexPath = path + "/" + PackageLayout.historyIndex
+        let committed = try fs.readFile(archive)
+        let torn = HistoryArchive.segments([(package.replica.fullState(), nil)])
+        try fs.appendFile(archive, Array(torn.prefix(torn.count / 2)))
+        if withoutIndex {
+            try fs.removeFile(indexPath)
+        } else {
+            var index = try #require(HistoryIndex.read(indexPath, fs))
+            index.archiveSize = committed.count + torn.count
+            try fs.writeAtomically(indexPath, index.encoded())
+        }
+        package = try BoardPackage.open(at: path, fileSystem: fs, newReplicaID: { ReplicaID(0xDEAD) })
+        defer { package.close() }
+        _ = try package.commit { try $0.setCanvasSize(CodableSize(width: 300, height: 300)) }
+        try package.save()
+        try package.compactLog()
+        let bytes = try fs.readFile(archive)
+        #expect(Array(bytes.prefix(committed.count)) == committed)
+        #expect(HistoryArchive.parse(bytes).end == .clean, "the torn bytes were cut, not left before the new records")
+        #expect(try package.history().versions.count == 4)
+    }
 }
