@@ -293,6 +293,13 @@ if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "load" {
     }
     exit(0)
 }
+if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "history" {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("board-bench-history-\(ProcessInfo.processInfo.processIdentifier)").path
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    try HistoryBench.run(scratch: directory)
+    exit(0)
+}
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "encode" {
     let replica = Workload().generate(seed: 1).replica
     var state = OperationBatch(operations: [])

@@ -26,7 +26,7 @@ extension BoardPackage {
                 for op in edit.operations { try op.validate() }
                 if !edit.operations.isEmpty {
                     try storeAssets(referencedBy: edit.operations, from: replica)
-                    try log.append(OperationBatch(operations: edit.operations))
+                    noteTime(of: try log.append(OperationBatch(operations: edit.operations)))
                 }
                 return edit
             }
@@ -68,7 +68,7 @@ extension BoardPackage {
         let raisesVector = batch.covers.map { !replica.versionVector.dominates($0) } ?? false
         guard !fresh.isEmpty || raisesVector else { return [] }
         let record = OperationBatch(operations: fresh, base: batch.base, covers: batch.covers)
-        try log.append(record, sync: !deferringSync)
+        noteTime(of: try log.append(record, sync: !deferringSync))
         try replica.apply(record, from: .ownLog)
         return fresh
     }
@@ -126,7 +126,7 @@ extension BoardPackage {
 
     /// Rewrites the log as one record of the replica's surviving operations.
     public func compactLog() throws {
-        try log.compact(to: replica.fullState())
+        try compact(to: replica.fullState())
     }
 
     func compactIfWorthwhile() throws {
@@ -140,7 +140,7 @@ extension BoardPackage {
         let state = replica.fullState()
         let bytes = state.encoded().count + OpLog.magic.count + 8
         if log.size > 2 * bytes {
-            try log.compact(to: state)
+            try compact(to: state)
             stateBytesLastChecked = nil
         } else {
             stateBytesLastChecked = bytes

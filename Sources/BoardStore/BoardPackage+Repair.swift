@@ -29,6 +29,10 @@ public struct RepairReport: Sendable, Equatable {
     public var lost: [LostItem] = []
     public var missingItems: [UUID] { lost.map(\.id) }
     public var notes: [String] = []
+    /// Byte ranges of the history archive (`sync/history`) that were dropped, and where the
+    /// damaged archive was kept (nil when it needed no repair).
+    public var archiveDropped: [Dropped] = []
+    public var damagedArchiveCopy: String?
 
     public struct Dropped: Sendable, Equatable {
         public var offset: Int
@@ -36,7 +40,7 @@ public struct RepairReport: Sendable, Equatable {
         public var reason: String
     }
 
-    public var changedAnything: Bool { newReplica != nil }
+    public var changedAnything: Bool { newReplica != nil || damagedArchiveCopy != nil }
 }
 
 extension BoardPackage {
@@ -64,9 +68,10 @@ extension BoardPackage {
         report.keptRecords = salvaged.batches.count
         let view = ViewIndex.read(from: path, fileSystem)
         let viewAhead = view?.versionVector.map { !replica.versionVector.dominates($0) } ?? false
+        try repairHistoryArchive(of: path, fileSystem, into: &report)
         // A torn tail alone is what `open` cuts by itself: nothing to repair then.
         if !OpLog.isDamaged(bytes) && !viewAhead {
-            report.notes.append("the op log and the view are consistent: nothing was changed")
+            report.notes.append("the op log and the view are consistent: nothing was changed in them")
             return report
         }
         report.logKnowsLess = viewAhead
@@ -138,5 +143,42 @@ extension BoardPackage {
             report.notes.append("\(what.joined(separator: " and "))\(back) (the old view is kept in \(report.viewCopy ?? "?"))")
         }
         return report
+    }
+}
+
+extension BoardPackage {
+    /// Salvages a damaged history archive: keeps the damaged file as `sync/history.damaged`
+    /// (or `-2`, ...), rewrites the archive with every record that still checks out, and names
+    /// its new size in the index. The live state does not depend on the archive, so no new
+    /// identity is needed. A clean archive (or a torn tail, which readers ignore) is left alone.
+    static func repairHistoryArchive(of path: String, _ fileSystem: any FileSystem, into report: inout RepairReport) throws {
+        let archivePath = Path.join(path, PackageLayout.history)
+        guard try fileSystem.fileSize(archivePath) != nil else { return }
+        var bytes = try fileSystem.readFile(archivePath)
+        let indexPath = Path.join(path, PackageLayout.historyIndex)
+        var index = HistoryIndex.read(indexPath, fileSystem)
+        if let committed = index?.archiveSize, committed >= HistoryArchive.magic.count, committed < bytes.count {
+            bytes.removeLast(bytes.count - committed)
+        }
+        guard HistoryArchive.isDamaged(bytes) else { return }
+        let salvaged = HistoryArchive.salvage(bytes)
+        report.archiveDropped = salvaged.dropped.map { RepairReport.Dropped(offset: $0.offset, length: $0.length, reason: $0.reason) }
+        var copy = archivePath + ".damaged"
+        var suffix = 1
+        while fileSystem.exists(copy) {
+            suffix += 1
+            copy = archivePath + ".damaged-\(suffix)"
+        }
+        try fileSystem.writeFile(copy, bytes)
+        try fileSystem.syncFile(copy)
+        let rewritten = HistoryArchive.encode(salvaged.records)
+        try fileSystem.writeAtomically(archivePath, rewritten)
+        if index != nil {
+            index!.archiveSize = rewritten.count
+            try fileSystem.writeAtomically(indexPath, index!.encoded())
+        }
+        report.damagedArchiveCopy = copy
+        let lost = salvaged.dropped.reduce(0) { $0 + $1.length }
+        report.notes.append("the history archive was damaged: kept \(salvaged.records.count) record(s) that check out and dropped \(lost) byte(s) in \(salvaged.dropped.count) range(s) (the damaged archive is kept in \(copy)); the board itself does not depend on it")
     }
 }

@@ -96,6 +96,8 @@ extension BoardPackage {
         lastView = write.index
         try requireOpen()
         try compactIfWorthwhile()
+        // History times are metadata: failing to write them never fails a save.
+        try? flushHistoryTimes()
     }
 
     func requireNoViewWrite() throws {

@@ -39,6 +39,19 @@ public final class BoardPackage {
     /// The log's would-be size after compaction when `save` last looked and did not compact.
     var stateBytesLastChecked: Int?
 
+    /// Whether compaction moves the records it replaces into the history archive
+    /// (`sync/history`, docs/ARCHITECTURE.md "History"). Off: compaction drops them, as before
+    /// history existed, and the history begins again at the next compaction that keeps it.
+    public var keepsHistory = true
+    /// Operations archived between two checkpoints of the board in the history archive.
+    public var checkpointInterval = BoardHistory.defaultCheckpointInterval
+    /// The wall time, in milliseconds since 1970, recorded with each log record as history
+    /// metadata (never used to decide anything); nil records no time. Tests and simulators
+    /// pass their own clock.
+    public var historyClock: () -> Int64? = BoardHistory.wallClock
+    /// Times of log records appended since the history index was last written.
+    var pendingTimes: [HistoryIndex.Entry] = []
+
     init(path: String, fileSystem: any FileSystem, replica: Replica, log: OpLog, lock: FileLock) {
         self.path = path
         self.fileSystem = fileSystem
@@ -51,7 +64,7 @@ public final class BoardPackage {
 
     /// Releases the lock. The package must not be used afterwards.
     public func close() {
-        if lock != nil { try? syncMerges(); try? syncAssetDirectoryIfNeeded() }
+        if lock != nil { try? syncMerges(); try? syncAssetDirectoryIfNeeded(); try? flushHistoryTimes() }
         lock?.release()
         lock = nil
     }

@@ -168,9 +168,13 @@ public struct OpLog: Sendable {
     /// Appends a record and (with `sync`, the default) makes it durable before returning.
     /// Without `sync` the record is written but durable only after the next `sync()` (or a
     /// synced append): group commit, one fsync for many merges.
-    public mutating func append(_ batch: OperationBatch, sync: Bool = true) throws {
+    /// Returns where the record starts, its length and its payload checksum (which name it
+    /// for the history index, `HistoryIndex`).
+    @discardableResult
+    public mutating func append(_ batch: OperationBatch, sync: Bool = true) throws -> RecordMark {
         try requireUsable()
         let record = OpLog.frame(batch.encoded())
+        let mark = RecordMark(offset: size, length: record.count, crc: OpLog.readU32(record, 4))
         do {
             try fileSystem.appendFile(path, record)
             if sync { try fileSystem.syncFile(path) }
@@ -188,6 +192,26 @@ public struct OpLog: Sendable {
         recordCount += 1
         needsSync = !sync  // a synced append made every record before it durable too
         if sync { durableSize = size }
+        return mark
+    }
+
+    /// One record of the log: where it starts, its framed length and its payload checksum.
+    public struct RecordMark: Sendable, Hashable {
+        public var offset: Int
+        public var length: Int
+        public var crc: UInt32
+    }
+
+    /// Every record up to the first that fails a check, with its mark.
+    static func records(in bytes: [UInt8]) -> [(mark: RecordMark, batch: OperationBatch)] {
+        guard bytes.starts(with: magic) else { return [] }
+        var result: [(mark: RecordMark, batch: OperationBatch)] = []
+        var offset = magic.count
+        while offset < bytes.count, case .record(let batch, let next) = record(in: bytes, at: offset) {
+            result.append((RecordMark(offset: offset, length: next - offset, crc: readU32(bytes, offset + 4)), batch))
+            offset = next
+        }
+        return result
     }
 
     /// Makes every appended record durable. A failure leaves the log unusable until the
@@ -215,6 +239,18 @@ public struct OpLog: Sendable {
     /// vector), atomically: a crash leaves the old log or the new one.
     public mutating func compact(to state: OperationBatch) throws {
         try rewrite([state])
+    }
+
+    /// `compact(to:)` with the state's record framed already (`OpLog.frame(state.encoded())`).
+    mutating func compact(toFramed record: [UInt8]) throws {
+        let bytes = OpLog.magic + record
+        try fileSystem.writeAtomically(path, bytes)
+        size = bytes.count
+        recordCount = 1
+        durableSize = size
+        broken = nil
+        brokenBy = nil
+        needsSync = false
     }
 
     /// Replaces the log with `batches`, one record each, atomically.
@@ -256,6 +292,27 @@ public struct OpLog: Sendable {
     }
 
     static func record(in bytes: [UInt8], at offset: Int) -> RecordResult {
+        switch frameRecord(in: bytes, at: offset) {
+        case .failed(let why, let torn):
+            return .failed(why, torn: torn)
+        case .payload(let range, let next):
+            do {
+                return .record(try OperationBatch(decoding: Array(bytes[range])), next: next)
+            } catch {
+                return .failed("record does not decode: \(error)", torn: false)
+            }
+        }
+    }
+
+    enum FrameResult {
+        /// The payload's bytes (checksums hold) and where the next record starts.
+        case payload(Range<Int>, next: Int)
+        case failed(String, torn: Bool)
+    }
+
+    /// One record's framing checked (header checksum, length bound, payload checksum); the
+    /// payload is not decoded. Shared with the history archive (`HistoryArchive`).
+    static func frameRecord(in bytes: [UInt8], at offset: Int) -> FrameResult {
         let remaining = bytes.count - offset
         guard remaining >= headerSize else { return .failed("record header cut short", torn: true) }
         let length = Int(readU32(bytes, offset))
@@ -267,13 +324,9 @@ public struct OpLog: Sendable {
         guard length <= remaining - headerSize else {
             return .failed("record of \(length) bytes runs past the end", torn: true)
         }
-        let payload = Array(bytes[(offset + headerSize)..<(offset + headerSize + length)])
-        guard CRC32.checksum(payload) == payloadCRC else { return .failed("record fails its checksum", torn: false) }
-        do {
-            return .record(try OperationBatch(decoding: payload), next: offset + headerSize + length)
-        } catch {
-            return .failed("record does not decode: \(error)", torn: false)
-        }
+        let range = (offset + headerSize)..<(offset + headerSize + length)
+        guard CRC32.checksum(Array(bytes[range])) == payloadCRC else { return .failed("record fails its checksum", torn: false) }
+        return .payload(range, next: range.upperBound)
     }
 
     static func parse(_ bytes: [UInt8]) -> (batches: [OperationBatch], validBytes: Int, end: End) {

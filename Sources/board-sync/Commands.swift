@@ -63,6 +63,7 @@ struct Commands {
         case "show": try show(raw)
         case "export": try export(raw)
         case "log": try log(raw)
+        case "history": try history(raw)
         case "repair": try repair(raw)
         default: throw UsageError("unknown subcommand '\(name)'")
         }
@@ -280,7 +281,7 @@ struct Commands {
     /// board and rendered outside it; the file is written by the process the user ran (a peer
     /// hands the bytes back), atomically.
     private func export(_ raw: [String]) throws {
-        let args = try Arguments(raw, options: ["scale"], flags: ["transparent", "json"])
+        let args = try Arguments(raw, options: ["scale", "at"], flags: ["transparent", "json"])
         let paths = try args.positionals(["<package>", "<output>"])
         let (path, destination) = (paths[0], paths[1])
         guard let type = ContentType.forPath(destination), !type.isNative else {
@@ -294,7 +295,11 @@ struct Commands {
             throw UsageError("the output '\(destination)' is inside the package; write it somewhere else")
         }
         let policy = ExportPolicy(scale: scale, transparent: args.has("transparent"))
-        let snapshot = try withBoard(path) { $0.replica.snapshot() }
+        // `--at V`: a version from the package's history (read from its files, like `history show`).
+        let snapshot = try args.value("at").map { at in
+            let history = try readHistory(path)
+            return history.snapshot(at: try Self.version(at, in: history, "--at"))
+        } ?? withBoard(path) { $0.replica.snapshot() }
         let memory = MemoryFileSystem()
         let rendered = "/export.\(type.fileExtension)"
         let report: PackageWriter.Report
@@ -352,6 +357,8 @@ struct Commands {
                 "logKnowsLess": report.logKnowsLess,
                 "operations": operations,
                 "notes": report.notes,
+                "archiveDropped": report.archiveDropped.map { ["offset": $0.offset, "length": $0.length, "reason": $0.reason] },
+                "damagedArchiveCopy": report.damagedArchiveCopy ?? NSNull(),
             ] as [String: Any])
             return
         }
@@ -360,6 +367,9 @@ struct Commands {
             output.print("  dropped \(dropped.length) byte(s) at \(dropped.offset): \(dropped.reason)")
         }
         if let copy = report.damagedLogCopy { output.print("  the damaged log is kept as \(copy)") }
+        for dropped in report.archiveDropped {
+            output.print("  dropped \(dropped.length) byte(s) of the history archive at \(dropped.offset): \(dropped.reason)")
+        }
         if let copy = report.viewCopy { output.print("  the previous view is kept in \(copy)") }
         if !report.changes.isEmpty || !report.lost.isEmpty {
             output.print("  what the package showed before → what it shows now:")

@@ -80,14 +80,29 @@ let commandHelps: [String: CommandHelp] = [
                         usage: "show <package> [--json]", arguments: [packageArgument],
                         options: [("--json", "Print the canonical snapshot as JSON, shaped like manifest.json.")]),
     "export": CommandHelp(name: "export", overview: "Render the board to a PNG, PDF or SVG file a person can look at.",
-                          usage: "export <package> <output.png|output.pdf|output.svg> [--scale S] [--transparent] [--json]",
+                          usage: "export <package> <output.png|output.pdf|output.svg> [--scale S] [--transparent] [--at V] [--json]",
                           arguments: [packageArgument, ("<output>", "The file to write; its extension picks the format. Replaced atomically.")],
                           options: [("--scale S", "Pixels (PNG) or points (PDF, SVG) per board point (default 1, at most 64)."),
                                     ("--transparent", "Leave the paper transparent instead of white where no background image covers it."),
+                                    ("--at V", "Draw the board as it was at a version of its history (see `history`)."),
                                     ("--json", "Print what was written (and any warnings) as JSON.")]),
     "log": CommandHelp(name: "log", overview: "List the package's operations, newest last, with their timestamps.",
                        usage: "log <package> [--json]", arguments: [packageArgument],
                        options: [("--json", "Print the operations as a JSON array.")]),
+    "history": CommandHelp(name: "history", overview: "See the board's history: list its versions, show or diff versions, restore one as a new undoable edit.",
+                           usage: "history list <package> [--gap MINUTES] [--json] | history show <package> --at V [--json] | history diff <package> V1 V2 [--json] | history restore <package> V [--json] | history fork <package> V <new package> [--json] | history prune <package> --before V [--json]",
+                           arguments: [("list", "Every version (the state after each saved record), grouped into editing sessions, with its time, authors, operation count and vector."),
+                                       ("show", "The board as it was at a version (as `show` prints the present)."),
+                                       ("diff", "Items added, changed and removed from version V1 to V2, and canvas, background and paint-order changes."),
+                                       ("restore", "Set the board back to version V with ordinary new operations, one undo step (`undo` takes it back); points appended to a stroke since V stay."),
+                                       ("fork", "Write a new package (a new replica id) holding the board as it was at version V; its history starts there."),
+                                       ("prune", "Drop the history before version V (the board at V is kept as where the history starts); the board and sync are untouched."),
+                                       packageArgument,
+                                       ("V", "A version: its number in `history list` (0: the empty board), `latest`, or a vector REPLICA:SEQ,... (replica ids in hex, or a prefix naming one author).")],
+                           options: [("--at V", "The version `show` draws."),
+                                     ("--before V", "Where `prune` makes the history start."),
+                                     ("--gap MINUTES", "A pause longer than this starts a new session in `list` (default 30)."),
+                                     ("--json", "Print the versions, the board, the changes or what the restore wrote as JSON.")]),
     "repair": CommandHelp(name: "repair", overview: "Salvage a package whose op log is damaged: keep every record that checks out, under a new replica id, and list each value it reverted (canvas, background, an item's place, scale, rotation, image, colour, width, points, paint order, deleted or not) as before → after, and each item it lost.",
                           usage: "repair <package> [--json]", arguments: [packageArgument],
                           options: [("--json", "Print what was kept, dropped, copied and changed (each register's before and after, in board units) as JSON.")]),
@@ -164,7 +179,7 @@ let netHelps: [String: CommandHelp] = [
                                    ("--token T (revoke)", "Revoke this token (by its id; a token from before token ids: its subject)."), jsonOption]),
 ]
 
-let commandOrder = ["demo", "serve", "sync", "peer", "token", "admin", "new", "stroke", "sticker", "move", "transform", "image", "style", "canvas", "background", "between", "delete", "restore", "front", "back", "undo", "redo", "show", "export", "log", "repair"]
+let commandOrder = ["demo", "serve", "sync", "peer", "token", "admin", "new", "stroke", "sticker", "move", "transform", "image", "style", "canvas", "background", "between", "delete", "restore", "front", "back", "undo", "redo", "show", "export", "log", "history", "repair"]
 
 let toolVersion = "0.3.0"
 

@@ -88,7 +88,7 @@ final class Workspace {
 
 @Suite struct CLITests {
     static let commands = ["demo", "serve", "sync", "peer", "token", "new", "stroke", "sticker", "move", "transform", "image", "style", "canvas",
-                           "background", "between", "delete", "restore", "front", "back", "undo", "redo", "show", "export", "log", "repair"]
+                           "background", "between", "delete", "restore", "front", "back", "undo", "redo", "show", "export", "log", "history", "repair"]
 
     @Test func everyCommandHasHelp() throws {
         let workspace = try Workspace()

@@ -1,0 +1,86 @@
+import BoardCRDT
+import BoardModel
+import BoardSimulation
+import BoardStore
+import Foundation
+
+/// `BENCH_ONLY=history board-bench`: what keeping history costs and how fast it is read, on the
+/// workload board. Every operation of the workload is merged into a package as its own record
+/// (as a live server logs one peer frame per edit), with a save (and so a compaction when the
+/// log has grown past twice the state) every 500 records; once without history and once with.
+enum HistoryBench {
+    static func bytes(under path: String) -> Int {
+        guard let enumerator = FileManager.default.enumerator(atPath: path) else { return 0 }
+        var total = 0
+        for case let file as String in enumerator {
+            let attributes = try? FileManager.default.attributesOfItem(atPath: path + "/" + file)
+            if attributes?[.type] as? FileAttributeType == .typeRegular { total += (attributes?[.size] as? Int) ?? 0 }
+        }
+        return total
+    }
+
+    static func fileBytes(_ path: String) -> Int {
+        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
+    }
+
+    static func run(scratch: String) throws {
+        let workload = Workload().generate(seed: 1)
+        print("workload_operations", workload.operations.count, "ops")
+        for keeping in [false, true] {
+            let path = scratch + (keeping ? "/with.boardpkg" : "/without.boardpkg")
+            let package = try BoardPackage.create(at: path, fileSystem: PosixFileSystem(), replicaID: ReplicaID(0x5E5E))
+            package.keepsHistory = keeping
+            for (_, data) in workload.assets { try package.addAsset(data) }
+            let start = ContinuousClock.now
+            for (index, op) in workload.operations.enumerated() {
+                try package.merge(OperationBatch(operations: [op]), deferringSync: true)
+                if index % 500 == 499 {
+                    try package.syncMerges()
+                    try package.save()
+                }
+            }
+            try package.syncMerges()
+            try package.save()
+            let ingest = seconds(ContinuousClock.now - start)
+            let name = keeping ? "with_history" : "without_history"
+            print("\(name)_ingest_per_record", ingest / Double(workload.operations.count) * 1_000_000, "µs")
+            print("\(name)_oplog_bytes", fileBytes(path + "/" + PackageLayout.opLog), "bytes")
+            print("\(name)_archive_bytes", fileBytes(path + "/" + PackageLayout.history), "bytes")
+            print("\(name)_index_bytes", fileBytes(path + "/" + PackageLayout.historyIndex), "bytes")
+            print("\(name)_sync_bytes_without_assets", bytes(under: path + "/sync") - bytes(under: path + "/sync/assets"), "bytes")
+            print("\(name)_package_bytes", bytes(under: path), "bytes")
+            guard keeping else { package.close(); continue }
+
+            let loadStart = ContinuousClock.now
+            let history = try package.history()
+            print("history_read", seconds(ContinuousClock.now - loadStart), "s")
+            print("history_versions", history.versions.count, "versions")
+            print("history_checkpoints", history.checkpointCount, "checkpoints")
+            var times: [Double] = []
+            let count = history.versions.count
+            for index in 0..<100 {
+                let version = history.versions[min(count - 1, index * count / 100)]
+                let viewStart = ContinuousClock.now
+                let board = history.replica(at: version.vector).snapshot()
+                times.append(seconds(ContinuousClock.now - viewStart))
+                withExtendedLifetime(board) {}
+            }
+            times.sort()
+            print("view_100_versions_p50", times[49] * 1000, "ms")
+            print("view_100_versions_p99", times[98] * 1000, "ms")
+            print("view_100_versions_max", times[99] * 1000, "ms")
+            let first = count / 2
+            let scrubbed = Array(first..<min(count, first + 1000)) + Array((first..<min(count, first + 1000)).reversed())
+            // The views alone (`replica(at:)`), then with the snapshot a page would draw.
+            let viewsStart = ContinuousClock.now
+            for number in scrubbed { withExtendedLifetime(history.replica(at: history.versions[number].vector)) {} }
+            print("scrub_1000_versions_forward_and_back_replica_only", seconds(ContinuousClock.now - viewsStart), "s")
+            let scrubStart = ContinuousClock.now
+            for number in scrubbed {
+                withExtendedLifetime(history.replica(at: history.versions[number].vector).snapshot()) {}
+            }
+            print("scrub_1000_versions_forward_and_back", seconds(ContinuousClock.now - scrubStart), "s")
+            package.close()
+        }
+    }
+}
