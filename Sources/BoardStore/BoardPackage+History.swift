@@ -94,6 +94,7 @@ extension BoardPackage {
     /// now, with the times noted and not yet written.
     public func history() throws -> BoardHistory {
         try requireOpen()
+        try BoardHistory.checkArchiveLength(package: path, fileSystem: fileSystem)
         return try BoardHistory.read(package: path, fileSystem: fileSystem, pendingTimes: pendingTimes)
     }
 
