@@ -84,8 +84,10 @@ import Testing
                 }
             }))
         }
-        // A prune in the middle, on a peer that is up.
+        // A prune in the middle, on a peer that is up (one on a full disk must fail whole and
+        // leave its history as it was; the next peer is tried).
         var pruned: (host: Int, horizon: VersionVector, earlier: VersionVector)?
+        var failedPrunes: [Int] = []
         let prunedPeer = Int(seed % 3)
         world.interludes.append((at: phase * 0.6, body: { world in
             for index in [prunedPeer, (prunedPeer + 1) % 3, (prunedPeer + 2) % 3] {
@@ -95,7 +97,15 @@ import Testing
                     guard history.versions.count >= 4 else { problems.append("\(world.hostName(index)) has \(history.versions.count) versions at the prune"); return }
                     let horizon = history.versions[history.versions.count / 2].vector
                     let earlier = history.versions[0].vector
-                    try package.pruneHistory(before: horizon)
+                    do {
+                        try package.pruneHistory(before: horizon)
+                    } catch where world.hosts[index].diskFull {
+                        failedPrunes.append(index)
+                        if try package.history().versions.map(\.vector) != history.versions.map(\.vector) {
+                            problems.append("a prune that failed on \(world.hostName(index))'s full disk changed its history")
+                        }
+                        continue
+                    }
                     pruned = (index, horizon, earlier)
                 } catch {
                     problems.append("pruning \(world.hostName(index)): \(error)")
@@ -136,6 +146,9 @@ import Testing
                             "\(rerun): \(name) version \(number) with images")
                 }
             }
+            if failedPrunes.contains(index) {
+                #expect(history.horizon == nil, "\(rerun): \(name)'s prune failed on a full disk and pruned nothing")
+            }
             if let pruned, pruned.host == index {
                 #expect(history.horizon == pruned.horizon, "\(rerun): \(name) keeps its horizon through the rest of the run")
                 #expect(history.versions.first?.vector == pruned.horizon, "\(rerun)")
@@ -147,6 +160,6 @@ import Testing
             }
         }
         #expect(archived > 0, "\(rerun): compaction archived records")
-        print("HistoryOracleTests: \(rerun): \(report.planned); \(report.faultsHit.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")); \(compactions) forced compactions, \(archived) archived records, \(checked) views checked, pruned \(pruned.map { world.hostName($0.host) } ?? "none")")
+        print("HistoryOracleTests: \(rerun): \(report.planned); \(report.faultsHit.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")); \(compactions) forced compactions, \(archived) archived records, \(checked) views checked, pruned \(pruned.map { world.hostName($0.host) } ?? "none")\(failedPrunes.isEmpty ? "" : " after a prune failed on a full disk")")
     }
 }
