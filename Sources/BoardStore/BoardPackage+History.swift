@@ -113,15 +113,16 @@ extension BoardPackage {
     /// now, with the times noted and not yet written.
     public func history() throws -> BoardHistory {
         try requireOpen()
+        try BoardHistory.checkArchiveLength(package: path, fileSystem: fileSystem)
         return try BoardHistory.read(package: path, fileSystem: fileSystem, pendingTimes: pendingTimes)
     }
 
     /// Sets the board back to how it was at `version`, as ordinary new operations in one undo
     /// step on this package's replica (saved like any edit; `Replica.edits(toReturnTo:)` says
-    /// what a restore cannot set back).
+    /// what a restore cannot set back). A version before the history's horizon is refused.
     @discardableResult
     public func restore(to version: VersionVector) throws -> LocalEdit {
-        let past = try history().replica(at: version)
+        let past = try history().heldReplica(at: version)
         return try commit { replica in try replica.edits(toReturnTo: past) }
     }
 }
@@ -129,10 +130,11 @@ extension BoardPackage {
 extension BoardPackage {
     /// A new package at `path` holding the board as it was at `version` of `history` (its
     /// surviving operations, as one full-state record, and the images it shows), editing as
-    /// `replicaID`. Its history starts there. Fails if anything exists at `path`.
+    /// `replicaID`. Its history starts there. Fails if anything exists at `path`, or if
+    /// `version` is before the history's horizon.
     public static func fork(_ history: BoardHistory, at version: VersionVector, to path: String,
                             fileSystem: any FileSystem, replicaID: ReplicaID) throws -> BoardPackage {
-        var past = history.replica(at: version)
+        var past = try history.heldReplica(at: version)
         history.loadAssets(into: &past)
         let package = try create(at: path, fileSystem: fileSystem, replicaID: replicaID)
         do {

@@ -160,9 +160,14 @@ extension BoardPackage {
         if let committed = index?.archiveSize, committed >= HistoryArchive.magic.count, committed < bytes.count {
             bytes.removeLast(bytes.count - committed)
         }
-        guard HistoryArchive.isDamaged(bytes) else { return }
+        // A record cut short inside the committed bytes is damage too, not a torn append.
+        let cut = HistoryArchive.cutShort(bytes, committed: index?.archiveSize)
+        guard HistoryArchive.isDamaged(bytes) || cut != nil else { return }
         let salvaged = HistoryArchive.salvage(bytes)
         report.archiveDropped = salvaged.dropped.map { RepairReport.Dropped(offset: $0.offset, length: $0.length, reason: $0.reason) }
+        if let cut, !report.archiveDropped.contains(where: { $0.offset == cut.offset }) {
+            report.archiveDropped.append(RepairReport.Dropped(offset: cut.offset, length: bytes.count - cut.offset, reason: cut.why))
+        }
         var copy = archivePath + ".damaged"
         var suffix = 1
         while fileSystem.exists(copy) {

@@ -323,13 +323,27 @@ struct Commands {
     private func log(_ raw: [String]) throws {
         let args = try Arguments(raw, options: [], flags: ["json"])
         let path = try args.positionals(["<package>"])[0]
-        let operations = try withBoard(path) { package in
-            package.replica.fullState().operations.sorted { $0.timestamp < $1.timestamp }
+        // The board's whole history (docs/ARCHITECTURE.md "History"): every operation this
+        // package recorded, archived by compaction or still in the log, in the order it was
+        // recorded, with its author and the wall time of the record that brought it (metadata).
+        let operations = try withBoard(path) { board in
+            try ((board as? BoardPackage)?.history() ?? BoardHistory.readChecked(package: path, fileSystem: fileSystem)).operationLog
         }
         if args.has("json") {
-            try output.json(operations.map(Inspect.json))
+            try output.json(operations.map { logged in
+                var object = Inspect.json(logged.operation)
+                object["author"] = logged.author.description
+                object["time"] = Self.time(logged.time)
+                object["timeMilliseconds"] = logged.time.map { NSNumber(value: $0) } ?? NSNull()
+                object["version"] = logged.version.map { NSNumber(value: $0) } ?? NSNull()
+                return object
+            })
         } else {
-            for op in operations { output.print(Inspect.line(op)) }
+            for logged in operations {
+                let when = (Self.time(logged.time) as? String ?? "time unknown").padding(toLength: 20, withPad: " ", startingAt: 0)
+                let version = logged.version.map { "v\($0)" } ?? "v?"
+                output.print("\(when)  \(version.padding(toLength: 6, withPad: " ", startingAt: 0))  \(Inspect.line(logged.operation))")
+            }
         }
     }
 

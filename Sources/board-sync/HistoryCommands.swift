@@ -32,7 +32,7 @@ extension Commands {
         guard fileSystem.isDirectory(Path.join(path, PackageLayout.sync)) else {
             throw Failure("no board package with sync data at \(path)")
         }
-        return try BoardHistory.read(package: path, fileSystem: fileSystem)
+        return try BoardHistory.readChecked(package: path, fileSystem: fileSystem)
     }
 
     private func historyList(_ raw: [String]) throws {
@@ -127,7 +127,7 @@ extension Commands {
             throw Failure("no board package with sync data at \(path)")
         }
         let (edit, vector) = try withBoard(path) { board in
-            let history = try (board as? BoardPackage)?.history() ?? BoardHistory.read(package: path, fileSystem: fileSystem)
+            let history = try (board as? BoardPackage)?.history() ?? BoardHistory.readChecked(package: path, fileSystem: fileSystem)
             let vector = try Self.version(names[1], in: history, "<version>")
             let past = history.replica(at: vector)
             return (try board.commit { try $0.edits(toReturnTo: past) }, vector)

@@ -43,6 +43,7 @@ extension World {
     func wrap(_ package: BoardPackage, server: Bool) -> any HostedStore {
         // History times come from the virtual clock: the simulation reads no real one.
         package.historyClock = { [weak self] in self.map { Int64($0.now * 1000) } }
+        configurePackage?(package)
         return switch plan.mutation {
         case .acknowledgeBeforeLogging where server: LateLoggingStore(package)
         case .acknowledgeBeforeSync where server: UnsyncedStore(package)

@@ -9,6 +9,7 @@ extension World {
 
     public func run() -> Report {
         for (index, event) in plan.events.enumerated() { net.schedule(.plan(index), at: event.time) }
+        for (index, interlude) in interludes.enumerated() { net.schedule(.interlude(index), at: interlude.at) }
         net.schedule(.heal, at: plan.faultyPhase)
         let deadline = plan.faultyPhase + plan.settleLimit
         while let event = net.next(until: deadline) {
@@ -58,6 +59,9 @@ extension World {
             case .presenceCheck:
                 checkPresence()
                 presenceChecked = true
+            case .interlude(let index):
+                note("interlude \(index)")
+                interludes[index].body(self)
             }
             if presenceChecked { break }
         }

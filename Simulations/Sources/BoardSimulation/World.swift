@@ -116,6 +116,8 @@ public final class World {
         case check
         /// After convergence: every peer announced itself; each must see all the others.
         case presenceCheck
+        /// A test's own step at a planned time (`interludes`).
+        case interlude(Int)
     }
 
     /// The images peers put on stickers and backgrounds: small real PNGs in five colours, so
@@ -142,10 +144,17 @@ public final class World {
     /// Each client's typed changes are folded after every step and compared with its replica's
     /// board every this many steps that changed it, and at the end (1: after every step).
     public var typedChangesCheckEvery = 16
+    /// Called with every package a host creates or opens, before it serves (tests set knobs
+    /// such as a small compaction threshold here; World+History.swift).
+    let configurePackage: ((BoardPackage) -> Void)?
+    /// Tests' own steps, each run once when the virtual clock reaches its time (set before
+    /// `run()`; World+History.swift).
+    public var interludes: [(at: Double, body: (World) -> Void)] = []
 
-    public init(_ plan: Plan, log: (@Sendable (String) -> Void)? = nil) throws {
+    public init(_ plan: Plan, log: (@Sendable (String) -> Void)? = nil, configurePackage: ((BoardPackage) -> Void)? = nil) throws {
         self.plan = plan
         self.log = log
+        self.configurePackage = configurePackage
         net = Network(seed: plan.seed ^ 0x5EED_0F_3011D)
         report = Report(seed: plan.seed)
         var kinds: [String: Int] = [:]
