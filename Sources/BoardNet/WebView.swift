@@ -84,6 +84,16 @@ public final class WebView {
         public var allowedHosts: [String] = []
         /// Origins (`https://boards.example`) besides the view's own that may open WebSockets.
         public var allowedOrigins: [String] = []
+        /// The time slider (WebView+History.swift): versions a page is told at most (evenly
+        /// spaced beyond), views of past versions rendered per second per page (one in flight,
+        /// the latest request waiting), bytes of history on disk the view reads for a board,
+        /// boards whose history is kept in memory at once, and how often a board's history is
+        /// read again for pages that ask (when it changed).
+        public var maxHistoryVersionsListed = 1_000
+        public var historyViewsPerSecond: Double = 10
+        public var maxHistoryBytes = 64 << 20
+        public var maxHistoryBoards = 8
+        public var historyRefreshInterval: Double = 2
 
         public init() {}
     }
@@ -117,6 +127,10 @@ public final class WebView {
 
     /// The latest presence of each page, by board (sent to pages that join later).
     var pagePresences: [String: [ReplicaID: Presence]] = [:]
+    /// Boards' histories kept for their pages' time sliders, and the one queue that reads and
+    /// renders them (WebView+History.swift).
+    var histories: [String: HistoryCache] = [:]
+    let historyQueue = DispatchQueue(label: "boardsync.web.history")
 
     struct RenderState {
         var inFlight = false
@@ -166,6 +180,8 @@ public final class WebView {
         var pendingPresence: Presence?
         var presenceSent = -Double.infinity
         var presenceScheduled = false
+        /// The page's time slider (WebView+History.swift).
+        var history = PageHistory()
 
         init(_ connection: TCPConnection, address: String, limits: HTTPLimits, now: Double, messagesPerSecond rate: Double) {
             self.connection = connection
@@ -281,6 +297,7 @@ public final class WebView {
             if !clients.values.contains(where: { $0.board == board }) {
                 renderer.forget(board)
                 feeds[board] = nil
+                histories[board] = nil
             }
         }
     }
