@@ -26,10 +26,12 @@ import Foundation
 /// - views are rendered off the loop, on that same queue (one at a time for the whole view:
 ///   history work never takes more than one core), each page at most `historyViewsPerSecond`,
 ///   one in flight and one waiting per page (a newer request replaces the waiting one: a
-///   slider dragged fast costs what it costs to render that many a second, not what it sent);
+///   slider dragged fast costs what it costs to render that many a second, not what it sent),
+///   and at most `maxHistoryViewsPerSecond` for the whole view, all pages together;
 /// - every history message also counts against `maxMessagesPerSecond`, and a page that only
 ///   reads may send these (small) messages and nothing else;
-/// - a restore is one at a time per page: the past board is made off the loop, its edits
+/// - a restore is one at a time per page: the past board is made off the loop (from the history
+///   kept, or a fresh read for a version it does not list yet), its edits
 ///   (`Replica.edits(toReturnTo:)`, O(board)) on the loop as the page's author.
 extension WebView {
     /// The view's history of one board (`histories`).
@@ -217,7 +219,15 @@ extension WebView {
         guard client.history.pendingView != nil, !client.history.viewInFlight, !client.history.viewScheduled else { return }
         guard let history = histories[board]?.history else { return ensureHistory(board) }
         histories[board]?.lastUsed = EventLoop.now()
-        let wait = client.history.lastViewStart + 1 / max(0.001, options.historyViewsPerSecond) - EventLoop.now()
+        let now = EventLoop.now()
+        var wait = client.history.lastViewStart + 1 / max(0.001, options.historyViewsPerSecond) - now
+        if wait <= 0 {
+            // The view's own bound, over every page: a page whose turn it is waits for a token.
+            let rate = max(0.001, options.maxHistoryViewsPerSecond)
+            var bucket = historyViews ?? TokenBucket(rate: rate, burst: 2 * rate, now: now)
+            if !bucket.take(now: now) { wait = 1 / rate }
+            historyViews = bucket
+        }
         if wait > 0 {
             client.history.viewScheduled = true
             loop.schedule(after: wait) { [weak self, weak client] in
@@ -267,6 +277,19 @@ extension WebView {
     /// the loop from a fresh reading, its edits on the loop.
     private func restore(_ number: Int, _ client: Client, board: String) {
         guard !client.history.restoring else { return historyRefuse(client, "a restore from this page is in progress") }
+        let box = WeakView(self)
+        let loop = self.loop
+        let token = ObjectIdentifier(client)
+        // The history kept for the slider has every version it listed (numbers and vectors
+        // never change as the history grows): no read again for those.
+        if let kept = histories[board]?.history, let version = kept.version(number) {
+            client.history.restoring = true
+            historyQueue.async {
+                let past = kept.replica(at: version.vector)
+                loop.execute { box.view?.restoreReady(token, board, number, .success(past)) }
+            }
+            return
+        }
         guard let package = package(of: board) else {
             return historyRefuse(client, "this server keeps no history for board '\(board)'")
         }
@@ -282,9 +305,6 @@ extension WebView {
             return historyRefuse(client, "this board's history is \(bytes) bytes, over the \(options.maxHistoryBytes) the web view reads")
         }
         client.history.restoring = true
-        let box = WeakView(self)
-        let loop = self.loop
-        let token = ObjectIdentifier(client)
         historyQueue.async {
             let result = Result { () throws -> Replica in
                 let history = try reading.read()

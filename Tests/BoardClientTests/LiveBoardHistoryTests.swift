@@ -58,11 +58,11 @@ import Testing
         try await live(bob, "bob")
         let firstStroke = try await alice.edit { try $0.beginStroke(color: .black, width: 2, points: line(10)) }.item!
         let early = try await alice.history().latest
-        try await bob.edit { try $0.beginStroke(color: .black, width: 2, points: line(40)) }
+        _ = try await BoardClientTests.first("bob to see alice's stroke", of: bob.updates) { $0.snapshot.strokes.count == 1 }
+        let bobs = try await bob.edit { try $0.beginStroke(color: .black, width: 2, points: line(40)) }.item!
+        try await eventually("alice to see bob's stroke") { self.ids(alice.snapshot) == [firstStroke, bobs] }
         try await alice.edit { try $0.delete(firstStroke) }
-        _ = try await BoardClientTests.first("bob to see the delete", of: bob.updates) { update in
-            update.snapshot.strokes.count == 1 && ItemID(uuid: update.snapshot.strokes[0].id) != firstStroke
-        }
+        try await eventually("bob to see the delete") { self.ids(bob.snapshot) == [bobs] }
         // Bob's stroke came after `early`: the restore removes it and brings the first back,
         // as alice's operations, which reach bob like any edit.
         try await alice.restore(to: early)
@@ -70,7 +70,7 @@ import Testing
         let seen = try await BoardClientTests.first("bob to see the restore", of: bob.updates) { self.ids($0.snapshot) == [firstStroke] }
         #expect(seen.origins.contains(.remote(alice.replicaID)))
         try await alice.undo()
-        _ = try await BoardClientTests.first("bob to see the restore undone", of: bob.updates) { $0.snapshot.strokes.count == 1 && self.ids($0.snapshot) != [firstStroke] }
+        _ = try await BoardClientTests.first("bob to see the restore undone", of: bob.updates) { self.ids($0.snapshot) == [bobs] }
         #expect(await alice.close().allAcknowledged)
         _ = await bob.close()
         for run in runs { _ = try await run.ended() }
