@@ -142,3 +142,53 @@ import Testing
         await #expect(throws: LiveBoardError.closed) { _ = try await board.history() }
     }
 }
+
+// docs/CLIENT.md, "History": the function below holds that section's example line for line, so
+// it compiles with the tests; the test runs it and checks the document still holds it.
+@Sendable func clientDocHistorySnippet(_ dir: String) async throws -> (BoardSnapshot, BoardSnapshot, BoardChanges, BoardSnapshot) {
+// CLIENT.md history snippet begins
+let board = try LiveBoard.open(storage: .package(path: dir + "/notes.boardpkg"))
+let points = [CodablePoint(x: 10, y: 10), CodablePoint(x: 60, y: 30)]
+let png = Data(PNGEncoder.solid(width: 8, height: 8, red: 200, green: 40, blue: 40))
+try await board.edit { try $0.beginStroke(color: .black, width: 2, points: points) }
+let sticker = try await board.edit { try $0.addSticker(imagePNG: png, at: CodablePoint(x: 40, y: 40)) }.item!
+try await board.edit { try $0.delete(sticker) }
+
+let history = try await board.history()            // read off the board's actor: keep it
+for session in history.sessions() { print(session.first...session.last, session.authors) }
+let withSticker = history.versions[1].vector       // version 2: after the sticker was added
+let then = history.snapshot(at: withSticker)       // the board as it was (images included)
+let changes = history.diff(from: withSticker, to: history.latest)   // removed: the sticker
+try await board.restore(to: withSticker)           // the sticker is back: one undo step, synced
+try await board.fork(at: withSticker, to: dir + "/notes-then.boardpkg")  // a new package
+let restored = board.snapshot
+try await board.undo()                             // the restore taken back
+_ = await board.close()
+// CLIENT.md history snippet ends
+    return (then, restored, changes, board.snapshot)
+}
+
+@Suite struct ClientHistoryDocSnippetTests {
+    @Test func theHistoryExampleRunsAndIsTheOneInCLIENTmd() async throws {
+        let dir = TempDirectory()
+        let (then, restored, changes, now) = try await clientDocHistorySnippet(dir.path)
+        #expect(then.stickers.count == 1 && !then.stickers[0].isPending && then.strokes.count == 1)
+        #expect(changes.removed.count == 1 && changes.removed[0] == then.stickers[0].id)
+        #expect(restored == then)
+        #expect(now.stickers.isEmpty && now.strokes.count == 1)
+        let fork = try LiveBoard.open(storage: .package(path: dir.path + "/notes-then.boardpkg"))
+        #expect(fork.snapshot.stickers.map(\.id) == then.stickers.map(\.id))
+        _ = await fork.close()
+
+        let here = URL(fileURLWithPath: #filePath)
+        let root = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let document = try String(contentsOf: root.appendingPathComponent("docs/CLIENT.md"), encoding: .utf8)
+        let lines = try String(contentsOf: here, encoding: .utf8).components(separatedBy: "\n")
+        let start = try #require(lines.firstIndex(of: "// CLIENT.md history snippet begins"))
+        let end = try #require(lines.firstIndex(of: "// CLIENT.md history snippet ends"))
+        let section = try #require(document.range(of: "## History"))
+        let block = try #require(document.range(of: "```swift\n", range: section.upperBound..<document.endIndex))
+        let close = try #require(document.range(of: "\n```", range: block.upperBound..<document.endIndex))
+        #expect(String(document[block.upperBound..<close.lowerBound]) == lines[(start + 1)..<end].joined(separator: "\n"))
+    }
+}
