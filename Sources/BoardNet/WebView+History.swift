@@ -21,8 +21,9 @@ import Foundation
 ///   taken on the loop (the live op log and the history index, which compaction keeps small),
 ///   and kept while the board has a page that asked for it, for at most `maxHistoryBoards`
 ///   boards (the least recently used goes); a history over `maxHistoryBytes` on disk is refused;
-///   it is read again for a page's request only when the board changed, and at most every
-///   `historyRefreshInterval` seconds (a list asked sooner waits for that read);
+///   it is read again for a page's request only when the board changed or its history was
+///   dropped, and at most every `historyRefreshInterval` seconds per board (a request sooner
+///   waits for that read);
 /// - views are rendered off the loop, on that same queue (one at a time for the whole view:
 ///   history work never takes more than one core), each page at most `historyViewsPerSecond`,
 ///   one in flight and one waiting per page (a newer request replaces the waiting one: a
@@ -106,9 +107,11 @@ extension WebView {
             histories[board] = cache
             return historyReady(board)
         }
-        if cache.history != nil, now - cache.builtAt < options.historyRefreshInterval {
-            // Changed since, but read too recently: read again once the interval is over (the
-            // list waits; views go on from the history kept).
+        if now - cache.builtAt < options.historyRefreshInterval {
+            // Changed since (or dropped to make room, or failed), but read too recently: read
+            // again once the interval is over (the list waits; views go on from the history
+            // kept, if any). Pages cannot make the view read a history faster than this,
+            // whatever they ask and however many boards' histories they take turns with.
             if !cache.refreshScheduled {
                 cache.refreshScheduled = true
                 loop.schedule(after: cache.builtAt + options.historyRefreshInterval - now) { [weak self] in
@@ -142,12 +145,13 @@ extension WebView {
         }
     }
 
-    /// At most `maxHistoryBoards` histories are kept: the least recently used that is not being
-    /// read goes.
+    /// At most `maxHistoryBoards` histories are kept: the least recently used goes (its entry
+    /// stays, with when it was read, until the board's last page leaves).
     private func evictHistories() {
-        while histories.count > options.maxHistoryBoards {
-            guard let (board, _) = histories.filter({ !$0.value.building }).min(by: { $0.value.lastUsed < $1.value.lastUsed }) else { return }
-            histories[board] = nil
+        while histories.values.filter({ $0.history != nil }).count > options.maxHistoryBoards {
+            guard let (board, _) = histories.filter({ !$0.value.building && $0.value.history != nil })
+                .min(by: { $0.value.lastUsed < $1.value.lastUsed }) else { return }
+            histories[board]?.history = nil
         }
     }
 
@@ -162,8 +166,12 @@ extension WebView {
             cache.builtAt = EventLoop.now()
             histories[board] = cache
             historyReady(board)
+            // Reads are one at a time on the queue: at most one history beyond the bound
+            // exists, the one just read, until here.
+            evictHistories()
         case .failure(let error):
-            histories[board] = cache.history == nil ? nil : cache
+            cache.builtAt = EventLoop.now()
+            histories[board] = cache
             options.log("web: board '\(board)': history could not be read: \(error)")
             historyFailed(board, "the server could not read this board's history (its log says why)")
         }

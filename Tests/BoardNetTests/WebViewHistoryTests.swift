@@ -146,4 +146,29 @@ import Testing
         page.say("{\"type\":\"history-restore\",\"version\":1}")
         #expect((page.message(type: "error")?["message"] as? String)?.contains("over the 16") == true)
     }
+
+    @Test func boardsTakingTurnsBeyondTheKeptHistoriesAreStillServed() throws {
+        var webOptions = WebView.Options()
+        webOptions.maxHistoryBoards = 1
+        webOptions.historyRefreshInterval = 0.2
+        let fixture = try WebFixture(webOptions: webOptions)
+        defer { fixture.stop() }
+        let (temp, server) = (fixture.temp, fixture.server)
+        for (index, board) in ["team", "other"].enumerated() {
+            var package = try makePackage(temp.path + "/\(board).boardpkg", id: UInt64(0xA + index))
+            try package.commit { try $0.beginStroke(color: .black, width: 2, points: [pt(1, 1), pt(5, 5)]) }
+            try syncOnce(&package, board: board, server: server.address, timeout: 20)
+            package.close()
+        }
+        let team = try fixture.page(), other = try fixture.page()
+        #expect(team.upgrade("/ws/team")?.status == 101 && other.upgrade("/ws/other")?.status == 101)
+        for _ in 0..<3 {
+            // Each board's history drops the other's (one is kept), and is read again, no
+            // sooner than the refresh interval, for the page that asks.
+            team.say("{\"type\":\"history-view\",\"version\":1}")
+            #expect(ids(team.message(type: "past")).count == 1)
+            other.say("{\"type\":\"history\"}")
+            #expect(other.message(type: "versions")?["count"] as? Int == 1)
+        }
+    }
 }
