@@ -270,6 +270,7 @@ extension WebPage {
           $("historyopen").style.display = on ? "none" : "";
           $("tools").className = canEdit && !on ? "on" : "";
           $("restore").style.display = canEdit && on ? "" : "none";
+          $("stage").style.background = on ? "#e9dfc4" : "";  // the past, at a glance
           if (!on) { past = null; pastVersion = 0; draw(); }
         }
         function askView() {
