@@ -254,18 +254,19 @@ extension WebView {
         client.history.lastViewStart = EventLoop.now()
         let box = WeakView(self)
         let loop = self.loop
-        let token = ObjectIdentifier(client)
+        let page = WeakPage(client)
         historyQueue.async {
             let snapshot = history.snapshot(at: version.vector)
             var sizes: [String: (width: Int, height: Int)] = [:]
-            let board = WebPage.render(snapshot, sizes: &sizes).json
-            let message = "{\"type\":\"past\",\"version\":\(number),\"t\":\(version.time.map(String.init) ?? "null"),\"board\":\(board)}"
-            loop.execute { box.view?.historyViewRendered(token, message) }
+            let json = WebPage.render(snapshot, sizes: &sizes).json
+            let message = "{\"type\":\"past\",\"version\":\(number),\"t\":\(version.time.map(String.init) ?? "null"),\"board\":\(json)}"
+            loop.execute { box.view?.historyViewRendered(page, board, message) }
         }
     }
 
-    private func historyViewRendered(_ token: ObjectIdentifier, _ message: String) {
-        guard let client = clients[token], let board = client.board else { return }
+    private func historyViewRendered(_ page: WeakPage, _ board: String, _ message: String) {
+        // The page itself (never another that took its place), still on that board.
+        guard let client = page.client, clients[ObjectIdentifier(client)] === client, client.board == board else { return }
         client.history.viewInFlight = false
         guard client.socket != nil, !client.closing else { return }
         sendHistory(message, to: client)
@@ -287,14 +288,14 @@ extension WebView {
         guard !client.history.restoring else { return historyRefuse(client, "a restore from this page is in progress") }
         let box = WeakView(self)
         let loop = self.loop
-        let token = ObjectIdentifier(client)
+        let page = WeakPage(client)
         // The history kept for the slider has every version it listed (numbers and vectors
         // never change as the history grows): no read again for those.
         if let kept = histories[board]?.history, let version = kept.version(number) {
             client.history.restoring = true
             historyQueue.async {
                 let past = kept.replica(at: version.vector)
-                loop.execute { box.view?.restoreReady(token, board, number, .success(past)) }
+                loop.execute { box.view?.restoreReady(page, board, number, .success(past)) }
             }
             return
         }
@@ -321,12 +322,12 @@ extension WebView {
                 }
                 return history.replica(at: version.vector)
             }
-            loop.execute { box.view?.restoreReady(token, board, number, result) }
+            loop.execute { box.view?.restoreReady(page, board, number, result) }
         }
     }
 
-    private func restoreReady(_ token: ObjectIdentifier, _ board: String, _ number: Int, _ result: Result<Replica, any Error>) {
-        guard let client = clients[token], client.board == board else { return }
+    private func restoreReady(_ page: WeakPage, _ board: String, _ number: Int, _ result: Result<Replica, any Error>) {
+        guard let client = page.client, clients[ObjectIdentifier(client)] === client, client.board == board else { return }
         client.history.restoring = false
         guard client.socket != nil, !client.closing, client.canEdit else { return }
         do {
@@ -348,6 +349,13 @@ extension WebView {
             historyRefuse(client, "the server could not restore this version (its log says why)")
         }
     }
+}
+
+/// A page, weakly, for work done off the loop to find it back (never another page that took
+/// its place). `@unchecked Sendable`: created on the loop and dereferenced only there.
+final class WeakPage: @unchecked Sendable {
+    weak var client: WebView.Client?
+    init(_ client: WebView.Client) { self.client = client }
 }
 
 /// A page's history message (`WebView+History.swift`), parsed and checked.
