@@ -82,7 +82,8 @@ extension WebView {
     }
 
     /// What a page sends (`WebMessage`): its pointer becomes a presence, anything else is an
-    /// edit. A page that only reads sends nothing that is taken: its messages are refused unread.
+    /// edit; the time slider's messages go to WebView+History.swift. A page that only reads
+    /// sends nothing else that is taken: its other messages are refused unread.
     private func pageSaid(_ text: String, _ client: Client) {
         guard let board = client.board else { return }
         // The time slider's messages (WebView+History.swift): pages that only read may send

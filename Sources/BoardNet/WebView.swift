@@ -35,6 +35,10 @@ import Foundation
 /// second per page, message size (small for pages that only read, which send nothing), output
 /// queued per page, images streamed in chunks from the one copy the board holds, presence
 /// coalesced to at most `presenceInterval`. Rendering runs off the loop (`WebRenderer`).
+///
+/// History: the board page's time slider lists the board's versions, shows past versions
+/// rendered off the loop, and lets an editing page restore one (WebView+History.swift, with
+/// its bounds).
 public final class WebView {
     public struct Options {
         /// Tokens, as the sync server checks them (nil: the view mints a token for its run).
