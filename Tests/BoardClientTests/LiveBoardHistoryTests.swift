@@ -126,6 +126,43 @@ import Testing
         package.close()
     }
 
+    @Test func historyReadWhileTheBoardIsEditedAndCompactedIsAPrefixOfTheLaterOne() async throws {
+        // Reads off the actor race the edits (and the compactions the view saves make, every
+        // few records here): each read must be the history as it was at some moment.
+        let dir = TempDirectory()
+        let package = try BoardPackage.create(at: dir.path + "/race.boardpkg", fileSystem: PosixFileSystem(), replicaID: ReplicaID(9))
+        package.compactionRecordThreshold = 8
+        package.checkpointInterval = 10
+        let board = try LiveBoard.open(package: package)
+        let model = await LiveBoardModel(board: board)
+        let reads = Task {
+            var seen: [BoardHistory] = []
+            for _ in 0..<15 { seen.append(try await board.history()) }
+            return seen
+        }
+        var strokes: [ItemID] = []
+        for step in 0..<150 {
+            strokes.append(try await board.edit { try $0.beginStroke(color: .black, width: 2, points: line(Double(step))) }.item!)
+            if step % 3 == 2 {
+                let gone = strokes.removeFirst()
+                try await board.edit { try $0.delete(gone) }
+            }
+            // A view save now and then: it compacts the log (its records go to the archive).
+            if step % 20 == 19 { try await model.saveView() }
+        }
+        let seen = try await reads.value
+        let final = try await board.history()
+        #expect(final.versions.count == 200)
+        #expect(final.snapshot(at: final.latest) == board.snapshot)
+        for history in seen {
+            #expect(Array(final.versions.prefix(history.versions.count)) == history.versions)
+            #expect(history.snapshot(at: history.latest) == final.snapshot(at: history.latest))
+        }
+        print("LiveBoardHistoryTests: \(seen.map(\.versions.count)) versions read while editing; \(final.archivedRecords) records archived by compactions, \(final.checkpointCount) checkpoints")
+        #expect(final.archivedRecords > 0 && final.checkpointCount > 0, "the view saves compacted the log")
+        _ = await board.close()
+    }
+
     @Test func refusals() async throws {
         let memory = try LiveBoard.open(storage: .memory)
         await #expect(throws: HistoryError.self) { _ = try await memory.history() }
