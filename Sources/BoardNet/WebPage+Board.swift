@@ -5,7 +5,9 @@ extension WebPage {
     /// window (on load and on resize, until the user zooms or pans), zoomed and panned; every
     /// edit and pointer is in board points whatever the view. With a token that may write, it
     /// edits: draw strokes, add a PNG sticker (choose or drop a file), drag, scale and rotate
-    /// stickers, delete, bring to front or back, undo and redo.
+    /// stickers, delete, bring to front or back, undo and redo. History scrubs the board's past
+    /// versions (the server renders each, WebView+History.swift), read-only while shown; an
+    /// editing page may restore the one shown.
     static func board(name: String) -> (html: String, script: String) {
         let top = """
         <!doctype html><html lang="en"><head><meta charset="utf-8"><title>\(escapeHTML(name)) — BoardSync</title>
@@ -45,7 +47,11 @@ extension WebPage {
           <button id="delete" title="Delete (Del)">Delete</button>
           <button id="undo" title="Undo (Ctrl+Z)">Undo</button><button id="redo" title="Redo (Ctrl+Shift+Z)">Redo</button>
         </span>
-        <span id="mode" style="color:#666">read-only view</span><span id="who"></span></div>
+        <span id="mode" style="color:#666">read-only view</span>
+        <span id="past"><button id="historyopen" title="Scrub the board's history">History</button>
+          <span id="pastbar" style="display:none;gap:6px;align-items:center"><input id="slider" type="range" min="0" max="0" value="0" title="Version">
+          <span id="pastlabel" style="font-variant-numeric:tabular-nums"></span><button id="restore" style="display:none" title="Set the board back to this version (one step Undo takes back)">Restore this version</button><button id="livebtn">Back to live</button></span></span>
+        <span id="who"></span></div>
         <div id="stage"><svg id="board" xmlns="http://www.w3.org/2000/svg">
         <defs><clipPath id="clip"><rect id="cliprect" x="0" y="0" width="800" height="600"/></clipPath></defs>
         <g id="view"><rect id="paper" x="0" y="0" width="800" height="600" fill="#fff" stroke="#0003" stroke-width="1" vector-effect="non-scaling-stroke"/>

@@ -22,6 +22,8 @@ extension WebPage {
         const others = new Map();
         let socket = null, delay = 250, lastSent = 0, canEdit = false, tool = "pen";
         let board = {width: 800, height: 600, items: []};
+        // The time slider: the versions the server listed, and the past board shown (null: live).
+        let versions = [], past = null, pastVersion = 0, scrubSent = 0, scrubTimer = null;
         let selected = null, ink = null, drag = null;
         function el(name, attrs) {
           const node = document.createElementNS(NS, name);
@@ -46,12 +48,13 @@ extension WebPage {
         // Items are drawn in board points inside #view (which the view scales and moves),
         // clipped to the board as the export is.
         function draw() {
-          for (const id of ["paper", "cliprect"]) { $(id).setAttribute("width", board.width); $(id).setAttribute("height", board.height); }
+          const shown = past || board;
+          for (const id of ["paper", "cliprect"]) { $(id).setAttribute("width", shown.width); $(id).setAttribute("height", shown.height); }
           const layer = el("g", {id: "items", "clip-path": "url(#clip)"});
-          if (board.background) {
-            layer.appendChild(el("image", {href: assetURL(board.background), x: 0, y: 0, width: board.width, height: board.height, preserveAspectRatio: "none"}));
+          if (shown.background) {
+            layer.appendChild(el("image", {href: assetURL(shown.background), x: 0, y: 0, width: shown.width, height: shown.height, preserveAspectRatio: "none"}));
           }
-          for (const item of board.items) {
+          for (const item of shown.items) {
             let node;
             if (item.kind === "stroke") {
               node = polyline(item.points, item.color.slice(0, 7), item.width, parseInt(item.color.slice(7, 9), 16) / 255);
@@ -118,12 +121,13 @@ extension WebPage {
         stage.addEventListener("pointerdown", (event) => {
           if (touchDown(event)) return;
           if (ink || drag || panning) return;
-          const node = canEdit && tool === "hand" ? itemAt(event) : null;
+          const editing = canEdit && !past;  // a past version is only looked at
+          const node = editing && tool === "hand" ? itemAt(event) : null;
           // Panning: the middle button, or with space held, or dragging empty space with Move,
           // or any drag on a page that only reads.
-          if (event.button === 1 || (event.button === 0 && (spaceHeld || !canEdit || (tool === "hand" && !node)))) {
+          if (event.button === 1 || (event.button === 0 && (spaceHeld || !editing || (tool === "hand" && !node)))) {
             event.preventDefault();
-            if (canEdit && tool === "hand" && !spaceHeld && event.button === 0 && selected) { selected = null; draw(); }
+            if (editing && tool === "hand" && !spaceHeld && event.button === 0 && selected) { selected = null; draw(); }
             startPan(event);
             capture(event);
             return;
@@ -223,9 +227,9 @@ extension WebPage {
         $("delete").onclick = () => { if (selected) { send({type: "delete", id: selected}); selected = null; } };
         $("undo").onclick = () => send({type: "undo"});
         $("redo").onclick = () => send({type: "redo"});
-        stage.addEventListener("dragover", (event) => { if (canEdit) event.preventDefault(); });
+        stage.addEventListener("dragover", (event) => { if (canEdit && !past) event.preventDefault(); });
         stage.addEventListener("drop", (event) => {
-          if (!canEdit) return;
+          if (!canEdit || past) return;
           event.preventDefault();
           // Dropped beside the board, it lands on the board's nearest edge.
           const [x, y] = boardPoint(event);
@@ -243,7 +247,7 @@ extension WebPage {
           if (key === "-" || key === "_") { event.preventDefault(); if (sticker) transform(1 / 1.25, 0); else zoomBy(1 / zoomStep); return; }
           if (key === "0") { event.preventDefault(); fitView(); return; }
           if (key === "1" && !command) { actualSize(); return; }
-          if (!canEdit) return;
+          if (!canEdit || past) return;
           if (command && key.toLowerCase() === "z") { send({type: event.shiftKey ? "redo" : "undo"}); event.preventDefault(); }
           else if (command || event.altKey) return;
           else if (key === "Delete" || key === "Backspace") $("delete").onclick();
@@ -258,6 +262,38 @@ extension WebPage {
           holdSpace(false);
         });
         window.addEventListener("blur", () => holdSpace(false));
+        // The time slider: the server lists the versions, renders the board at the one the
+        // slider names (asked at most every 100 ms; the server keeps only the latest request),
+        // and restores one for a page that edits.
+        function showPast(on) {
+          $("pastbar").style.display = on ? "inline-flex" : "none";
+          $("historyopen").style.display = on ? "none" : "";
+          $("tools").className = canEdit && !on ? "on" : "";
+          $("restore").style.display = canEdit && on ? "" : "none";
+          $("stage").style.background = on ? "#e9dfc4" : "";  // the past, at a glance
+          if (!on) { past = null; pastVersion = 0; draw(); }
+        }
+        function askView() {
+          scrubTimer = null;
+          const entry = versions[Number($("slider").value)];
+          if (!entry) return;
+          scrubSent = Date.now();
+          send({type: "history-view", version: entry.n});
+        }
+        $("historyopen").onclick = () => { if (send({type: "history"})) status("reading the history…", "live"); };
+        $("livebtn").onclick = () => showPast(false);
+        $("slider").oninput = () => {
+          if (scrubTimer) return;
+          scrubTimer = setTimeout(askView, Math.max(0, 100 - (Date.now() - scrubSent)));
+        };
+        $("restore").onclick = () => {
+          if (pastVersion && confirm("Set the board back to version " + pastVersion + "? Undo takes it back.")) {
+            send({type: "history-restore", version: pastVersion});
+          }
+        };
+        function pastLabel(version, time) {
+          return "version " + version + " of " + versions.count + (time ? " · " + new Date(time).toLocaleString() : "");
+        }
         function connect() {
           const scheme = location.protocol === "https:" ? "wss://" : "ws://";
           socket = new WebSocket(scheme + location.host + "/ws/" + encodeURIComponent(boardName) + query);
@@ -274,9 +310,29 @@ extension WebPage {
               board.items = order.map((id) => byId.get(id)).filter((item) => item);
               if (!drag) draw();
             }
+            else if (message.type === "versions") {
+              versions.length = 0;
+              for (const entry of message.versions) versions.push(entry);
+              versions.count = message.count;
+              $("slider").max = Math.max(0, versions.length - 1);
+              $("slider").value = Math.max(0, versions.length - 1);
+              status("live", "live");
+              if (versions.length === 0) { status("this board has no history yet", "down"); return; }
+              showPast(true);
+              askView();
+            } else if (message.type === "past") {
+              if ($("pastbar").style.display === "none") return;  // back to live meanwhile
+              past = message.board;
+              pastVersion = message.version;
+              $("pastlabel").textContent = pastLabel(message.version, message.t);
+              draw();
+            } else if (message.type === "restored") {
+              showPast(false);
+              status("restored version " + message.version + " (Undo takes it back)", "live");
+            }
             else if (message.type === "welcome") {
               canEdit = message.canEdit;
-              $("tools").className = canEdit ? "on" : "";
+              $("tools").className = canEdit && !past ? "on" : "";
               $("mode").textContent = canEdit ? "you are " + message.name : "read-only view";
               updateCursor();
             } else if (message.type === "error") status(message.message, "down");

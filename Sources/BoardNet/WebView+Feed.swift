@@ -28,6 +28,7 @@ extension WebView {
         feeds[board] = nil
         renders[board] = nil
         pagePresences[board] = nil
+        histories[board] = nil
         renderer.forget(board)
     }
 

@@ -82,9 +82,13 @@ extension WebView {
     }
 
     /// What a page sends (`WebMessage`): its pointer becomes a presence, anything else is an
-    /// edit. A page that only reads sends nothing that is taken: its messages are refused unread.
+    /// edit; the time slider's messages go to WebView+History.swift. A page that only reads
+    /// sends nothing else that is taken: its other messages are refused unread.
     private func pageSaid(_ text: String, _ client: Client) {
         guard let board = client.board else { return }
+        // The time slider's messages (WebView+History.swift): pages that only read may send
+        // these; a restore is refused there unless the page edits.
+        if let request = historyRequest(text) { return pageAsked(request, client, board: board) }
         guard client.canEdit else {
             return refuse(client, "this page's token may only read board '\(board)'")
         }
@@ -174,7 +178,7 @@ extension WebView {
     /// operation is on the board (pages' presences go under ids of their own): no writer can
     /// claim it first, and pages cannot mint replica ids without end (each id is an entry in
     /// every version vector of the board).
-    private func author(for client: Client, board: String) throws -> Author {
+    func author(for client: Client, board: String) throws -> Author {
         if let author = client.author { return author }
         let editors = clients.values.filter { $0.board == board && $0.author != nil }.count
         guard editors < options.maxEditorsPerBoard else {

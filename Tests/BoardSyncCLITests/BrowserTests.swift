@@ -36,6 +36,6 @@ import Testing
         let result = try Self.python([script, CLI.binary, chromium])
         print(result.output)
         #expect(result.status == 0, "\(result.output)")
-        #expect(result.output.contains("browser: 27 passed, 0 failed"), "\(result.output)")
+        #expect(result.output.contains("browser: 33 passed, 0 failed"), "\(result.output)")
     }
 }

@@ -17,7 +17,7 @@ with a read token pans with any drag; a screenshot of the board matches the CLI'
 Board points on the screen are measured from the page's layout (the board's rectangle, #paper),
 not from the page's own conversion. Prints one line per check and "browser: N passed, M failed"; exits 1 on any failure.
 """
-import base64, json, os, re, shutil, struct, subprocess, sys, tempfile, time, zlib
+import base64, json, os, re, shutil, struct, subprocess, sys, tempfile, threading, time, zlib
 
 from playwright.sync_api import sync_playwright
 
@@ -75,6 +75,12 @@ def wait_for_line(process, pattern, timeout=20):
     raise RuntimeError(f"no line matching {pattern!r} in: {''.join(lines)}")
 
 
+def drain(process):
+    """Reads the server's log from here on (and drops it): a server whose stderr pipe fills
+    (64 KiB of log lines nobody reads) blocks in its next write and never stops."""
+    threading.Thread(target=lambda: [None for _ in process.stderr], daemon=True).start()
+
+
 BOARD_W, BOARD_H = 480, 320
 
 
@@ -128,6 +134,7 @@ def main():
                                   cwd=work, stderr=subprocess.PIPE, text=True)
         sync_address = wait_for_line(server, r"listening on (\S+)")
         web_address = wait_for_line(server, r"web view at http://([^/\s]+)/")
+        drain(server)
         with open(os.path.join(work, "web-token")) as f:
             web_token = f.read().strip()
         cli("sync", "Cli.boardpkg", "--server", sync_address, "--board", "demo", cwd=work)
@@ -399,6 +406,7 @@ def main():
                                        "--web-token-file", "web-token"],
                                       cwd=work, stderr=subprocess.PIPE, text=True)
             wait_for_line(server, r"web view at http://([^/\s]+)/")
+            drain(server)
             cli("move", "Cli.boardpkg", sticker, "--to", "320,200", cwd=work)
             cli("sync", "Cli.boardpkg", "--server", sync_address, "--board", "demo", cwd=work)
             def wait():
@@ -415,6 +423,7 @@ def main():
             try:
                 reader_sync = wait_for_line(reader_server, r"listening on (\S+)")
                 reader_web = wait_for_line(reader_server, r"web view at http://([^/\s]+)/")
+                drain(reader_server)
                 # A peer token: the package carries the pages' operations as well as its own.
                 writer = cli("token", "--secret-file", "secret", "--board", "watch", "--role", "peer", cwd=work).strip()
                 reader = cli("token", "--secret-file", "secret", "--board", "watch", "--role", "read", cwd=work).strip()
@@ -432,6 +441,16 @@ def main():
                 moved = (paper(watcher)["x"] - start["x"], paper(watcher)["y"] - start["y"])
                 check("a read-only page pans with a drag and draws nothing", near(moved, (40, 20), 0.5)
                       and watcher.locator('[data-kind="stroke"]').count() == 2, json.dumps(moved))
+                # It may scrub the history, but has no restore, and the server refuses one it
+                # sends anyway.
+                watcher.click("#historyopen")
+                watcher.wait_for_selector("#pastlabel:has-text('version')", timeout=20000)
+                hidden = not watcher.locator("#restore").is_visible()
+                watcher.evaluate("() => send({type: 'history-restore', version: 1})")
+                def refused():
+                    watcher.wait_for_function("() => document.getElementById('status').textContent.includes('may only read')", timeout=10000)
+                check("a read-only page scrubs the history and shows no restore", hidden)
+                check_within("a restore it sends anyway is refused by the server", refused)
                 watcher.close()
             finally:
                 reader_server.terminate()
@@ -472,6 +491,29 @@ def main():
             }""", ["data:image/png;base64," + base64.b64encode(shot).decode()])
             print(f"       (mean difference per channel: export {difference['mean']:.3f}, blank canvas {blank:.3f})")
             check("the page's picture matches the PNG export closely", difference["mean"] < blank / 4, json.dumps(difference))
+
+            # The time slider: the first version is the board as the CLI first synced it (the
+            # sticker, no stroke yet), shown read-only; restoring it reaches page 2, and Undo in
+            # the page that restored takes it back.
+            scrub = context.new_page()
+            scrub.on("dialog", lambda dialog: dialog.accept())
+            scrub.goto(url)
+            scrub.wait_for_selector("#status.live", timeout=20000)
+            scrub.wait_for_selector('[data-kind="stroke"]', timeout=20000)
+            scrub.click("#historyopen")
+            scrub.wait_for_selector("#pastlabel:has-text('version')", timeout=20000)
+            scrub.evaluate("() => { const s = document.getElementById('slider'); s.value = 0; s.dispatchEvent(new Event('input')); }")
+            def first_version():
+                scrub.wait_for_function("() => document.getElementById('pastlabel').textContent.startsWith('version 1 of')", timeout=10000)
+                scrub.wait_for_function("() => document.querySelectorAll('[data-kind=\"stroke\"]').length === 0", timeout=10000)
+            check_within("the slider's first version shows the board as it was (no stroke yet)", first_version)
+            check("a past version is read-only (the tools are hidden)", not scrub.locator("#tools").is_visible()
+                  and scrub.locator("#restore").is_visible())
+            scrub.click("#restore")
+            check_within("a restore reaches another page", lambda: page2.wait_for_function(
+                "() => document.querySelectorAll('[data-kind=\"stroke\"]').length === 0", timeout=20000))
+            scrub.click("#undo")
+            check_within("Undo in the page that restored takes the restore back", lambda: page2.wait_for_selector('[data-kind="stroke"]', timeout=20000))
             browser.close()
     finally:
         if server:
