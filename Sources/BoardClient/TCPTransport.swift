@@ -105,6 +105,7 @@ final class LoopConnection: BoardConnection, @unchecked Sendable {
                 connectWaiter = continuation
                 do {
                     let tcp = try TCPConnection.connect(to: address, on: loop)
+                    tcp.reportsCloseAfterLingering = true  // shutdown() waits for the server to close
                     if let tls { tcp.useTLS(try tls.stream(host: address.host)) }
                     self.tcp = tcp
                     tcp.onConnect = { [self] in
@@ -222,8 +223,8 @@ final class LoopConnection: BoardConnection, @unchecked Sendable {
         }
     }
 
-    /// Closes (after what was sent is written, at most 2 s; at once when the task is
-    /// cancelled) and stops the loop thread.
+    /// Closes (after what was sent is written and the server closed too, at most
+    /// `TCPConnection.lingerSeconds`; at once when the task is cancelled) and stops the loop thread.
     func shutdown() async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -231,7 +232,9 @@ final class LoopConnection: BoardConnection, @unchecked Sendable {
                     guard let tcp, !tcp.isClosed else { return continuation.resume() }
                     closeWaiter = continuation
                     tcp.close()
-                    loop.schedule(after: 2) { tcp.close(immediately: true) }
+                    // The queue's writing and the lingering for the server's close together
+                    // (TCPConnection.lingerSeconds) take this long at most.
+                    loop.schedule(after: TCPConnection.lingerSeconds) { tcp.close(immediately: true) }
                 }
             }
         } onCancel: {

@@ -129,6 +129,26 @@ public final class TCPConnection: EventSource {
     /// Bytes in the send buffer (ciphertext under TLS).
     private var rawQueued: Int { sendBuffer.count - sendOffset }
     private var receivedAny = false
+
+    /// After this side closes in order (`close()`), the socket stays up to this long with its
+    /// write side shut, reading and discarding what the peer still sends, until the peer closes
+    /// too. Closing a socket that holds unread bytes resets the connection, and a reset throws
+    /// away what the kernel had not yet delivered: the end of an image a client uploaded just
+    /// before its goodbye (found under load: the server got the sticker but not its image), or
+    /// the error a server ends a session with. `onClose` comes when the lingering starts (the
+    /// connection is closed for its owner: a server frees its place at once) unless
+    /// `reportsCloseAfterLingering`; the loop keeps the socket meanwhile.
+    public static let lingerSeconds = 5.0
+    /// `onClose` comes when the lingering ends, not when it starts: for an owner that stops the
+    /// loop once told (a client transport's private loop), which would otherwise leave the
+    /// socket unread and reset it after all.
+    public var reportsCloseAfterLingering = false
+    /// Bytes read and discarded while lingering, at most: a peer that keeps sending is reset.
+    public static let maxLingerBytes = 4 << 20
+    private var lingering = false
+    private var lingerTimer: Int?
+    private var lingerBytes = 0
+    private var lingerCallback: ((String?) -> Void)?
     /// This side dialed (rather than accepted) the connection.
     private let isDialed: Bool
 
@@ -153,13 +173,19 @@ public final class TCPConnection: EventSource {
     /// Closes after the queued bytes are written (or at once with `immediately`). A TLS session
     /// ends with a close_notify first.
     public func close(immediately: Bool = false) {
+        if lingering {
+            if immediately { endLinger() }
+            return
+        }
         guard !isClosed else { return }
         if let tls, !immediately, !connecting, tls.isHandshakeDone, !closeAfterFlush {
             tls.shutdown()
             sendBuffer += tls.takeOutput()
         }
-        if immediately || queuedBytes == 0 || connecting {
+        if immediately || connecting {
             finish(nil)
+        } else if queuedBytes == 0 {
+            finish(nil, linger: true)
         } else {
             closeAfterFlush = true
             // Written now, as far as the socket takes: the close_notify just queued may be all
@@ -170,6 +196,7 @@ public final class TCPConnection: EventSource {
     }
 
     func handle(events: UInt32) {
+        if lingering { return drainLinger() }
         if isClosed { return }
         if connecting && events & (EPOLLOUT.rawValue | EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0 {
             var error: Int32 = 0
@@ -281,7 +308,7 @@ public final class TCPConnection: EventSource {
             sendOffset = 0
         }
         if rawQueued == 0 {
-            if closeAfterFlush { finish(nil); return }
+            if closeAfterFlush { finish(nil, linger: true); return }
             if notify { onWritable?() }
         }
         updateInterest()
@@ -298,18 +325,59 @@ public final class TCPConnection: EventSource {
         finish(message)
     }
 
-    private func finish(_ error: String?) {
+    /// Ends the connection. `linger` (an orderly close by this side): the write side is shut
+    /// and the socket read until the peer closes (`lingerSeconds`, `maxLingerBytes`) before it
+    /// is closed.
+    private func finish(_ error: String?, linger: Bool = false) {
         guard !isClosed else { return }
         isClosed = true
-        loop.unregister(fd)
-        _ = Glibc.close(fd)
-        fd = -1
         let callback = onClose
         onClose = nil
         onData = nil
         onWritable = nil
         onConnect = nil
+        if linger, error == nil, shutdown(fd, Int32(SHUT_WR)) == 0 {
+            lingering = true
+            loop.modify(fd, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
+            lingerTimer = loop.schedule(after: Self.lingerSeconds) { [weak self] in self?.endLinger() }
+            if reportsCloseAfterLingering { lingerCallback = callback } else { callback?(nil) }
+            return
+        }
+        loop.unregister(fd)
+        _ = Glibc.close(fd)
+        fd = -1
         callback?(error)
+    }
+
+    /// Reads and drops what the peer sends after this side closed, until it closes too.
+    private func drainLinger() {
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while lingering {
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count > 0 {
+                lingerBytes += count
+                if lingerBytes > Self.maxLingerBytes { return endLinger() }
+            } else if count < 0, errno == EINTR {
+                continue
+            } else if count < 0, errno == EAGAIN || errno == EWOULDBLOCK {
+                return
+            } else {
+                return endLinger()  // the peer closed (or reset): done
+            }
+        }
+    }
+
+    private func endLinger() {
+        guard lingering else { return }
+        lingering = false
+        if let lingerTimer { loop.cancelTimer(lingerTimer) }
+        lingerTimer = nil
+        loop.unregister(fd)
+        _ = Glibc.close(fd)
+        fd = -1
+        let callback = lingerCallback
+        lingerCallback = nil
+        callback?(nil)
     }
 }
 

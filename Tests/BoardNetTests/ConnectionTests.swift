@@ -47,4 +47,54 @@ final class Captured: @unchecked Sendable {  // written on the loop thread, read
         #expect((reason ?? nil)?.contains("not reading") == true, "\(String(describing: reason))")
         try loop.onLoop { listener.close() }
     }
+
+    /// An orderly close loses nothing the peer has not read yet (found under load: a client's
+    /// `sync` uploaded a sticker and its 7.7 MB image, said goodbye and closed while a message
+    /// of the server's lay unread; the close reset the connection, the kernel dropped the
+    /// image's end, and the server held the sticker without its image). The closing side now
+    /// shuts its write side and reads until the peer closes (`TCPConnection.lingerSeconds`).
+    @Test func anOrderlyCloseWithUnreadBytesDeliversEverythingSent() throws {
+        let loop = try LoopThread()
+        defer { loop.stop() }
+        final class Tally: @unchecked Sendable {  // loop thread only
+            var received = 0
+            var serverClosed: String??
+            var clientClosed: String??
+            var server: TCPConnection?
+        }
+        let tally = Tally()
+        let total = 8 << 20
+        let listener: TCPListener = try loop.onLoop {
+            let listener = try TCPListener(address: SocketAddress(host: "127.0.0.1", port: 0), on: loop.loop)
+            listener.onAccept = { connection in
+                tally.server = connection
+                connection.onData = { bytes in tally.received += bytes.count }
+                connection.onClose = { reason in tally.serverClosed = .some(reason) }
+                // Something the client will never read, then a slow reader: most of the upload
+                // is still in the kernels' buffers when the client closes.
+                connection.send(Array(repeating: 0x42, count: 100))
+                connection.isReadingPaused = true
+                loop.loop.schedule(after: 0.5) { connection.isReadingPaused = false }
+            }
+            return listener
+        }
+        try loop.onLoop {
+            let client = try TCPConnection.connect(to: listener.address, on: loop.loop)
+            client.reportsCloseAfterLingering = true  // told once the server closed too
+            client.onClose = { reason in tally.clientClosed = .some(reason) }
+            client.maxQueuedBytes = total
+            client.onConnect = {
+                // The server's bytes stay unread (as when they arrive just before the close).
+                client.isReadingPaused = true
+                client.send(Array(repeating: 0x17, count: total))
+                client.close()
+            }
+        }
+        #expect(try loop.wait(timeout: 20) { tally.serverClosed != nil && tally.clientClosed != nil })
+        try loop.onLoop {
+            #expect(tally.received == total, "the server received \(tally.received) of \(total) bytes")
+            #expect(tally.serverClosed == .some(nil) && tally.clientClosed == .some(nil), "\(String(describing: tally.serverClosed)) \(String(describing: tally.clientClosed))")
+            listener.close()
+        }
+    }
 }
