@@ -47,6 +47,13 @@ struct OpenLink: Sendable {
 
     var sendsLinkedBatches: Bool { sharedCapabilities & Capabilities.linkedBatches != 0 }
     var supportsPresence: Bool { sharedCapabilities & Capabilities.presence != 0 }
+    /// Whether the peer reads label operations; batches to one that does not leave them out.
+    var readsLabels: Bool { sharedCapabilities & Capabilities.labels != 0 }
+
+    /// `batch` as this peer may read it (without label operations unless it reads them).
+    func readable(_ batch: OperationBatch) -> OperationBatch {
+        readsLabels ? batch : batch.withoutLabels()
+    }
 
     /// Whether this link still means to send anything beyond the session's byte queue.
     var hasPending: Bool {
@@ -68,9 +75,11 @@ struct OpenLink: Sendable {
 
     mutating func flushLive(into outbox: inout [UInt8]) {
         guard !pendingLive.isEmpty else { return }
-        let batch = OperationBatch(operations: pendingLive)
+        let batch = readable(OperationBatch(operations: pendingLive))
         pendingLive = []
-        let bytes = sendsLinkedBatches ? batch.encoded(linkedTo: &outgoingLink) : batch.encoded(format: batchFormat)
+        guard !batch.operations.isEmpty || batch.covers != nil else { return }
+        // A batch left without its labels may have become a complete delta: self-contained.
+        let bytes = sendsLinkedBatches && batch.covers == nil ? batch.encoded(linkedTo: &outgoingLink) : batch.encoded(format: batchFormat)
         outbox += Message.operations(bytes).frame().encoded()
     }
 
