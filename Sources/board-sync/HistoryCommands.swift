@@ -15,7 +15,7 @@ extension Commands {
     static let maxVectorEntries = 1024
 
     func history(_ raw: [String]) throws {
-        guard let sub = raw.first else { throw UsageError("history needs a subcommand: list, show, diff, restore, fork or prune") }
+        guard let sub = raw.first else { throw UsageError("history needs a subcommand: list, show, diff, restore, fork, prune or label") }
         let rest = Array(raw.dropFirst())
         switch sub {
         case "list": try historyList(rest)
@@ -24,7 +24,8 @@ extension Commands {
         case "restore": try historyRestore(rest)
         case "fork": try historyFork(rest)
         case "prune": try historyPrune(rest)
-        default: throw UsageError("unknown history subcommand '\(sub)'\(Suggest.didYouMean(sub, among: ["list", "show", "diff", "restore", "fork", "prune"]))")
+        case "label": try historyLabel(rest)
+        default: throw UsageError("unknown history subcommand '\(sub)'\(Suggest.didYouMean(sub, among: ["list", "show", "diff", "restore", "fork", "prune", "label"]))")
         }
     }
 
@@ -41,6 +42,7 @@ extension Commands {
         let minutes = try args.value("gap").map { try Parse.positive($0, "--gap", max: 525_600) } ?? Double(BoardHistory.defaultSessionGap) / 60_000
         let history = try readHistory(path)
         let sessions = history.sessions(quietGap: Int64(minutes * 60_000))
+        let labels = history.labels
         if args.has("json") {
             try output.json([
                 "versions": history.versions.map { version in
@@ -55,6 +57,7 @@ extension Commands {
                         "authors": session.authors.map(\.description), "operations": session.operationCount,
                     ] as [String: Any]
                 },
+                "labels": labels.map { Self.labelObject($0, in: history) },
                 "archivedRecords": history.archivedRecords,
                 "archiveBytes": history.archiveBytes,
             ] as [String: Any])
@@ -68,7 +71,15 @@ extension Commands {
                 let when = Self.time(version.time) as? String ?? "time unknown"
                 let authors = version.authors.map { String($0.description.prefix(8)) }.joined(separator: ",")
                 output.print("  \(version.number)  \(when)  \(authors)  \(version.operationCount) op(s)  \(Self.text(version.vector, short: true))")
+                for label in labels where label.version == version.vector {
+                    output.print("       \(Self.labelLine(label))")
+                }
             }
+        }
+        // Labels naming the empty board or a vector that is no version of this history.
+        let elsewhere = labels.filter { label in label.version.entries.isEmpty || history.versionNumber(of: label.version) == nil }
+        for label in elsewhere {
+            output.print("\(Self.labelLine(label))  at \(label.version.entries.isEmpty ? "version 0" : Self.text(label.version, short: true))")
         }
     }
 
