@@ -3,6 +3,7 @@ import BoardCRDT
 import BoardModel
 import BoardNet
 import BoardStore
+import BoardSync
 import Foundation
 import Testing
 
@@ -49,5 +50,38 @@ import Testing
         let package = try BoardPackage.open(at: dir.path + "/alice.boardpkg", fileSystem: PosixFileSystem(), newReplicaID: { ReplicaID(7) })
         defer { package.close() }
         #expect(try package.history().operationLog.filter { if case .setLabel = $0.operation.payload { true } else { false } }.count == 3)
+    }
+
+    /// A server from before labels (it does not announce `Capabilities.labels`): the client
+    /// leaves its label out of what it sends, the label's sequence number leaves no gap (every
+    /// operation after it is acknowledged), and another replica gets the strokes, not the label.
+    @Test func aServerFromBeforeLabelsGetsEverythingElseAndAcknowledgesPastTheLabel() async throws {
+        let dir = TempDirectory()
+        var options = SyncHost.Options()
+        options.capabilities = Capabilities.supported & ~Capabilities.labels
+        let server = try LocalSyncServer(dataDirectory: dir.path + "/old", options: options)
+        let sync = LiveBoard.Sync(server: server.address, board: "old")
+        let alice = try LiveBoard.open(storage: .memory, sync: sync)
+        let bob = try LiveBoard.open(storage: .memory, sync: sync)
+        let runs = [Running(alice), Running(bob)]
+        try await live(alice, "alice")
+        try await live(bob, "bob")
+        try await alice.edit { try $0.beginStroke(color: .black, width: 2, points: line(10)) }
+        try await alice.setLabel("Kept here", at: alice.replica.versionVector)
+        try await alice.edit { try $0.beginStroke(color: .black, width: 2, points: line(30)) }
+        try await eventually("bob to see both strokes") { bob.snapshot.strokes.count == 2 }
+        try await eventually("alice's operations all acknowledged, the label's number included") {
+            alice.currentStatus.isAllAcknowledged
+        }
+        let bobsLabels = await bob.labels()
+        let alicesLabels = await alice.labels()
+        #expect(bobsLabels.isEmpty && alicesLabels.map(\.text) == ["Kept here"])
+        let bobHolds = await bob.replica.versionVector[alice.replicaID]
+        let aliceMade = await alice.replica.versionVector[alice.replicaID]
+        #expect(bobHolds == aliceMade, "no gap: bob's vector covers the label's number too")
+        #expect(await alice.close().allAcknowledged)
+        _ = await bob.close()
+        for run in runs { _ = try await run.ended() }
+        await server.stop()
     }
 }
