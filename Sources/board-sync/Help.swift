@@ -99,7 +99,7 @@ let commandHelps: [String: CommandHelp] = [
                                        ("prune", "Drop the history before version V (the board at V is kept as where the history starts); the board and sync are untouched."),
                                        ("label", "Name version V with TEXT (at most 200 bytes of UTF-8, no control characters; at most 1,000 labels a board): an ordinary operation that sync sends to every replica and that never changes the board; `--rename ID TEXT` and `--delete ID` change one (ID as `list` shows it, REPLICA#NUMBER). `list` shows each label under the version it names."),
                                        packageArgument,
-                                       ("V", "A version: its number in `history list` (0: the empty board), `latest`, or a vector REPLICA:SEQ,... (replica ids in hex, or a prefix naming one author).")],
+                                       ("V", "A version: its number in `history list` (0: the empty board), `latest`, a label's id REPLICA#NUMBER (the version it names), or a vector REPLICA:SEQ,... (replica ids in hex, or a prefix naming one author).")],
                            options: [("--at V", "The version `show` draws."),
                                      ("--before V", "Where `prune` makes the history start."),
                                      ("--rename ID", "`label`: give label ID a new text."),

@@ -8,8 +8,9 @@ import Foundation
 /// holds it); `restore` edits it like any command.
 ///
 /// A version is written as its number in `history list` (`0` is the empty board before any
-/// operation), `latest`, or a version vector `REPLICA:SEQ,REPLICA:SEQ` whose replicas are
-/// 16-hex-digit ids or prefixes that name one author of the history.
+/// operation), `latest`, a label's id `REPLICA#NUMBER` (the version it names), or a version
+/// vector `REPLICA:SEQ,REPLICA:SEQ` whose replicas are 16-hex-digit ids or prefixes that name
+/// one author of the history.
 extension Commands {
     /// Entries a version vector may have on the command line.
     static let maxVectorEntries = 1024
@@ -210,7 +211,7 @@ extension Commands {
         return formatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
     }
 
-    /// Parses a version: a number of `history list`, `0`, `latest`, or a vector.
+    /// Parses a version: a number of `history list`, `0`, `latest`, a label id, or a vector.
     static func version(_ text: String, in history: BoardHistory, _ what: String) throws -> VersionVector {
         let vector = try parseVersion(text, in: history, what)
         if let horizon = history.horizon, !vector.dominates(horizon) {
@@ -221,6 +222,14 @@ extension Commands {
 
     private static func parseVersion(_ text: String, in history: BoardHistory, _ what: String) throws -> VersionVector {
         if text == "latest" { return history.latest }
+        if text.contains("#") {
+            // A named version: the vector its label names.
+            guard let id = LabelID(text) else { throw UsageError("\(what): '\(text)' is not a label id (REPLICA#NUMBER as `history list` shows it)") }
+            guard let label = history.labels.first(where: { $0.id == id }) else {
+                throw UsageError("\(what): no label \(id) in this history (see `board-sync history list`)")
+            }
+            return label.version
+        }
         if !text.isEmpty, text.allSatisfy(\.isASCII), text.allSatisfy(\.isNumber) {
             guard let number = Int(text), number <= history.versions.count else {
                 throw UsageError("\(what): there is no version \(text) (the history has \(history.versions.count); see `board-sync history list`)")

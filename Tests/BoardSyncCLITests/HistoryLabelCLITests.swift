@@ -30,6 +30,11 @@ import Testing
         let lines = text.split(separator: "\n").map(String.init)
         let at = try #require(lines.firstIndex { $0.hasPrefix("  2  ") }, "\(text)")
         #expect(lines[at + 1].contains("label \(id)") && lines[at + 1].contains("\"Sticker and stroke\""), "under version 2: \(text)")
+        // A label's id names its version wherever a version is asked for.
+        #expect(try cli.run("history", "show", "L.boardpkg", "--at", id, "--json").stdout
+                == cli.run("history", "show", "L.boardpkg", "--at", "2", "--json").stdout)
+        let noSuch = try cli.run("history", "show", "L.boardpkg", "--at", "00000000000000ff#9")
+        #expect(noSuch.status != 0 && noSuch.stderr.contains("no label 00000000000000ff#9"), "\(noSuch.stderr)")
         // The label is an operation: a version of its own, and in the whole log.
         #expect(try cli.run("log", "L.boardpkg").stdout.contains("setLabel"))
 
