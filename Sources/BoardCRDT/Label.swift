@@ -160,38 +160,69 @@ extension OperationBatch {
     /// versions: it refuses an unknown operation kind). Label operations never change what the
     /// board shows, so they are left out; what the peer's version vector must still learn is
     /// that their sequence numbers are taken, or it would keep a gap (and be sent everything
-    /// after it again at every handshake):
+    /// after it again at every handshake, its acknowledgements stuck below the label):
     /// - a complete delta keeps its `base` and `covers`, which already account for them;
     /// - loose operations become a complete delta for each author whose operations in the batch
     ///   are consecutive (`base` one below the first, `covers` the last), so a peer holding
     ///   everything before them rises past the labels; an author with gaps stays loose (the
     ///   next handshake's complete delta closes its gap).
+    /// One exception: `covers` never raises an author the receiver holds nothing of (`base` 0)
+    /// unless the batch carries one of that author's other operations. A server with access
+    /// control binds a replica id to its writer at the replica's first operation, and refuses
+    /// every later one of a replica it holds operations of but never bound (found by the
+    /// network simulator: a peer whose first edit was a label, behind a server from before
+    /// labels, was refused for good). Those label operations are `held` instead (a session
+    /// sends them in front of its next batch, with the author's next operation).
     /// Returns the batch unchanged when it holds no label operation.
     public func withoutLabels() -> OperationBatch {
-        guard containsLabels else { return self }
-        let kept = operations.filter { if case .setLabel = $0.payload { return false } else { return true } }
-        if base != nil || covers != nil { return OperationBatch(operations: kept, base: base, covers: covers) }
-        var runs: [ReplicaID: (low: UInt64, high: UInt64, count: UInt64, labels: Bool)] = [:]
+        withoutLabelsHolding().batch
+    }
+
+    /// `withoutLabels`, and the label operations that must wait for their author's next
+    /// operation (see there), in batch order.
+    public func withoutLabelsHolding() -> (batch: OperationBatch, held: [Op]) {
+        guard containsLabels else { return (self, []) }
+        func isLabel(_ op: Op) -> Bool { if case .setLabel = op.payload { return true } else { return false } }
+        let kept = operations.filter { !isLabel($0) }
+        let keptAuthors = Set(kept.map(\.id.replica))
+        let labelAuthors = Set(operations.filter(isLabel).map(\.id.replica))
+        // Authors whose labels alone would raise them from nothing: held.
+        func unbound(_ author: ReplicaID, base: UInt64) -> Bool { base == 0 && !keptAuthors.contains(author) }
+        if base != nil || covers != nil {
+            guard let covers else { return (OperationBatch(operations: kept, base: base, covers: nil), []) }
+            let from = base ?? .empty
+            let waiting = Set(labelAuthors.filter { unbound($0, base: from[$0]) && covers[$0] > 0 })
+            var lowered = covers
+            for author in waiting { lowered[author] = 0 }
+            return (OperationBatch(operations: kept, base: base, covers: lowered),
+                    operations.filter { isLabel($0) && waiting.contains($0.id.replica) })
+        }
+        var runs: [ReplicaID: (low: UInt64, high: UInt64, count: UInt64)] = [:]
         for op in operations {
-            let isLabel: Bool
-            if case .setLabel = op.payload { isLabel = true } else { isLabel = false }
             if var run = runs[op.id.replica] {
                 run.low = Swift.min(run.low, op.id.seq)
                 run.high = Swift.max(run.high, op.id.seq)
                 run.count += 1
-                run.labels = run.labels || isLabel
                 runs[op.id.replica] = run
             } else {
-                runs[op.id.replica] = (op.id.seq, op.id.seq, 1, isLabel)
+                runs[op.id.replica] = (op.id.seq, op.id.seq, 1)
             }
         }
         var base: [ReplicaID: UInt64] = [:]
         var covers: [ReplicaID: UInt64] = [:]
-        for (author, run) in runs where run.labels && run.high - run.low + 1 == run.count {
+        var waiting: Set<ReplicaID> = []
+        for author in labelAuthors {
+            let run = runs[author]!
+            guard run.high - run.low + 1 == run.count else { continue }
+            if unbound(author, base: run.low - 1) {
+                waiting.insert(author)
+                continue
+            }
             base[author] = run.low - 1
             covers[author] = run.high
         }
-        guard !covers.isEmpty else { return OperationBatch(operations: kept) }
-        return OperationBatch(operations: kept, base: VersionVector(base), covers: VersionVector(covers))
+        let held = operations.filter { isLabel($0) && waiting.contains($0.id.replica) }
+        guard !covers.isEmpty else { return (OperationBatch(operations: kept), held) }
+        return (OperationBatch(operations: kept, base: VersionVector(base), covers: VersionVector(covers)), held)
     }
 }

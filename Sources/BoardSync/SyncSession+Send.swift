@@ -14,7 +14,8 @@ extension SyncSession {
             if batch.base == nil, batch.covers == nil {
                 link.pendingLive += batch.operations
             } else {
-                link.queue(.operations(link.readable(batch).encoded(format: link.batchFormat)), into: &outbox)
+                let readable = link.readable(batch)
+                link.queue(.operations(readable.encoded(format: link.batchFormat)), into: &outbox)
             }
         }
     }

@@ -187,6 +187,19 @@ import Testing
         #expect(gapped.covers == VersionVector([a.id: 2]))
         let loose = OperationBatch(operations: [ops[1], ops[2]] + [Op(id: OpID(replica: a.id, seq: 9), lamport: 9, payload: .appendPoints(ItemID(createdBy: ops[0].id), [GridPoint(x: 0, y: 0)]))]).withoutLabels()
         #expect(loose.covers == nil && loose.operations.count == 2)
+        // An author whose labels alone would raise it from nothing is held, not covered (a
+        // server with access control binds a replica at its first operation).
+        var fresh2 = Replica(id: ReplicaID(0xE))
+        let first = try fresh2.setLabel(text: "first of all", version: .empty, time: 0).operations
+        let alone = OperationBatch(operations: first).withoutLabelsHolding()
+        #expect(alone.batch.operations.isEmpty && alone.batch.covers == nil && alone.held == first)
+        let next = try fresh2.beginStroke(color: red, width: 1, points: [pt(1, 1)]).operations
+        let together = OperationBatch(operations: alone.held + next).withoutLabelsHolding()
+        #expect(together.held.isEmpty && together.batch.operations == next && together.batch.covers == VersionVector([fresh2.id: 2]))
+        let handshake = fresh2.operations(since: .empty)
+        let onlyLabels = OperationBatch(operations: first, base: .empty, covers: VersionVector([fresh2.id: 1])).withoutLabelsHolding()
+        #expect(onlyLabels.batch.covers == .empty && onlyLabels.held == first)
+        #expect(handshake.withoutLabels().covers == fresh2.versionVector, "with another operation of the author, covered")
     }
 }
 

@@ -50,9 +50,21 @@ struct OpenLink: Sendable {
     /// Whether the peer reads label operations; batches to one that does not leave them out.
     var readsLabels: Bool { sharedCapabilities & Capabilities.labels != 0 }
 
-    /// `batch` as this peer may read it (without label operations unless it reads them).
-    func readable(_ batch: OperationBatch) -> OperationBatch {
-        readsLabels ? batch : batch.withoutLabels()
+    /// Label operations held for a peer that does not read them, until their author's next
+    /// operation goes with them (`OperationBatch.withoutLabelsHolding`); at most
+    /// `maxHeldLabels` (beyond, the oldest are dropped: a gap the next handshake closes).
+    var heldLabels: [Op] = []
+    static let maxHeldLabels = 1_024
+
+    /// `batch` as this peer may read it (without label operations unless it reads them); label
+    /// operations that must wait for their author's next operation are kept in `heldLabels` and
+    /// go in front of the next live batch.
+    mutating func readable(_ batch: OperationBatch) -> OperationBatch {
+        guard !readsLabels else { return batch }
+        let (readable, held) = batch.withoutLabelsHolding()
+        heldLabels += held
+        if heldLabels.count > Self.maxHeldLabels { heldLabels.removeFirst(heldLabels.count - Self.maxHeldLabels) }
+        return readable
     }
 
     /// Whether this link still means to send anything beyond the session's byte queue.
@@ -75,7 +87,9 @@ struct OpenLink: Sendable {
 
     mutating func flushLive(into outbox: inout [UInt8]) {
         guard !pendingLive.isEmpty else { return }
-        let batch = readable(OperationBatch(operations: pendingLive))
+        let held = heldLabels
+        heldLabels = []
+        let batch = readable(OperationBatch(operations: held + pendingLive))
         pendingLive = []
         guard !batch.operations.isEmpty || batch.covers != nil else { return }
         // A batch left without its labels may have become a complete delta: self-contained.
