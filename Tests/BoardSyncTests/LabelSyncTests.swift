@@ -1,5 +1,6 @@
 import BoardCRDT
 import BoardModel
+import BoardSimulation
 import BoardSync
 import Foundation
 import Testing
@@ -57,5 +58,30 @@ import Testing
         }
         #expect(mirrors[1]!.labels.isEmpty && mirrors[3]!.labels.isEmpty)
         #expect(mirrors[2]!.labels.map(\.text) == ["first", "second"])
+    }
+
+    /// The network simulator with peers that also label (one edit in twenty sets, renames or
+    /// deletes a label) through its faults, crashes and compactions: the boards, version vectors
+    /// and labels converge (the oracle's "label divergence").
+    @Test(arguments: 1...6 as ClosedRange<UInt64>)
+    func simulatedPeersThatLabelThroughFaultsConverge(seed: UInt64) {
+        var plan = Plan.draw(seed: seed)
+        plan.labels = true
+        plan.releases = [:]
+        #expect(plan.text.contains("labels on"))
+        let report = World.simulate(plan)
+        #expect(report.passed, "seed \(seed): \(report.failures.joined(separator: "; "))")
+    }
+
+    /// The same with a server, or a peer, from before labels: it is sent no label and its
+    /// version vector still reaches everyone's (the run converges, nobody left with a gap).
+    @Test(arguments: 1...4 as ClosedRange<UInt64>)
+    func simulatedPeersThatLabelBesideAnOlderReleaseConverge(seed: UInt64) throws {
+        var plan = Plan.draw(seed: seed)
+        plan.labels = true
+        plan.releases = seed % 2 == 1 ? [plan.server: .beforeLinkedBatches] : [0: .beforeLinkedBatches]
+        #expect(try Plan(text: plan.text) == plan)
+        let report = World.simulate(plan)
+        #expect(report.passed, "seed \(seed): \(report.failures.joined(separator: "; "))")
     }
 }
