@@ -53,6 +53,10 @@ enum PeersBench {
                 case .background(let hash): object["key"] = "background"; object["value"] = hash?.hex ?? NSNull()
                 case .canvas(let w, let h): object["key"] = "canvas"; object["value"] = [FixedPoint.points(w), FixedPoint.points(h)]
                 }
+            case .setLabel(let id, let label):
+                object["op"] = "label"
+                object["key"] = id.description
+                object["value"] = label?.text ?? NSNull()
             }
             let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
             lines.append(String(decoding: data, as: UTF8.self))

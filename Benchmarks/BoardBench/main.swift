@@ -228,6 +228,7 @@ if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "bytes" {
         case .addSticker: return "sticker"
         case .setItem(_, let field): return "set \(field.kind)"
         case .setBoard: return "board"
+        case .setLabel: return "label"
         }
     }
     var kinds: [String: Int] = [:]

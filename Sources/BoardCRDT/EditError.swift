@@ -17,6 +17,11 @@ public enum EditError: Error, Hashable, CustomStringConvertible {
     case clockExhausted
     /// No short paint-order keys could be found (cannot happen below billions of items).
     case noRoomInPaintOrder
+    /// A label's text or version breaks a bound (`Label.problem`).
+    case invalidLabel(String)
+    case unknownLabel(LabelID)
+    /// The board holds `Label.maxLabelsPerBoard` label registers already.
+    case tooManyLabels(limit: Int)
 
     public var description: String {
         switch self {
@@ -34,6 +39,9 @@ public enum EditError: Error, Hashable, CustomStringConvertible {
         case .clockExhausted:
             return "this replica's counters reached \(Op.maxCounter): no further edit can be made (a peer sent operations with absurd counters; see the sync log)"
         case .noRoomInPaintOrder: return "no room left in the paint order"
+        case .invalidLabel(let problem): return problem
+        case .unknownLabel(let id): return "no label with id \(id) on this board"
+        case .tooManyLabels(let limit): return "the board holds \(limit) labels (deleted ones included; at most \(limit)): no new label can be made"
         }
     }
 }

@@ -31,13 +31,16 @@ public enum Payload: Hashable, Sendable, CustomStringConvertible {
     case setItem(ItemID, ItemField)
     /// Writes one last-writer-wins register of the board.
     case setBoard(BoardField)
+    /// Writes one label's register: a named version (nil deletes the label). Never changes what
+    /// the board shows.
+    indirect case setLabel(LabelID, Label?)
 
     /// The item this operation touches, if any.
     public var item: ItemID? {
         switch self {
         case .beginStroke(let item, _), .appendPoints(let item, _), .addSticker(let item, _), .setItem(let item, _):
             return item
-        case .setBoard:
+        case .setBoard, .setLabel:
             return nil
         }
     }
@@ -69,6 +72,8 @@ public enum Payload: Hashable, Sendable, CustomStringConvertible {
         case .addSticker(let item, let start): return "addSticker \(item) asset \(start.asset.hex.prefix(12))"
         case .setItem(let item, let field): return "set \(item) \(field)"
         case .setBoard(let field): return "setBoard \(field)"
+        case .setLabel(let id, let label?): return "setLabel \(id) \"\(label.text)\" at \(label.version)"
+        case .setLabel(let id, nil): return "removeLabel \(id)"
         }
     }
 }

@@ -83,6 +83,8 @@ public enum OperationError: Error, Hashable, CustomStringConvertible {
     case foreignItemID(ItemID, OpID)
     case tooManyWaiting(Int, limit: Int)
     case zKeyTooLong(OpID, Int)
+    case invalidLabel(OpID, String)
+    case tooManyLabels(Int, limit: Int)
 
     public var description: String {
         switch self {
@@ -109,6 +111,9 @@ public enum OperationError: Error, Hashable, CustomStringConvertible {
             return "operation \(id) by replica \(id.replica) creates item \(item), which operation \(existing) already created: a second creation is refused"
         case .zKeyTooLong(let id, let length):
             return "operation \(id): a paint-order key of \(length) bytes (at most \(ZKey.maxLength))"
+        case .invalidLabel(let id, let problem): return "operation \(id): \(problem)"
+        case .tooManyLabels(let count, let limit):
+            return "\(count) labels on the board (limit \(limit)): refused"
         case .tooManyWaiting(let count, let limit):
             return "\(count) operations would wait for items that were never created (limit \(limit)): refused"
         case .foreignItemID(let item, let id):
@@ -167,6 +172,11 @@ extension Op {
                     throw OperationError.invalidCanvas(id)
                 }
             }
+        case .setLabel(let label, let value):
+            guard label.number >= 1, label.number <= Op.maxCounter else {
+                throw OperationError.invalidLabel(id, "label id \(label) has a number outside 1...\(Op.maxCounter)")
+            }
+            if let problem = value?.problem { throw OperationError.invalidLabel(id, problem) }
         }
     }
 }

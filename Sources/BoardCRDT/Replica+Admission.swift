@@ -55,6 +55,7 @@ extension Replica {
         var highestLamport: UInt64 = 0
         var itemOperations = 0
         var creations: [ItemID: OpID] = [:]
+        var newLabels: Set<LabelID> = []
         for (index, op) in batch.operations.enumerated() {
             if validate { try op.validate() }
             let author = op.id.replica
@@ -90,6 +91,8 @@ extension Replica {
             switch op.payload {
             case .beginStroke(let item, _), .addSticker(let item, _):
                 try checkCreation(of: item, by: op)
+            case .setLabel(let label, _):
+                if labelRegisters[label] == nil { newLabels.insert(label) }
             default:
                 break
             }
@@ -140,6 +143,11 @@ extension Replica {
                     throw OperationError.coversJump(author, seq, seen: ceiling)
                 }
             }
+        }
+        // Label registers: bounded per board, so a peer cannot make every replica hold and
+        // relay labels without end.
+        if labelRegisters.count + newLabels.count > Label.maxAdmittedLabels {
+            throw OperationError.tooManyLabels(labelRegisters.count + newLabels.count, limit: Label.maxAdmittedLabels)
         }
         // Operations waiting for items never created, counted exactly only near the limit.
         if waitingOperations + itemOperations > Replica.maxWaitingOperations {

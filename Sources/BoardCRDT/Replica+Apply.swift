@@ -144,6 +144,14 @@ extension Replica {
             case .lost:
                 break
             }
+        case .setLabel(let label, let value):
+            switch labelRegisters[label, default: Register(value: nil, stamp: .zero, writer: nil)].write(value, stamp: stamp, writer: op.id) {
+            case .won(let displaced):
+                store(op)
+                if let displaced { drop(displaced) }
+            case .lost:
+                break
+            }
         }
         return true
     }

@@ -267,6 +267,8 @@ extension Replica {
         case .setBoard(let field):
             let current = field.kind == .canvas ? canvas.value : background.value
             undoLog.record(.setBoard(current), forward: payload, for: .board(field.kind))
+        case .setLabel:
+            break  // labels are not part of the board's undo history
         }
     }
 

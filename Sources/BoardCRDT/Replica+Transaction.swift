@@ -16,6 +16,7 @@ struct Journal: Sendable {
     let zRange: (lowest: ZKey, highest: ZKey)?
     let canvas: Register<BoardField>
     let background: Register<BoardField>
+    let labelRegisters: [LabelID: Register<Label?>]
     let undoLog: UndoLog
     let openStrokes: [ItemID]
 }
@@ -31,7 +32,7 @@ extension Replica {
     public mutating func transaction<T>(_ body: (inout Replica) throws -> T) rethrows -> T {
         precondition(journal == nil, "transactions do not nest")
         journal = Journal(lamport: lamport, lastSeq: lastSeq, waitingOperations: waitingOperations,
-                          zRange: zRange, canvas: canvas, background: background,
+                          zRange: zRange, canvas: canvas, background: background, labelRegisters: labelRegisters,
                           undoLog: undoLog, openStrokes: openStrokes)
         do {
             let result = try body(&self)
@@ -63,6 +64,7 @@ extension Replica {
         zRange = saved.zRange
         canvas = saved.canvas
         background = saved.background
+        labelRegisters = saved.labelRegisters
         undoLog = saved.undoLog
         openStrokes = saved.openStrokes
     }

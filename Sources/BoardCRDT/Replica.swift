@@ -33,6 +33,9 @@ public struct Replica: Sendable {
                        height: Int64(BoardSnapshot.defaultCanvasSize.height * FixedPoint.unitsPerPoint)),
         stamp: .zero, writer: nil)
     var background = Register<BoardField>(value: .background(nil), stamp: .zero, writer: nil)
+    /// Named versions: one last-writer-wins register per label id (nil: deleted). Never part
+    /// of a snapshot.
+    var labelRegisters: [LabelID: Register<Label?>] = [:]
 
     /// A deliberately broken merge rule for mutation testing of the simulator's oracles
     /// (`board-sim`'s `tie-break-by-arrival`): registers break Lamport ties by arrival order.

@@ -24,6 +24,8 @@ extension WebPage {
         let board = {width: 800, height: 600, items: []};
         // The time slider: the versions the server listed, and the past board shown (null: live).
         let versions = [], past = null, pastVersion = 0, scrubSent = 0, scrubTimer = null;
+        // Named versions: the labels' texts by the number of the version each names.
+        let labelsByVersion = new Map();
         let selected = null, ink = null, drag = null;
         function el(name, attrs) {
           const node = document.createElementNS(NS, name);
@@ -292,7 +294,9 @@ extension WebPage {
           }
         };
         function pastLabel(version, time) {
-          return "version " + version + " of " + versions.count + (time ? " · " + new Date(time).toLocaleString() : "");
+          const names = labelsByVersion.get(version);
+          return "version " + version + " of " + versions.count + (time ? " · " + new Date(time).toLocaleString() : "")
+            + (names ? " · " + names.map((text) => "“" + text + "”").join(", ") : "");
         }
         function connect() {
           const scheme = location.protocol === "https:" ? "wss://" : "ws://";
@@ -314,6 +318,10 @@ extension WebPage {
               versions.length = 0;
               for (const entry of message.versions) versions.push(entry);
               versions.count = message.count;
+              labelsByVersion = new Map();
+              for (const label of message.labels || []) {
+                if (label.n !== null) labelsByVersion.set(label.n, (labelsByVersion.get(label.n) || []).concat([label.text]));
+              }
               $("slider").max = Math.max(0, versions.length - 1);
               $("slider").value = Math.max(0, versions.length - 1);
               status("live", "live");

@@ -8,7 +8,7 @@ import Foundation
 /// board's versions, then for the board at a version as it scrubs, and an editing page may
 /// restore one. What the page sends (`WebHistoryRequest`, docs/PROTOCOL.md):
 ///
-/// - `{"type":"history"}`: the versions, answered `{"type":"versions","count":N,"versions":[{"n":…,"t":ms|null,"ops":…,"authors":…},…]}`
+/// - `{"type":"history"}`: the versions, answered `{"type":"versions","count":N,"versions":[{"n":…,"t":ms|null,"ops":…,"authors":…},…],"labels":[{"n":…|null,"text":…},…]}`
 ///   (at most `maxHistoryVersionsListed` of them, evenly spaced, always the first and the last);
 /// - `{"type":"history-view","version":N}`: the board at version N, answered
 ///   `{"type":"past","version":N,"t":ms|null,"board":{…as the "board" message…}}`;
@@ -218,7 +218,12 @@ extension WebView {
             let version = versions[number - 1]
             return "{\"n\":\(number),\"t\":\(version.time.map(String.init) ?? "null"),\"ops\":\(version.operationCount),\"authors\":\(version.authors.count)}"
         }
-        return "{\"type\":\"versions\",\"count\":\(versions.count),\"versions\":[\(items.joined(separator: ","))]}"
+        // Named versions: each label with the number of the version it names (null: a vector
+        // that is no version of this history), at most `limit` of them.
+        let labels = history.labels.prefix(limit).map { label -> String in
+            "{\"n\":\(history.versionNumber(of: label.version).map(String.init) ?? "null"),\"text\":\(WebPage.json(label.text))}"
+        }
+        return "{\"type\":\"versions\",\"count\":\(versions.count),\"versions\":[\(items.joined(separator: ","))],\"labels\":[\(labels.joined(separator: ","))]}"
     }
 
     /// Starts the page's waiting view when none is in flight and its rate allows; otherwise

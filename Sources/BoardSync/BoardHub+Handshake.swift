@@ -58,8 +58,12 @@ extension BoardHub {
         let current = replica.versionVector
         let bytes: [UInt8]
         let count: Int
+        // The cache key's format carries 0x80 for a peer that does not read labels (sent the
+        // delta without them: `OperationBatch.withoutLabels`).
+        let readsLabels = withSession(id) { $0.readsLabels } ?? true
         let format = withSession(id) { $0.batchFormat } ?? OperationBatch.formatVersion
-        if let cached = deltaCache, cached.since == hello.version, cached.at == current, cached.format == format {
+        let key = readsLabels ? format : format | 0x80
+        if let cached = deltaCache, cached.since == hello.version, cached.at == current, cached.format == key {
             (bytes, count) = (cached.bytes, cached.count)
         } else {
             var delta = replica.operations(since: hello.version)
@@ -74,8 +78,9 @@ extension BoardHub {
                     probed = true
                 }
             }
+            if !readsLabels { delta = delta.withoutLabels() }
             (bytes, count) = (delta.encoded(format: format), delta.operations.count)
-            if !probed { deltaCache = (hello.version, current, format, count, bytes) }
+            if !probed { deltaCache = (hello.version, current, key, count, bytes) }
         }
         // Memory a crowd of handshakes can cost: deltas not yet acknowledged plus output queued
         // here and in the transport stay under the budget (one delta is always allowed, so a

@@ -174,7 +174,7 @@ extension BoardHub {
         // Encoded once for every recipient of self-contained batches (it was once per session, each coalescing its own
         // copy: the host takes every session's output right after each read anyway).
         let batch = OperationBatch(operations: operations)
-        var frames: [UInt8: [UInt8]] = [:]  // by batch format: peers from before format 2 read 1
+        var frames: [UInt8: [UInt8]] = [:]  // by batch format (peers from before format 2 read 1) and labels
         for id in recipients {
             let sent = withSession(id) { session -> Bool in
                 guard session.isOpen else { return false }
@@ -185,9 +185,14 @@ extension BoardHub {
                     session.send(batch)
                     return true
                 }
+                // Keyed by format and by whether the peer reads labels (one from before named
+                // versions is sent the batch without them: `OperationBatch.withoutLabels`).
                 let format = session.batchFormat
-                let frame = frames[format] ?? Message.operations(batch.encoded(format: format)).frame().encoded()
-                frames[format] = frame
+                let key = session.readsLabels ? format : format | 0x80
+                let readable = session.readsLabels ? batch : batch.withoutLabels()
+                guard !readable.operations.isEmpty || readable.covers != nil else { return true }
+                let frame = frames[key] ?? Message.operations(readable.encoded(format: format)).frame().encoded()
+                frames[key] = frame
                 session.sendOperationsFrame(frame)
                 return true
             }

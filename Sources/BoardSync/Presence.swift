@@ -97,8 +97,12 @@ public enum Capabilities {
     /// The peer reads REFUSED: a server with access control says which operations of a batch it
     /// dropped (docs/PROTOCOL.md, "Refused operations"). A peer without it is not told.
     public static let refusalNotices: UInt64 = 1 << 3
+    /// The peer reads label operations (named versions, operation kind 15: docs/PROTOCOL.md,
+    /// "Named versions"). A peer without it is sent batches without them
+    /// (`OperationBatch.withoutLabels`): they never change the board.
+    public static let labels: UInt64 = 1 << 4
     /// What this version of BoardSync speaks.
-    public static let supported: UInt64 = presence | packedPoints | linkedBatches | refusalNotices
+    public static let supported: UInt64 = presence | packedPoints | linkedBatches | refusalNotices | labels
 }
 
 extension Presence {

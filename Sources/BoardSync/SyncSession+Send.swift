@@ -14,13 +14,14 @@ extension SyncSession {
             if batch.base == nil, batch.covers == nil {
                 link.pendingLive += batch.operations
             } else {
-                link.queue(.operations(batch.encoded(format: link.batchFormat)), into: &outbox)
+                let readable = link.readable(batch)
+                link.queue(.operations(readable.encoded(format: link.batchFormat)), into: &outbox)
             }
         }
     }
 
     /// Sends an already encoded batch (a handshake delta shared by several peers), in the
-    /// session's `batchFormat`.
+    /// session's `batchFormat`, without label operations unless `readsLabels`.
     package mutating func sendEncoded(_ batch: [UInt8]) {
         withOpen { link, outbox in link.queue(.operations(batch), into: &outbox) }
     }

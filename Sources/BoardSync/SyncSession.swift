@@ -118,6 +118,13 @@ package struct SyncSession: Sendable {
         return false
     }
 
+    /// Whether the peer reads label operations (both sides announced `Capabilities.labels`);
+    /// pre-encoded batches for one that does not must leave them out.
+    package var readsLabels: Bool {
+        if case .open(let link) = state { return link.readsLabels }
+        return false
+    }
+
     /// Whether both sides announced PRESENCE (the peer understands it and this side speaks it).
     package var peerSupportsPresence: Bool {
         if case .open(let link) = state { return link.supportsPresence }

@@ -8,14 +8,15 @@ import Foundation
 /// holds it); `restore` edits it like any command.
 ///
 /// A version is written as its number in `history list` (`0` is the empty board before any
-/// operation), `latest`, or a version vector `REPLICA:SEQ,REPLICA:SEQ` whose replicas are
-/// 16-hex-digit ids or prefixes that name one author of the history.
+/// operation), `latest`, a label's id `REPLICA#NUMBER` (the version it names), or a version
+/// vector `REPLICA:SEQ,REPLICA:SEQ` whose replicas are 16-hex-digit ids or prefixes that name
+/// one author of the history.
 extension Commands {
     /// Entries a version vector may have on the command line.
     static let maxVectorEntries = 1024
 
     func history(_ raw: [String]) throws {
-        guard let sub = raw.first else { throw UsageError("history needs a subcommand: list, show, diff, restore, fork or prune") }
+        guard let sub = raw.first else { throw UsageError("history needs a subcommand: list, show, diff, restore, fork, prune or label") }
         let rest = Array(raw.dropFirst())
         switch sub {
         case "list": try historyList(rest)
@@ -24,7 +25,8 @@ extension Commands {
         case "restore": try historyRestore(rest)
         case "fork": try historyFork(rest)
         case "prune": try historyPrune(rest)
-        default: throw UsageError("unknown history subcommand '\(sub)'\(Suggest.didYouMean(sub, among: ["list", "show", "diff", "restore", "fork", "prune"]))")
+        case "label": try historyLabel(rest)
+        default: throw UsageError("unknown history subcommand '\(sub)'\(Suggest.didYouMean(sub, among: ["list", "show", "diff", "restore", "fork", "prune", "label"]))")
         }
     }
 
@@ -41,6 +43,7 @@ extension Commands {
         let minutes = try args.value("gap").map { try Parse.positive($0, "--gap", max: 525_600) } ?? Double(BoardHistory.defaultSessionGap) / 60_000
         let history = try readHistory(path)
         let sessions = history.sessions(quietGap: Int64(minutes * 60_000))
+        let labels = history.labels
         if args.has("json") {
             try output.json([
                 "versions": history.versions.map { version in
@@ -55,6 +58,7 @@ extension Commands {
                         "authors": session.authors.map(\.description), "operations": session.operationCount,
                     ] as [String: Any]
                 },
+                "labels": labels.map { Self.labelObject($0, in: history) },
                 "archivedRecords": history.archivedRecords,
                 "archiveBytes": history.archiveBytes,
             ] as [String: Any])
@@ -68,7 +72,15 @@ extension Commands {
                 let when = Self.time(version.time) as? String ?? "time unknown"
                 let authors = version.authors.map { String($0.description.prefix(8)) }.joined(separator: ",")
                 output.print("  \(version.number)  \(when)  \(authors)  \(version.operationCount) op(s)  \(Self.text(version.vector, short: true))")
+                for label in labels where label.version == version.vector {
+                    output.print("       \(Self.labelLine(label))")
+                }
             }
+        }
+        // Labels naming the empty board or a vector that is no version of this history.
+        let elsewhere = labels.filter { label in label.version.entries.isEmpty || history.versionNumber(of: label.version) == nil }
+        for label in elsewhere {
+            output.print("\(Self.labelLine(label))  at \(label.version.entries.isEmpty ? "version 0" : Self.text(label.version, short: true))")
         }
     }
 
@@ -199,7 +211,7 @@ extension Commands {
         return formatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
     }
 
-    /// Parses a version: a number of `history list`, `0`, `latest`, or a vector.
+    /// Parses a version: a number of `history list`, `0`, `latest`, a label id, or a vector.
     static func version(_ text: String, in history: BoardHistory, _ what: String) throws -> VersionVector {
         let vector = try parseVersion(text, in: history, what)
         if let horizon = history.horizon, !vector.dominates(horizon) {
@@ -210,6 +222,14 @@ extension Commands {
 
     private static func parseVersion(_ text: String, in history: BoardHistory, _ what: String) throws -> VersionVector {
         if text == "latest" { return history.latest }
+        if text.contains("#") {
+            // A named version: the vector its label names.
+            guard let id = LabelID(text) else { throw UsageError("\(what): '\(text)' is not a label id (REPLICA#NUMBER as `history list` shows it)") }
+            guard let label = history.labels.first(where: { $0.id == id }) else {
+                throw UsageError("\(what): no label \(id) in this history (see `board-sync history list`)")
+            }
+            return label.version
+        }
         if !text.isEmpty, text.allSatisfy(\.isASCII), text.allSatisfy(\.isNumber) {
             guard let number = Int(text), number <= history.versions.count else {
                 throw UsageError("\(what): there is no version \(text) (the history has \(history.versions.count); see `board-sync history list`)")

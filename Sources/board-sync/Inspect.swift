@@ -88,6 +88,14 @@ enum Inspect {
             case .background(let hash): object["value"] = hash.map { $0.hex as Any } ?? NSNull()
             case .canvas(let width, let height): object["value"] = [FixedPoint.points(width), FixedPoint.points(height)]
             }
+        case .setLabel(let id, let label):
+            object["kind"] = label == nil ? "removeLabel" : "setLabel"
+            object["label"] = id.description
+            if let label {
+                object["text"] = label.text
+                object["version"] = Dictionary(uniqueKeysWithValues: label.version.sortedEntries.map { ("\($0.replica)", $0.seq) })
+                object["time"] = label.time
+            }
         }
         return object
     }

@@ -60,6 +60,8 @@ public enum ContractModel {
                 case .canvas: canvas = later(canvas, field, stamp)
                 case .background: background = later(background, field, stamp)
                 }
+            case .setLabel:
+                break  // labels never change what the board shows (LabelTests model them)
             }
         }
 

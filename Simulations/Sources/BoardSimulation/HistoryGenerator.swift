@@ -77,12 +77,27 @@ public struct RandomEditor: Sendable {
         self.images = images
     }
 
+    /// The chance that an edit writes a label (named versions) instead; 0 draws nothing for it,
+    /// so editors without labels make the edits they always made.
+    public var labelChance = 0.0
+
     /// Makes one random edit (or a short group of them) and returns the operations made.
     public mutating func edit(_ replica: inout Replica) -> [Op] {
         let items = replica.itemIDs
         let strokes = items.filter { replica.kind(of: $0) == .stroke }
         let stickers = items.filter { replica.kind(of: $0) == .sticker }
         do {
+            if labelChance > 0, rng.chance(labelChance) {
+                let labels = replica.labels.map(\.id)
+                let time = Int64(Int.random(in: 0...1_000_000, using: &rng))
+                switch Int.random(in: 0..<4, using: &rng) {
+                case 0 where !labels.isEmpty: return try replica.removeLabel(rng.pick(labels)).operations
+                case 1 where !labels.isEmpty: return try replica.renameLabel(rng.pick(labels), to: "renamed \(time)", time: time).operations
+                default:
+                    guard replica.labelRegisterCount < Label.maxLabelsPerBoard else { return [] }
+                    return try replica.setLabel(text: "version \(time)", version: replica.versionVector, time: time).operations
+                }
+            }
             if replica.openStroke != nil, rng.chance(0.6) {
                 return rng.chance(0.75) ? try replica.appendPoints(points(Int.random(in: 1...4, using: &rng))).operations
                                         : finish(&replica)

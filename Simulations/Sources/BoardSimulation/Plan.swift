@@ -77,6 +77,10 @@ public struct Plan: Sendable, Equatable {
     public var access = false
     /// Hosts running an older release (what their sessions announce): the rest run this one.
     public var releases: [Int: Release] = [:]
+    /// Peers also name versions: about one edit in twenty writes a label (a new one, a rename
+    /// or a delete). Never drawn at random (plans of earlier seeds edit as before); set by tests
+    /// and by `labels on` in a scenario.
+    public var labels = false
 
     /// Earlier releases a host may run, by the capabilities their sessions announce.
     public enum Release: String, CaseIterable, Sendable {
@@ -232,6 +236,7 @@ public struct Plan: Sendable, Equatable {
         lines.append("latency \(format(latency.lowerBound))-\(format(latency.upperBound))")
         for (peer, speed) in bandwidth.sorted(by: { $0.key < $1.key }) { lines.append("slow \(name(peer)) \(Int(speed))") }
         if access { lines.append("access on") }
+        if labels { lines.append("labels on") }
         for (host, release) in releases.sorted(by: { $0.key < $1.key }) { lines.append("release \(name(host)) \(release.rawValue)") }
         if mutation != .none { lines.append("plant \(mutation.rawValue)") }
         for event in events { lines.append("at \(format(event.time)) \(describe(event.action))") }
@@ -334,6 +339,9 @@ public struct Plan: Sendable, Equatable {
             case "access":
                 guard words == ["on"] || words == ["off"] else { throw fail("`access on` or `access off`") }
                 current.access = words == ["on"]
+            case "labels":
+                guard words == ["on"] || words == ["off"] else { throw fail("`labels on` or `labels off`") }
+                current.labels = words == ["on"]
             case "release":
                 guard words.count == 2, let release = Release(rawValue: words[1]) else {
                     throw fail("`release HOST RELEASE`, one of \(Release.allCases.map(\.rawValue).joined(separator: ", "))")
@@ -382,7 +390,7 @@ public struct Plan: Sendable, Equatable {
                 }
                 current.events.append(Event(time: time, action: action))
             default:
-                throw fail("unknown line `\(line)` (world, dials, latency, slow, access, plant, at)")
+                throw fail("unknown line `\(line)` (world, dials, latency, slow, access, labels, release, plant, at)")
             }
             plan = current
         }

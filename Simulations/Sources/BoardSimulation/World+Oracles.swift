@@ -78,6 +78,13 @@ extension World {
                     fail("missing image", "\(host.name) lacks image \(missing.hex.prefix(12)) that the board shows")
                 }
             }
+            // Named versions: where every host reads labels, every host shows the server's.
+            if plan.labels, plan.releases.isEmpty {
+                let labels = reference.labels
+                for host in hosts where replica(host)?.labels != labels {
+                    fail("label divergence", "\(host.name)'s labels differ from the server's")
+                }
+            }
             // The reference model of the conflict contract, applied to what the server holds.
             let model = try ContractModel.board(from: reference.fullState().operations).canonicalJSON()
             if try ContractModel.withoutImageBytes(reference.snapshot()).canonicalJSON() != model {

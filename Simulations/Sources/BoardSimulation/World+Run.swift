@@ -137,6 +137,7 @@ extension World {
             // removing one edit while shrinking leaves the others as they were.
             var editor = RandomEditor(rng: SeededRandom(seed: plan.seed &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(host.index) << 56 ^ now.bitPattern),
                                       images: World.imageHashes)
+            editor.labelChance = plan.labels ? 0.05 : 0
             let edit = try endpoint.edit(board, now: now) { replica in
                 LocalEdit(operations: editor.edit(&replica))
             }

@@ -91,7 +91,7 @@ struct BatchDecoder {
             let seq = head & OpHead.seqNext != 0 ? previousSeq &+ 1 : previousSeq &+ UInt64(bitPattern: try reader.readZigzag())
             let lamport = head & OpHead.lamportNext != 0 ? previousLamport &+ 1 : previousLamport &+ UInt64(bitPattern: try reader.readZigzag())
             var item: ItemID?
-            if kind != .noBackground && kind != .background && kind != .canvas {
+            if !kind.isBoardKind {
                 if head & OpHead.sameItem != 0 {
                     guard let previousItem else {
                         throw CodecError.malformed("same-item flag on the first item operation of a run", offset: headOffset)
@@ -253,6 +253,38 @@ extension ByteReader {
         return key
     }
 
+    /// A label operation's payload, as `ByteWriter.writeLabel` writes it: one encoding per
+    /// value (replicas strictly ascending, valid UTF-8, a presence byte of 0 or 1).
+    mutating func readLabel() throws -> Payload {
+        let id = LabelID(replica: ReplicaID(try readFixed64()), number: try readVarint(max: Op.maxCounter, "label number"))
+        let presentOffset = offset
+        switch try readByte() {
+        case 0: return .setLabel(id, nil)
+        case 1: break
+        case let other: throw CodecError.malformed("label presence byte \(other) (0 or 1)", offset: presentOffset)
+        }
+        let textOffset = offset
+        let bytes = try readLengthPrefixed(max: Label.maxTextBytes, "label text length")
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw CodecError.malformed("label text is not UTF-8", offset: textOffset)
+        }
+        let time = try readZigzag()
+        let count = try readCount(max: Label.maxVersionEntries, minimumSize: 9, "label version size")
+        var entries: [ReplicaID: UInt64] = [:]
+        var previous: ReplicaID?
+        for _ in 0..<count {
+            let entryOffset = offset
+            let replica = ReplicaID(try readFixed64())
+            let seq = try readVarint(max: Op.maxCounter, "label version entry")
+            guard previous.map({ $0 < replica }) ?? true, seq > 0 else {
+                throw CodecError.malformed("label version entries out of order, repeated or zero", offset: entryOffset)
+            }
+            previous = replica
+            entries[replica] = seq
+        }
+        return .setLabel(id, Label(text: text, version: VersionVector(entries), time: time))
+    }
+
     /// A register write or a board field (every kind but the creations and point runs), as
     /// `ByteWriter.writeValue` writes it; `position` reads a point (from the origin in a
     /// self-contained batch, from the item's last coordinate on a link).
@@ -275,6 +307,7 @@ extension ByteReader {
             let width = try readVarint(max: UInt64(FixedPoint.limit), "canvas width")
             let height = try readVarint(max: UInt64(FixedPoint.limit), "canvas height")
             return .setBoard(.canvas(width: Int64(width), height: Int64(height)))
+        case .label: return try readLabel()
         case .beginStroke, .appendPoints, .addSticker:
             preconditionFailure("\(kind) is read by its decoder")
         }

@@ -25,6 +25,25 @@ extension ByteWriter {
         }
     }
 
+    /// A label operation's payload (docs/PROTOCOL.md, kind 15): the label id (replica u64 LE,
+    /// number varint), 1 and the value or 0 for a deletion; a value is its text (length and
+    /// UTF-8), time (zigzag milliseconds since 1970) and version (count, then each replica u64
+    /// LE and its sequence number, replicas ascending).
+    mutating func writeLabel(_ id: LabelID, _ label: Label?) {
+        write(fixed64: id.replica.rawValue)
+        write(varint: id.number)
+        guard let label else { return write(byte: 0) }
+        write(byte: 1)
+        write(lengthPrefixed: Array(label.text.utf8))
+        write(zigzag: label.time)
+        let entries = label.version.sortedEntries
+        write(varint: UInt64(entries.count))
+        for entry in entries {
+            write(fixed64: entry.replica.rawValue)
+            write(varint: entry.seq)
+        }
+    }
+
     mutating func write(_ color: Color8) {
         // Byte by byte: an array literal here was a heap allocation per stroke.
         write(byte: color.red)

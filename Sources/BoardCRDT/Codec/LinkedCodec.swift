@@ -56,6 +56,8 @@ enum LinkedCodec {
             writer.writeValue(of: field) { writer, point in writePosition(point, of: item, to: &writer, link: &link) }
         case .setBoard(let field):
             writer.writeValue(of: field)
+        case .setLabel(let id, let label):
+            writer.writeLabel(id, label)
         }
         link.author = authorIndex
         link.lastSeq[authorIndex] = op.id.seq
@@ -152,7 +154,7 @@ enum LinkedCodec {
         let seq = head & OpHead.seqNext != 0 ? previousSeq &+ 1 : previousSeq &+ UInt64(bitPattern: try reader.readZigzag())
         let lamport = head & OpHead.lamportNext != 0 ? link.lamport &+ 1 : link.lamport &+ UInt64(bitPattern: try reader.readZigzag())
         var item: ItemID?
-        if kind != .noBackground && kind != .background && kind != .canvas {
+        if !kind.isBoardKind {
             if head & OpHead.sameItem != 0 {
                 guard let previous = link.item else {
                     throw CodecError.malformed("same-item flag before the link carried an item", offset: headOffset)

@@ -34,6 +34,11 @@ enum OpHeadExtension {
 enum OpKind: UInt8 {
     case beginStroke = 0, appendPoints, addSticker, erase, unerase, color, width, asset
     case position, scale, rotation, z, noBackground, background, canvas
+    /// A label's register (named versions): the last kind four bits can name.
+    case label
+
+    /// Kinds that name no item (board registers, labels).
+    var isBoardKind: Bool { self == .noBackground || self == .background || self == .canvas || self == .label }
 }
 
 extension Payload {
@@ -67,6 +72,7 @@ extension Payload {
             case .background(let hash): return hash == nil ? .noBackground : .background
             case .canvas: return .canvas
             }
+        case .setLabel: return .label
         }
     }
 }

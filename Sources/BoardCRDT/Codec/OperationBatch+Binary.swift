@@ -236,6 +236,8 @@ private struct BatchEncoder {
             }
         case .setBoard(let field):
             writer.writeValue(of: field)
+        case .setLabel(let id, let label):
+            writer.writeLabel(id, label)
         }
     }
 

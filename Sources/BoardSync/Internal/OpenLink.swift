@@ -47,6 +47,25 @@ struct OpenLink: Sendable {
 
     var sendsLinkedBatches: Bool { sharedCapabilities & Capabilities.linkedBatches != 0 }
     var supportsPresence: Bool { sharedCapabilities & Capabilities.presence != 0 }
+    /// Whether the peer reads label operations; batches to one that does not leave them out.
+    var readsLabels: Bool { sharedCapabilities & Capabilities.labels != 0 }
+
+    /// Label operations held for a peer that does not read them, until their author's next
+    /// operation goes with them (`OperationBatch.withoutLabelsHolding`); at most
+    /// `maxHeldLabels` (beyond, the oldest are dropped: a gap the next handshake closes).
+    var heldLabels: [Op] = []
+    static let maxHeldLabels = 1_024
+
+    /// `batch` as this peer may read it (without label operations unless it reads them); label
+    /// operations that must wait for their author's next operation are kept in `heldLabels` and
+    /// go in front of the next live batch.
+    mutating func readable(_ batch: OperationBatch) -> OperationBatch {
+        guard !readsLabels else { return batch }
+        let (readable, held) = batch.withoutLabelsHolding()
+        heldLabels += held
+        if heldLabels.count > Self.maxHeldLabels { heldLabels.removeFirst(heldLabels.count - Self.maxHeldLabels) }
+        return readable
+    }
 
     /// Whether this link still means to send anything beyond the session's byte queue.
     var hasPending: Bool {
@@ -68,9 +87,13 @@ struct OpenLink: Sendable {
 
     mutating func flushLive(into outbox: inout [UInt8]) {
         guard !pendingLive.isEmpty else { return }
-        let batch = OperationBatch(operations: pendingLive)
+        let held = heldLabels
+        heldLabels = []
+        let batch = readable(OperationBatch(operations: held + pendingLive))
         pendingLive = []
-        let bytes = sendsLinkedBatches ? batch.encoded(linkedTo: &outgoingLink) : batch.encoded(format: batchFormat)
+        guard !batch.operations.isEmpty || batch.covers != nil else { return }
+        // A batch left without its labels may have become a complete delta: self-contained.
+        let bytes = sendsLinkedBatches && batch.covers == nil ? batch.encoded(linkedTo: &outgoingLink) : batch.encoded(format: batchFormat)
         outbox += Message.operations(bytes).frame().encoded()
     }
 
