@@ -173,6 +173,9 @@ extension LiveBoard {
             switch event {
             case .boardChanged: changes.changed = true
             case .presence: rosterMoved = true
+            case .historyRequested(_, let id, let request):
+                // A client keeps its history to itself: a server never asks, a hostile one is told no.
+                endpoint.answerHistory(id, .refusal(request, .unavailable, "a live client serves no history"))
             default: continue
             }
         }

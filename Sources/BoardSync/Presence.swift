@@ -97,8 +97,12 @@ public enum Capabilities {
     /// The peer reads REFUSED: a server with access control says which operations of a batch it
     /// dropped (docs/PROTOCOL.md, "Refused operations"). A peer without it is not told.
     public static let refusalNotices: UInt64 = 1 << 3
+    /// The peer speaks HISTORY_REQUEST and HISTORY: it may ask for the history the other side
+    /// holds, and answers such requests (docs/PROTOCOL.md, "History on demand"). Neither is
+    /// sent to a peer without it.
+    public static let history: UInt64 = 1 << 4
     /// What this version of BoardSync speaks.
-    public static let supported: UInt64 = presence | packedPoints | linkedBatches | refusalNotices
+    public static let supported: UInt64 = presence | packedPoints | linkedBatches | refusalNotices | history
 }
 
 extension Presence {
