@@ -66,11 +66,16 @@ public enum HistoryFetch {
                 do { send(try next(nil)) } catch { finish(.failure(error)) }
                 return
             }
-            if let id = session ?? host.endpoint.sessions(of: board).first, let state = host.endpoint.session(id), state.isClosed {
-                let why = state.closeReason.map { $0.remote ? "the server refused: \($0.summary)" : "closed the connection: \($0.summary)" } ?? "the server closed the connection"
-                finish(.failure(Failure(why)))
-            } else if session == nil, host.endpoint.sessions(of: board).isEmpty, let error = host.lastTransportError {
+            // The link ended (a refusal at the HELLO, an error, a drop): the session is gone
+            // from the endpoint, and the host kept why.
+            let live = host.endpoint.sessions(of: board).contains { host.endpoint.session($0)?.isClosed == false }
+            guard !live else { return }
+            if let reason = host.lastCloseReason {
+                finish(.failure(Failure(reason.remote ? "the server refused: \(reason.summary)" : "closed the connection: \(reason.summary)")))
+            } else if let error = host.lastTransportError {
                 finish(.failure(Failure("cannot connect: \(error)")))
+            } else if session != nil {
+                finish(.failure(Failure("the server closed the connection")))
             }
         }
         _ = loop.schedule(after: timeout) {

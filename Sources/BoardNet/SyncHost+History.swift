@@ -58,6 +58,7 @@ extension SyncHost {
             return refuseWaiting(serving, .tooLarge, "this board's history is \(bytes) bytes, over the \(options.maxHistoryBytes) this server reads for a peer")
         }
         serving.reading = true
+        historyReads += 1
         evictHistories(keeping: board)
         let box = WeakHost(self)
         let loop = self.loop

@@ -91,6 +91,8 @@ public final class SyncHost {
     let historyQueue = DispatchQueue(label: "boardsync.host.history")
     /// Called with history answers to requests this host's sessions sent (`requestHistory`).
     public var onHistoryAnswer: ((SessionID, HistoryAnswer) -> Void)?
+    /// Histories read for sessions' requests so far (for tests and metrics).
+    public internal(set) var historyReads = 0
     /// Called after every event, so one-shot clients can check whether they are done.
     public var onProgress: (() -> Void)?
     /// For metrics: connections accepted, and sessions this side closed with an error, by code
