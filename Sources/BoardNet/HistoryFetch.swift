@@ -34,6 +34,8 @@ public enum HistoryFetch {
         var session: SessionID?
         var requestID: UInt64 = 0
         var answers = 0
+        var lastRequest: HistoryRequest?
+        var busyRetries = 0
         func finish(_ result: Result<Void, any Error>) {
             guard outcome == nil else { return }
             outcome = result
@@ -45,6 +47,7 @@ public enum HistoryFetch {
             requestID += 1
             var numbered = request
             numbered.id = requestID
+            lastRequest = request
             guard host.endpoint.requestHistory(session, numbered) else {
                 return finish(.failure(Failure("the server does not serve history (a build from before history on demand)")))
             }
@@ -54,6 +57,12 @@ public enum HistoryFetch {
             guard id == session, answer.id == requestID else { return }
             answers += 1
             guard answers <= maxAnswers else { return finish(.failure(Failure("the server sent more than \(maxAnswers) answers for one fetch"))) }
+            if answer.status == .busy, busyRetries < 20, let again = lastRequest {
+                // Over the server's requests per second: the same request a little later.
+                busyRetries += 1
+                _ = loop.schedule(after: 0.3) { if outcome == nil { send(again) } }
+                return
+            }
             do { send(try next(answer)) } catch { finish(.failure(error)) }
         }
         host.onProgress = {
@@ -94,21 +103,44 @@ public enum HistoryFetch {
         var total: UInt64 = 0
         try run(server: server, board: board, options: options, timeout: timeout) { answer in
             guard let answer else { return HistoryRequest(id: 0, what: .versions, from: max(1, from), to: through) }
-            try check(answer)
             total = answer.total
-            if answer.total == 0 { return nil }
-            var expected = versions.last.map { $0.number + 1 } ?? max(1, from)
-            for version in answer.versions {
-                guard version.number == expected else { throw Failure("the server listed version \(version.number) where \(expected) was due") }
-                expected += 1
-                versions.append(version)
-                guard versions.count <= maxVersions else { throw Failure("the server lists more than \(maxVersions) versions") }
-            }
-            guard answer.next != 0 else { return nil }
-            guard answer.next == expected, !answer.versions.isEmpty else { throw Failure("the server's page does not advance (next \(answer.next))") }
-            return HistoryRequest(id: 0, what: .versions, from: answer.next, to: through)
+            return try collect(answer, into: &versions, from: from, through: through, maxVersions: maxVersions)
         }
         return (total, versions)
+    }
+
+    /// Takes one page of versions (checked: a refusal throws, numbers follow on from the
+    /// versions already taken, pages advance, at most `maxVersions` in all) and returns the
+    /// request for the next page, or nil when the range is complete.
+    public static func collect(_ answer: HistoryAnswer, into versions: inout [HistoryVersionInfo], from: UInt64, through: UInt64,
+                               maxVersions: Int) throws -> HistoryRequest? {
+        try check(answer)
+        guard answer.what == .versions else { throw Failure("the server answered a versions request with \(answer.what)") }
+        if answer.total == 0 { return nil }
+        var expected = versions.last.map { $0.number + 1 } ?? max(1, from)
+        for version in answer.versions {
+            guard version.number == expected else { throw Failure("the server listed version \(version.number) where \(expected) was due") }
+            expected += 1
+            versions.append(version)
+            guard versions.count <= maxVersions else { throw Failure("the server lists more than \(maxVersions) versions") }
+        }
+        guard answer.next != 0 else { return nil }
+        guard answer.next == expected, !answer.versions.isEmpty else { throw Failure("the server's page does not advance (next \(answer.next))") }
+        return HistoryRequest(id: 0, what: .versions, from: answer.next, to: through)
+    }
+
+    /// The board a records answer starts with, which must be version `number`: decoded and
+    /// validated as a peer's operations (a hostile server's bytes are refused, not trusted).
+    public static func pastBoard(in answer: HistoryAnswer, at number: UInt64) throws -> (replica: Replica, time: Int64?) {
+        try check(answer)
+        guard let first = answer.records.first, first.number == number else { throw Failure("the server's answer holds no board at version \(number)") }
+        var replica = Replica(id: ReplicaID(0))
+        do {
+            try replica.apply(try OperationBatch(decoding: first.batch))
+        } catch {
+            throw Failure("the server's board at version \(number) is invalid: \(error)")
+        }
+        return (replica, first.time)
     }
 
     /// The board at version `number` of the server's history (0: the empty board; nil: the
@@ -128,14 +160,8 @@ public enum HistoryFetch {
                 return HistoryRequest(id: 0, what: .records, from: answer.total, to: answer.total)
             }
             let wanted = number ?? answer.total
-            guard let first = answer.records.first, first.number == wanted else { throw Failure("the server's answer holds no board at version \(wanted)") }
-            var replica = Replica(id: ReplicaID(0))
-            do {
-                try replica.apply(try OperationBatch(decoding: first.batch))
-            } catch {
-                throw Failure("the server's board at version \(wanted) is invalid: \(error)")
-            }
-            result = (replica, wanted, first.time, answer.total)
+            let (replica, time) = try pastBoard(in: answer, at: wanted)
+            result = (replica, wanted, time, answer.total)
             return nil
         }
         guard let result else { throw Failure("no answer") }
