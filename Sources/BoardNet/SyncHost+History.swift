@@ -20,6 +20,9 @@ import Foundation
 ///   entries (and one view, the board at a records range's start, from the nearest checkpoint);
 /// - requests wait for a read in flight per board; they are at most one per session
 ///   (`historyRequestsInFlight`), so bounded by the connections;
+/// - a connection with more than `maxHistoryAnswer` bytes of output unread (in the session and
+///   the transport) is answered `busy`, unread: a client that never reads holds at most about
+///   one answer on the server;
 /// - `servesHistory = false` answers every request `unavailable`, reading nothing.
 extension SyncHost {
     /// One board's history as this host read it.
@@ -35,6 +38,12 @@ extension SyncHost {
     func historyRequested(board: String, session id: SessionID, _ request: HistoryRequest) {
         guard options.servesHistory, let package = endpoint.boards[board]?.store as? BoardPackage else {
             return answerHistory(id, .refusal(request, .unavailable, "this host keeps no history for board '\(board)'"))
+        }
+        // A connection that does not read its answers gets no more of them: at most about one
+        // answer waits in its output, whatever it asks.
+        let queued = (connections[id]?.queuedBytes ?? 0) + (endpoint.session(id)?.pendingOutputCount ?? 0)
+        if queued > options.limits.maxHistoryAnswer {
+            return answerHistory(id, .refusal(request, .busy, "\(queued) bytes of output wait unread on this connection; read them first"))
         }
         let now = EventLoop.now()
         let serving = historyServing[board] ?? HistoryServing()

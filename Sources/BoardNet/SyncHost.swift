@@ -45,7 +45,7 @@ public final class SyncHost {
         /// largest history read for them (archive and log on disk), the boards whose history is
         /// kept read at once, and how often a changed board's history is read again.
         public var servesHistory = true
-        public var maxHistoryBytes = 256 << 20
+        public var maxHistoryBytes = 16 << 20
         public var maxHistoryBoards = 4
         public var historyRefreshInterval: Double = 2
 
