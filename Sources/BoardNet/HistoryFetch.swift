@@ -6,7 +6,7 @@ import Foundation
 /// Fetching the history a server holds for a board (docs/CLIENT.md, "History from the server";
 /// docs/PROTOCOL.md, "History on demand"): dials, says HELLO as a fresh replica that holds
 /// nothing (so the server's handshake delta, the board as it is now, comes as in any first
-/// sync, and is dropped), then sends the requests `next` makes one at a time, each answer
+/// sync, and is dropped; its images are never asked for), then sends the requests `next` makes one at a time, each answer
 /// handed back to `next`, until it returns nil. Runs its own event loop on the caller's thread.
 ///
 /// What a hostile server can make it hold: one answer at a time (a frame, at most
@@ -27,6 +27,7 @@ public enum HistoryFetch {
         options.reconnect = false
         options.viewSaveThreads = 0
         options.servesHistory = false
+        options.fetchesImages = false  // the catch-up's operations are dropped; its images are not fetched
         let loop = try EventLoop()
         let host = try SyncHost(board: board, store: MemoryReplicaStore(replica: Replica(id: options.newReplicaID())),
                                 listen: nil, loop: loop, options: options)
