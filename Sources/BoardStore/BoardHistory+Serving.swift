@@ -20,6 +20,7 @@ extension BoardHistory {
         let budget = max(0, min(Int(clamping: request.maxBytes), limits.maxHistoryAnswer))
         let frameRoom = limits.maxFrame - 4096
         var answer = HistoryAnswer(id: request.id, what: request.what, total: total, first: total == 0 ? 0 : 1)
+        if total == 0, request.what == .versions { return answer }  // no versions yet: an empty list, not a refusal
         let lowest: UInt64 = request.what == .versions ? 1 : 0
         guard request.from >= lowest, request.from <= total else {
             return .refusal(request, .outOfRange, "version \(request.from) is not in this history (versions 1 to \(total))")

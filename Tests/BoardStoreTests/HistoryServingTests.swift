@@ -89,4 +89,18 @@ import Testing
         let one = history.answer(HistoryRequest(id: 1, what: .versions, from: 1, to: total, maxBytes: 0), limits: limits)
         #expect(one.versions.count == 1 && one.next == 2)
     }
+
+    @Test func anEmptyHistoryListsNoVersionsAndShowsTheEmptyBoard() throws {
+        let fs = MemoryFileSystem()
+        try fs.createDirectories("/e")
+        let package = try BoardPackage.create(at: "/e/empty.boardpkg", fileSystem: fs, replicaID: ReplicaID(0xE))
+        defer { package.close() }
+        let history = try package.history()
+        let limits = SessionLimits()
+        let listed = history.answer(HistoryRequest(id: 1, what: .versions, from: 1, to: 10), limits: limits)
+        #expect(listed.status == .ok && listed.total == 0 && listed.versions.isEmpty && listed.next == 0)
+        let board = history.answer(HistoryRequest(id: 2, what: .records, from: 0, to: 0), limits: limits)
+        #expect(board.status == .ok && board.records.count == 1)
+        #expect(history.answer(HistoryRequest(id: 3, what: .records, from: 1, to: 1), limits: limits).status == .outOfRange)
+    }
 }
