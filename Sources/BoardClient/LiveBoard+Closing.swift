@@ -81,6 +81,7 @@ extension LiveBoard {
             endpoint.shutdown(save: true, now: now())
             self.endpoint = nil
         }
+        failHistoryWaiters("the connection attempt was abandoned")
         sessionID += 1
         waiter.resume(returning: nil)
     }

@@ -132,6 +132,7 @@ extension LiveBoard {
         endpoint.dialed(id, now: self.now())
         engine.presence.connectionOpened()  // said again on every connection
         defer {
+            failHistoryWaiters("the connection to the server ended before the history answer")
             if sessionID == id {
                 self.endpoint = nil
                 publishPeers([])  // whoever the server showed is not known to be here any more
@@ -173,6 +174,10 @@ extension LiveBoard {
             switch event {
             case .boardChanged: changes.changed = true
             case .presence: rosterMoved = true
+            case .historyRequested(_, let id, let request):
+                // A client keeps its history to itself: a server never asks, a hostile one is told no.
+                endpoint.answerHistory(id, .refusal(request, .unavailable, "a live client serves no history"))
+            case .historyAnswered(_, _, let answer): historyAnswered(answer)
             default: continue
             }
         }

@@ -37,6 +37,10 @@ public actor LiveBoard {
     /// The sans-IO endpoint of the current connection (nil while offline).
     var endpoint: SyncEndpoint?
     var sessionID: SessionID = 0
+    /// Requests for the server's history waiting for their answers, by id
+    /// (LiveBoard+ServerHistory.swift); failed when their link ends.
+    var historyWaiters: [UInt64: CheckedContinuation<HistoryAnswer, any Error>] = [:]
+    var nextHistoryRequest: UInt64 = 0
     let changes = ChangeFlag()
 
     let updateChannel: Multicast<BoardUpdate>

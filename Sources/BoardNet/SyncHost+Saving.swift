@@ -57,7 +57,7 @@ struct ViewSaveAbandoned: Error, CustomStringConvertible {
 }
 
 /// A host that may be gone by the time a save thread reports.
-private final class WeakHost: @unchecked Sendable {
+final class WeakHost: @unchecked Sendable {
     weak var host: SyncHost?
     init(_ host: SyncHost) { self.host = host }
 }

@@ -40,6 +40,15 @@ public final class SyncHost {
         /// a board always on the same one; 0 saves inside the loop's turn, as before.
         public var viewSaveThreads = 2
 
+        /// History on demand (`SyncHost+History.swift`, docs/PROTOCOL.md): whether sessions'
+        /// history requests are answered from the boards' packages (false: `unavailable`), the
+        /// largest history read for them (archive and log on disk), the boards whose history is
+        /// kept read at once, and how often a changed board's history is read again.
+        public var servesHistory = true
+        public var maxHistoryBytes = 16 << 20
+        public var maxHistoryBoards = 4
+        public var historyRefreshInterval: Double = 2
+
         public init() {
             endpoint.groupCommit = true
             endpoint.jitter = { delay in
@@ -76,6 +85,14 @@ public final class SyncHost {
     let viewSaves: ViewSaves
     /// Sessions joining and leaving boards, when someone watches (`SyncHost+Sessions.swift`).
     var sessionWatch: SessionWatch?
+    /// Boards' histories read for sessions' history requests, and the one queue they are read
+    /// and answered on (`SyncHost+History.swift`).
+    var historyServing: [String: HistoryServing] = [:]
+    let historyQueue = DispatchQueue(label: "boardsync.host.history")
+    /// Called with history answers to requests this host's sessions sent (`requestHistory`).
+    public var onHistoryAnswer: ((SessionID, HistoryAnswer) -> Void)?
+    /// Histories read for sessions' requests so far (for tests and metrics).
+    public internal(set) var historyReads = 0
     /// Called after every event, so one-shot clients can check whether they are done.
     public var onProgress: (() -> Void)?
     /// For metrics: connections accepted, and sessions this side closed with an error, by code
@@ -330,7 +347,12 @@ public final class SyncHost {
             case .boardChanged(let board): onBoardChange?(board)
             case .presence(let board, let presence): onPresence?(board, presence)
             case .saveView(let board, let job): startViewSave(board, job)
-            case .boardOpened, .boardClosed, .sharedLog: replication?.handle(event, on: self)
+            case .historyRequested(let board, let id, let request): historyRequested(board: board, session: id, request)
+            case .historyAnswered(_, let id, let answer): onHistoryAnswer?(id, answer)
+            case .boardClosed(let board):
+                forgetHistory(board)
+                replication?.handle(event, on: self)
+            case .boardOpened, .sharedLog: replication?.handle(event, on: self)
             }
         }
     }

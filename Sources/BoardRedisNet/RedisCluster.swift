@@ -55,7 +55,7 @@ public final class RedisCluster: HostReplication {
         case .boardOpened(let board): boardLog.attach(board.name, hub: board.hub, now: EventLoop.now())
         case .boardClosed(let name): boardLog.detach(name)
         case .sharedLog(let board, let request): boardLog.handle(request, on: board, now: EventLoop.now())
-        case .boardChanged, .presence, .saveView: return
+        case .boardChanged, .presence, .saveView, .historyRequested, .historyAnswered: return
         }
         pump()
     }

@@ -55,6 +55,7 @@ extension BoardHub {
     /// Asks for every referenced asset that is missing and not already on its way (with
     /// `named`, only the images those operations named that the board still shows and lacks).
     func requestMissing(preferring preferred: SessionID?, named: [(hash: AssetHash, item: ItemID?)]? = nil) {
+        guard fetchesImages else { return }
         // An image already asked of the shared log is still asked of a session that may have
         // it (its uploader, reconnecting after going away mid-transfer, say): whichever answers
         // first stores it. The log is not asked twice.

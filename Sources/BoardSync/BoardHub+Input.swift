@@ -44,6 +44,8 @@ extension BoardHub {
         case .assetUnavailable(let hash): peerLacks(hash, id)
         case .presence(let presence): receivePresence(presence, from: id)
         case .refused(let error, let operations): noteRefused(operations, error, from: id)
+        case .historyRequested(let request): historyRequested(request, from: id)
+        case .history(let answer): historyAnswered(answer, from: id)
         case .closed(let error):
             if let error { log?("session \(id) closed: \(error)") }
         }

@@ -36,6 +36,8 @@ public final class BoardHub {
     package var maxOperationsPerSecond: Double?
     /// Images a board may hold (nil: unlimited); beyond it uploads are refused (`limitReached`).
     package var maxAssets: Int?
+    /// Whether missing images are asked of sessions (`SyncEndpoint.Options.fetchesImages`).
+    package var fetchesImages = true
     var now = 0.0
     /// The last handshake delta, encoded: peers arriving with the same vector (new replicas, say)
     /// share one encoding instead of each costing a full-state pass.

@@ -15,6 +15,10 @@ package enum HubEvent {
     case presence(Presence)
     /// Work for the replication layer of a board whose hub shares a log (`BoardHub.sharedLog`).
     case sharedLog(SharedLogRequest)
+    /// A session asks for history (`BoardHub+History.swift`): answer with `answerHistory`.
+    case historyRequested(session: SessionID, HistoryRequest)
+    /// The answer to a history request a session of this hub sent.
+    case historyAnswered(session: SessionID, HistoryAnswer)
 }
 
 /// What a hub asks of the shared log it replicates through (BoardRedis's `RedisBoardLog`,

@@ -27,9 +27,14 @@ package enum Message: Equatable, Sendable {
     /// highest sequence number dropped from a batch; why, as an ERROR's code and text. Only to
     /// a peer whose HELLO announced `Capabilities.refusalNotices`.
     case refused(code: UInt16, message: String, operations: VersionVector)
+    /// Asks for history (only to a peer whose HELLO announced `Capabilities.history`).
+    case historyRequest(HistoryRequest)
+    /// Answers one history request.
+    case history(HistoryAnswer)
 
     public enum Kind: UInt8, Sendable {
         case hello = 1, operations, ack, synced, want, assetChunk, noAsset, ping, pong, error, bye, presence, refused
+        case historyRequest, history
     }
 
     package var kind: Kind {
@@ -47,6 +52,8 @@ package enum Message: Equatable, Sendable {
         case .bye: return .bye
         case .presence: return .presence
         case .refused: return .refused
+        case .historyRequest: return .historyRequest
+        case .history: return .history
         }
     }
 }
@@ -157,6 +164,10 @@ extension Message {
             w.write(varint: UInt64(code))
             w.write(lengthPrefixed: Array(message.utf8.prefix(1024)))
             writeVector(operations, &w)
+        case .historyRequest(let request):
+            request.write(&w)
+        case .history(let answer):
+            answer.write(&w)
         }
         return Frame(type: kind.rawValue, payload: w.bytes)
     }
@@ -224,6 +235,8 @@ extension Message {
                 let code = try r.readVarint(max: UInt64(UInt16.max), "refusal code")
                 let text = try r.readLengthPrefixed(max: 4096, "refusal message")
                 self = .refused(code: UInt16(code), message: String(decoding: text, as: UTF8.self), operations: try readVector(&r))
+            case .historyRequest: self = .historyRequest(try HistoryRequest.read(&r))
+            case .history: self = .history(try HistoryAnswer.read(&r, maxFrame: limits.maxFrame))
             }
         } catch let error as SessionError {
             throw error

@@ -101,8 +101,12 @@ public enum Capabilities {
     /// "Named versions"). A peer without it is sent batches without them
     /// (`OperationBatch.withoutLabels`): they never change the board.
     public static let labels: UInt64 = 1 << 4
+    /// The peer speaks HISTORY_REQUEST and HISTORY: it may ask for the history the other side
+    /// holds, and answers such requests (docs/PROTOCOL.md, "History on demand"). Neither is
+    /// sent to a peer without it.
+    public static let history: UInt64 = 1 << 5
     /// What this version of BoardSync speaks.
-    public static let supported: UInt64 = presence | packedPoints | linkedBatches | refusalNotices | labels
+    public static let supported: UInt64 = presence | packedPoints | linkedBatches | refusalNotices | labels | history
 }
 
 extension Presence {

@@ -18,6 +18,16 @@ public struct SessionLimits: Sendable {
     /// PRESENCE messages taken from a peer per second (a burst of twice as many is allowed);
     /// the rest are dropped unseen: a cursor's flood must not become every other peer's.
     public var presencePerSecond: Double = 30
+    /// History requests (docs/PROTOCOL.md, "History on demand") a peer may have unanswered on
+    /// one connection; one more is answered `busy` at once, unread by the host.
+    public var historyRequestsInFlight = 1
+    /// History requests taken from a peer per second (bursts of twice as many); the rest are
+    /// answered `busy` at once.
+    public var historyRequestsPerSecond: Double = 4
+    /// Bytes of entries in one history answer (beyond a records answer's first entry, the
+    /// board at the range's start, which is bounded by `maxFrame`): what an answerer sends at
+    /// most, whatever the request asks.
+    public var maxHistoryAnswer = 1 << 20
 
     public init() {}
 }
@@ -62,6 +72,11 @@ public enum SessionEvent: Equatable, Sendable {
     /// The peer dropped these operations of this side (for each replica, the highest dropped)
     /// and keeps the session open; `SessionError` (remote) says why.
     case refused(SessionError, VersionVector)
+    /// The peer asks for history (already checked: well-formed, within the connection's
+    /// requests in flight and per second). Answer with `SyncSession.answerHistory`.
+    case historyRequested(HistoryRequest)
+    /// The answer to a history request this side sent.
+    case history(HistoryAnswer)
     /// The session is over: nil for a clean goodbye, else why.
     case closed(SessionError?)
 }

@@ -21,6 +21,7 @@ extension SyncEndpoint {
         board.hub.maxOperationsPerSecond = options.maxOperationsPerSecond
         board.hub.groupCommit = options.groupCommit
         board.hub.maxAssets = options.maxAssetsPerBoard
+        board.hub.fetchesImages = options.fetchesImages
         board.hub.metrics = metrics
         boards[name] = board
         timersMayHaveChanged(board)

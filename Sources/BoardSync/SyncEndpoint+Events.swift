@@ -23,6 +23,12 @@ extension SyncEndpoint {
         /// A view save's file writes for the host to run off its thread
         /// (`Options.viewSavesOffThread`); it calls `viewSaveFinished` with the outcome.
         case saveView(board: String, ViewSaveJob)
+        /// A session asks for the board's history (docs/PROTOCOL.md, "History on demand"):
+        /// the host answers with `answerHistory` (a host that keeps none answers `unavailable`;
+        /// one that does reads it off its thread). The session already bounded the request.
+        case historyRequested(board: String, session: SessionID, HistoryRequest)
+        /// The answer to a history request sent with `requestHistory`.
+        case historyAnswered(board: String, session: SessionID, HistoryAnswer)
     }
 
     /// The oldest event not drained yet (nil: none).
@@ -85,7 +91,27 @@ extension SyncEndpoint {
                 emit(.boardChanged(hub.board))
             case .presence(let presence): emit(.presence(board: hub.board, presence))
             case .sharedLog(let request): emit(.sharedLog(board: hub.board, request))
+            case .historyRequested(let id, let request): emit(.historyRequested(board: hub.board, session: id, request))
+            case .historyAnswered(let id, let answer): emit(.historyAnswered(board: hub.board, session: id, answer))
             }
         }
+    }
+
+    /// Answers a session's history request (`.historyRequested`); ignored when the session or
+    /// its board is gone.
+    public func answerHistory(_ id: SessionID, _ answer: HistoryAnswer) {
+        guard let name = links[id]?.board, let board = boards[name] else { return }
+        board.hub.answerHistory(id, answer)
+        absorbHubActivity()
+    }
+
+    /// Asks the peer of an open session for history; the answer arrives as `.historyAnswered`.
+    /// False when it cannot be sent (no such open session, the peer did not announce
+    /// `Capabilities.history`, an id already waiting, or the requests in flight at the limit).
+    public func requestHistory(_ id: SessionID, _ request: HistoryRequest) -> Bool {
+        guard let name = links[id]?.board, let board = boards[name] else { return false }
+        let sent = board.hub.requestHistory(id, request)
+        absorbHubActivity()
+        return sent
     }
 }

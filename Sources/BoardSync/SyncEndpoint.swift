@@ -73,6 +73,9 @@ public final class SyncEndpoint {
         public var maxOperationsPerSecond: Double?
         /// Per board: images it may hold (nil: unlimited).
         public var maxAssetsPerBoard: Int?
+        /// Whether missing images are asked of peers (false: a client that only wants the
+        /// operations, such as a history fetch, never downloads images).
+        public var fetchesImages = true
         /// Server: who may do what. Nil: anyone who can connect reads and writes every board
         /// (for loopback development).
         public var access: AccessControl?

@@ -90,4 +90,38 @@ extension SyncSession {
     package mutating func sendNoAsset(_ hash: AssetHash) {
         withOpen { link, outbox in link.queue(.noAsset(hash), into: &outbox) }
     }
+
+    /// Asks the peer for history. False, and nothing sent, when the peer did not announce
+    /// `Capabilities.history`, the id is already awaiting an answer, or
+    /// `limits.historyRequestsInFlight` requests already are.
+    @discardableResult
+    package mutating func requestHistory(_ request: HistoryRequest) -> Bool {
+        let limit = limits.historyRequestsInFlight
+        return withOpen { link, outbox in
+            guard link.supportsHistory, !link.ownHistoryRequests.contains(request.id),
+                  link.ownHistoryRequests.count < limit else { return false }
+            link.ownHistoryRequests.insert(request.id)
+            link.queue(.historyRequest(request), into: &outbox)
+            return true
+        } ?? false
+    }
+
+    /// Answers a history request the peer sent (`.historyRequested`); ignored for an id that is
+    /// not awaiting an answer. An answer whose frame would exceed `limits.maxFrame` goes as a
+    /// `tooLarge` refusal instead.
+    package mutating func answerHistory(_ answer: HistoryAnswer) {
+        let maxFrame = limits.maxFrame
+        withOpen { link, outbox in
+            guard link.peerHistoryRequests.remove(answer.id) != nil else { return }
+            var frame = Message.history(answer).frame()
+            if frame.payload.count + 1 > maxFrame {
+                let refusal = HistoryAnswer(id: answer.id, status: .tooLarge,
+                                            message: "the answer would take \(frame.payload.count) bytes, over the \(maxFrame)-byte frame limit; ask for fewer versions",
+                                            what: answer.what)
+                frame = Message.history(refusal).frame()
+            }
+            link.flushLive(into: &outbox)
+            outbox += frame.encoded()
+        }
+    }
 }

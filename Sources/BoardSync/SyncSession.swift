@@ -131,6 +131,24 @@ package struct SyncSession: Sendable {
         return false
     }
 
+    /// Whether both sides announced history (requests may go either way).
+    package var peerSupportsHistory: Bool {
+        if case .open(let link) = state { return link.supportsHistory }
+        return false
+    }
+
+    /// History requests this side sent and has no answer to yet.
+    package var historyRequestsAwaiting: Set<UInt64> {
+        if case .open(let link) = state { return link.ownHistoryRequests }
+        return []
+    }
+
+    /// The peer's history requests the host has not answered yet.
+    package var historyRequestsToAnswer: Set<UInt64> {
+        if case .open(let link) = state { return link.peerHistoryRequests }
+        return []
+    }
+
     /// Assets requested on this link and not yet fully received.
     package var outstandingWants: Set<AssetHash> {
         if case .open(let link) = state { return link.outstandingWants }
@@ -393,8 +411,8 @@ package struct SyncSession: Sendable {
         case .open:
             let limits = self.limits
             var dropped = presenceDropped
-            let event = try withOpen { (link, _) throws(SessionError) in
-                try link.handle(message, receivedAt: now, limits: limits, dropped: &dropped)
+            let event = try withOpen { (link, outbox) throws(SessionError) in
+                try link.handle(message, receivedAt: now, limits: limits, dropped: &dropped, outbox: &outbox)
             }
             presenceDropped = dropped
             return event ?? nil

@@ -18,9 +18,10 @@ extension Commands {
     func history(_ raw: [String]) throws {
         guard let sub = raw.first else { throw UsageError("history needs a subcommand: list, show, diff, restore, fork, prune or label") }
         let rest = Array(raw.dropFirst())
+        let fromServer = rest.contains("--server")
         switch sub {
-        case "list": try historyList(rest)
-        case "show": try historyShow(rest)
+        case "list": try fromServer ? serverHistoryList(rest) : historyList(rest)
+        case "show": try fromServer ? serverHistoryShow(rest) : historyShow(rest)
         case "diff": try historyDiff(rest)
         case "restore": try historyRestore(rest)
         case "fork": try historyFork(rest)

@@ -144,6 +144,8 @@ import Testing
         case .presence(let board, _): return "presence \(board)"
         case .sharedLog(let board, _): return "shared log \(board)"
         case .saveView(let board, _): return "save view \(board)"
+        case .historyRequested(let board, _, _): return "history requested \(board)"
+        case .historyAnswered(let board, _, _): return "history answered \(board)"
         }
     }
 }

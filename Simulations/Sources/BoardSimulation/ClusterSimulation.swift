@@ -237,6 +237,7 @@ public final class ClusterSimulation {
                 log.handle(request, on: board, now: now)
             case .boardChanged, .presence: continue
             case .saveView: continue  // the simulation's endpoints save in their own calls
+            case .historyRequested, .historyAnswered: continue  // simulated peers ask for no history
             }
         }
     }

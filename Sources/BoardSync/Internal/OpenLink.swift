@@ -33,6 +33,12 @@ struct OpenLink: Sendable {
     /// Token bucket for the peer's PRESENCE messages.
     /// Presences it may take (`presencePerSecond`, bursts of twice that), from its first one.
     var presenceBucket: TokenBucket?
+    /// History requests from the peer the host has not answered yet (their ids), and the
+    /// bucket that takes them (`historyRequestsPerSecond`, bursts of twice that).
+    var peerHistoryRequests: Set<UInt64> = []
+    var historyBucket: TokenBucket?
+    /// History requests this side sent and has no answer to yet.
+    var ownHistoryRequests: Set<UInt64> = []
 
     init(peer: Hello, capabilities: UInt64, assetChunk: Int) {
         self.peer = peer
@@ -47,6 +53,7 @@ struct OpenLink: Sendable {
 
     var sendsLinkedBatches: Bool { sharedCapabilities & Capabilities.linkedBatches != 0 }
     var supportsPresence: Bool { sharedCapabilities & Capabilities.presence != 0 }
+    var supportsHistory: Bool { sharedCapabilities & Capabilities.history != 0 }
     /// Whether the peer reads label operations; batches to one that does not leave them out.
     var readsLabels: Bool { sharedCapabilities & Capabilities.labels != 0 }
 
@@ -125,7 +132,7 @@ struct OpenLink: Sendable {
 
     /// A message of the open phase: what it means for the host, or nil.
     mutating func handle(_ message: Message, receivedAt now: Double, limits: SessionLimits,
-                         dropped: inout Int) throws(SessionError) -> SessionEvent? {
+                         dropped: inout Int, outbox: inout [UInt8]) throws(SessionError) -> SessionEvent? {
         switch message {
         case .hello: throw SessionError(.unexpectedMessage, "a second HELLO")
         case .operations(let bytes):
@@ -162,7 +169,39 @@ struct OpenLink: Sendable {
                 return nil
             }
             return .presence(presence)
+        case .historyRequest(let request):
+            return try takeHistoryRequest(request, now: now, limits: limits, outbox: &outbox)
+        case .history(let answer):
+            guard ownHistoryRequests.remove(answer.id) != nil else {
+                throw SessionError(.unexpectedMessage, "a history answer (id \(answer.id)) to no request of this side")
+            }
+            return .history(answer)
         case .error, .bye: return nil
         }
+    }
+
+    /// A peer's history request: refused as a protocol violation when the peer did not announce
+    /// the capability or reuses an id it is waiting on; answered `busy` here, without the host
+    /// seeing it, beyond the requests in flight or per second; else handed to the host.
+    private mutating func takeHistoryRequest(_ request: HistoryRequest, now: Double, limits: SessionLimits,
+                                             outbox: inout [UInt8]) throws(SessionError) -> SessionEvent? {
+        guard supportsHistory else {
+            throw SessionError(.unexpectedMessage, "a history request, but the HELLOs did not both announce history")
+        }
+        guard !peerHistoryRequests.contains(request.id) else {
+            throw SessionError(.unexpectedMessage, "a second history request with id \(request.id) before the first was answered")
+        }
+        var bucket = historyBucket ?? TokenBucket(rate: limits.historyRequestsPerSecond, burst: limits.historyRequestsPerSecond * 2, now: now)
+        defer { historyBucket = bucket }
+        if peerHistoryRequests.count >= limits.historyRequestsInFlight {
+            queue(.history(.refusal(request, .busy, "\(limits.historyRequestsInFlight) history request(s) in flight on this connection, the limit; ask again once answered")), into: &outbox)
+            return nil
+        }
+        guard bucket.take(now: now) else {
+            queue(.history(.refusal(request, .busy, "more than \(Int(limits.historyRequestsPerSecond)) history requests a second on this connection; slow down")), into: &outbox)
+            return nil
+        }
+        peerHistoryRequests.insert(request.id)
+        return .historyRequested(request)
     }
 }
