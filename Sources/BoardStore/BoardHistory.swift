@@ -338,7 +338,7 @@ public struct BoardHistory: Sendable {
     /// The items whose operations one of `a` and `b` covers and the other does not (what may
     /// look different between the two views); nil when that is not known cheaply (views scan,
     /// or more than `limit` operations lie between).
-    func itemsTouched(between a: VersionVector, and b: VersionVector, limit: Int) -> (items: [ItemID], board: Bool)? {
+    func itemsTouched(between a: VersionVector, and b: VersionVector, limit: Int) -> (items: [ItemID], board: Bool, operations: Int)? {
         guard placesInOrder else { return nil }
         var low = VersionVector.empty, high = VersionVector.empty
         for author in Set(a.entries.keys).union(b.entries.keys) {
@@ -346,7 +346,8 @@ public struct BoardHistory: Sendable {
             high[author] = max(a[author], b[author])
         }
         let between = runs(from: 0, above: low, upTo: high)
-        guard between.reduce(0, { $0 + $1.range.count }) <= limit else { return nil }
+        let count = between.reduce(0) { $0 + $1.range.count }
+        guard count <= limit else { return nil }
         var seen: Set<ItemID> = []
         var touched: [ItemID] = []
         var board = false
@@ -359,7 +360,7 @@ public struct BoardHistory: Sendable {
                 }
             }
         }
-        return (touched, board)
+        return (touched, board, count)
     }
 
     /// A replica holding only `places`' operations that `version` covers, with the package's
@@ -390,11 +391,23 @@ public struct BoardHistory: Sendable {
     public func snapshot(at version: VersionVector) -> BoardSnapshot {
         if var shown = cache.takeShown(),
            let touched = itemsTouched(between: shown.vector, and: version, limit: ShownBoard.redrawLimit) {
-            // Next to the last snapshot: the items (and board fields) whose operations lie
-            // between, each read again from its own operations up to `version`.
+            // Next to the last snapshot: only the items (and board fields) whose operations lie
+            // between are read again: a few, each from its own operations up to `version`;
+            // more, from the view of the whole board.
             var assets = cache.assets
-            let loaded = assets.count
-            if shown.update(to: version, touched: touched.items, boardFields: touched.board, of: self, assets: &assets) {
+            var replica: Replica?
+            if touched.operations > ShownBoard.replayLimit {
+                replica = self.replica(at: version)
+                replica!.assets = assets
+                if !replica!.missingAssets.isEmpty {
+                    loadAssets(into: &replica!)
+                    assets = replica!.assets
+                }
+            }
+            let loaded = cache.assets.count
+            if shown.update(to: version, touched: touched.items, boardFields: touched.board, from: replica, of: self, assets: &assets) {
+                // Images loaded now show on items read now; one loaded earlier than the last
+                // snapshot showed on it already (every read loads what it refers to).
                 if assets.count > loaded { cache.assets = assets }
                 cache.shown = shown
                 return shown.board
@@ -479,6 +492,9 @@ final class ViewCache: Sendable {
     /// forward: the older is taken and changed in place.
     static let viewSpacing: UInt64 = 48
 
+    /// Views farther than this (in operations) from the newest are dropped before any other.
+    static let viewReach: UInt64 = 2_048
+
     /// Takes the view of `vector` out of the cache (nil if it is not there).
     func take(_ vector: VersionVector) -> Replica? {
         state.withLock { state in
@@ -492,13 +508,22 @@ final class ViewCache: Sendable {
         state.withLock { $0.views }
     }
 
-    /// Keeps a view; over capacity, drops the one (not the newest) whose neighbours by
-    /// operation count lie closest together, so the views kept stay spread out.
+    /// Keeps a view; over capacity, drops one far from the newest (`viewReach`), else the one
+    /// (not the newest) whose neighbours by operation count lie closest together, so the views
+    /// kept stay spread out around the versions viewed last.
     func remember(_ vector: VersionVector, _ replica: Replica) {
         state.withLock { state in
             state.views.removeAll { $0.vector == vector }
             state.views.append((vector, replica))
             guard state.views.count > Self.viewCapacity else { return }
+            // First a view far from the newest (left by views elsewhere in the history), the
+            // farthest first.
+            let newest = state.views[state.views.count - 1].vector
+            let far = state.views.indices.dropLast().max { BoardHistory.distance(state.views[$0].vector, newest) < BoardHistory.distance(state.views[$1].vector, newest) }
+            if let far, BoardHistory.distance(state.views[far].vector, newest) > Self.viewReach {
+                state.views.remove(at: far)
+                return
+            }
             let sizes = state.views.map { $0.vector.totalCount }
             let byPosition = sizes.indices.dropLast().sorted { sizes[$0] < sizes[$1] }
             var drop = byPosition[0]
@@ -563,8 +588,15 @@ struct ShownBoard: Sendable {
     /// Visible items, bottom to top.
     var order: [UUID] = []
     var board = BoardSnapshot()
+    /// Where each item is in `board.strokes` or `board.stickers` (an item whose paint key
+    /// stays is replaced in place).
+    private var position: [UUID: Int] = [:]
     /// More operations between two versions than this, and the snapshot reads every item.
     static let redrawLimit = 20_000
+    /// At most this many operations between, and the items they touch are replayed alone
+    /// rather than read from a view of the whole board (`BoardHistory.replica(at:)`, which
+    /// costs a copy of the board when no kept view can be changed in place).
+    static let replayLimit = 64
 
     struct PaintKey: Sendable, Comparable {
         var z: ZKey
@@ -584,7 +616,8 @@ struct ShownBoard: Sendable {
         order = items.keys.sorted { items[$0]!.key < items[$1]!.key }
         var fields = BoardSnapshot()
         replica.setBoardFields(of: &fields)
-        rebuild(fields: fields)
+        board = fields
+        rebuild()
     }
 
     private static func item(_ visible: VisibleItem) -> BoardItem? {
@@ -592,31 +625,67 @@ struct ShownBoard: Sendable {
         return visible.sticker.map(BoardItem.sticker)
     }
 
+    private static func keyed(_ visible: VisibleItem?, _ id: ItemID) -> (key: PaintKey, item: BoardItem)? {
+        visible.flatMap { visible in item(visible).map { (key: PaintKey(z: visible.z, id: id), item: $0) } }
+    }
+
     /// Brings the board to `vector`, reading again only the `touched` items (and the board's
-    /// fields when `boardFields`), each from its own operations in `history`; false (the board
-    /// is then unusable) if one did not apply.
-    mutating func update(to vector: VersionVector, touched: [ItemID], boardFields: Bool, of history: BoardHistory,
-                         assets: inout AssetStore) -> Bool {
+    /// fields when `boardFields`): from `replica` (which shows `vector`) when given, else each
+    /// from its own operations in `history`. False (the board is then unusable) if one did
+    /// not apply.
+    mutating func update(to vector: VersionVector, touched: [ItemID], boardFields: Bool, from replica: Replica?,
+                         of history: BoardHistory, assets: inout AssetStore) -> Bool {
         self.vector = vector
+        var moved = false
+        var changed: [UUID] = []
         for id in touched {
             let uuid = id.uuid
-            guard let replica = history.partialReplica(history.itemPlaces[id] ?? [], at: vector, assets: &assets) else { return false }
-            let now = replica.visibleItem(id).flatMap { visible in Self.item(visible).map { (key: PaintKey(z: visible.z, id: id), item: $0) } }
+            let now: (key: PaintKey, item: BoardItem)?
+            if let replica {
+                now = Self.keyed(replica.visibleItem(id), id)
+            } else {
+                guard let alone = history.partialReplica(history.itemPlaces[id] ?? [], at: vector, assets: &assets) else { return false }
+                now = Self.keyed(alone.visibleItem(id), id)
+            }
             let before = items[uuid]
-            if let before, before.key != now?.key {
+            if before == nil && now == nil { continue }
+            if let before, let now, before.key == now.key, before.item.isStroke == now.item.isStroke {
+                items[uuid] = now
+                changed.append(uuid)
+                continue
+            }
+            moved = true
+            if let before {
                 let at = insertionIndex(before.key)
                 if at < order.count, order[at] == uuid { order.remove(at: at) } else if let found = order.firstIndex(of: uuid) { order.remove(at: found) }
             }
             items[uuid] = now
-            if let now, before?.key != now.key { order.insert(uuid, at: insertionIndex(now.key)) }
+            if let now { order.insert(uuid, at: insertionIndex(now.key)) }
         }
-        var fields = board
         if boardFields {
-            guard let replica = history.partialReplica(history.boardPlaces, at: vector, assets: &assets) else { return false }
-            fields = BoardSnapshot()
-            replica.setBoardFields(of: &fields)
+            var fields = BoardSnapshot()
+            if let replica {
+                replica.setBoardFields(of: &fields)
+            } else {
+                guard let alone = history.partialReplica(history.boardPlaces, at: vector, assets: &assets) else { return false }
+                alone.setBoardFields(of: &fields)
+            }
+            board.canvasSize = fields.canvasSize
+            board.backgroundPNG = fields.backgroundPNG
+            board.backgroundSHA256 = fields.backgroundSHA256
         }
-        rebuild(fields: fields)
+        if moved {
+            rebuild()
+        } else {
+            for uuid in changed {
+                guard let at = position[uuid] else { continue }
+                switch items[uuid]?.item {
+                case .stroke(let stroke)?: board.strokes[at] = stroke
+                case .sticker(let sticker)?: board.stickers[at] = sticker
+                case nil: break
+                }
+            }
+        }
         return true
     }
 
@@ -630,18 +699,31 @@ struct ShownBoard: Sendable {
         return low
     }
 
-    /// The snapshot: the items in paint order, the board's own fields from `fields`.
-    private mutating func rebuild(fields: BoardSnapshot) {
+    /// The snapshot's items in paint order (its board fields stay).
+    private mutating func rebuild() {
         var strokes: [InkStroke] = []
         var stickers: [PlacedSticker] = []
+        position.removeAll(keepingCapacity: true)
         for uuid in order {
             switch items[uuid]?.item {
-            case .stroke(let stroke)?: strokes.append(stroke)
-            case .sticker(let sticker)?: stickers.append(sticker)
+            case .stroke(let stroke)?:
+                position[uuid] = strokes.count
+                strokes.append(stroke)
+            case .sticker(let sticker)?:
+                position[uuid] = stickers.count
+                stickers.append(sticker)
             case nil: break
             }
         }
-        board = BoardSnapshot(canvasSize: fields.canvasSize, backgroundPNG: fields.backgroundPNG, strokes: strokes,
-                              stickers: stickers, backgroundSHA256: fields.backgroundSHA256, paintOrder: order)
+        board.strokes = strokes
+        board.stickers = stickers
+        board.paintOrder = order
+    }
+}
+
+extension BoardItem {
+    var isStroke: Bool {
+        if case .stroke = self { return true }
+        return false
     }
 }
