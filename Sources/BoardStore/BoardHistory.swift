@@ -236,11 +236,11 @@ public struct BoardHistory: Sendable {
             if let best {
                 let from = views[best].vector
                 if bestCost == 0 { return views[best].replica }
-                // Going on from the newest view close to the others (scrubbing forward): take it
-                // out of the cache, so that applying copies nothing; one far from every other
-                // view stays, to start later views from (scrubbing back).
+                // Going on from the newest view (scrubbing forward, or a jump ahead): take it out
+                // of the cache, so that applying copies nothing; on a small step, one far from
+                // every other view stays, to start later views from (scrubbing back).
                 let newest = best == views.count - 1
-                let spaced = views.indices.allSatisfy { at in
+                let spaced = bestCost < ViewCache.viewSpacing && views.indices.allSatisfy { at in
                     at == best || Self.distance(views[at].vector, from) >= ViewCache.viewSpacing
                 }
                 var replica: Replica
