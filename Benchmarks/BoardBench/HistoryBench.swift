@@ -8,6 +8,8 @@ import Foundation
 /// workload board. Every operation of the workload is merged into a package as its own record
 /// (as a live server logs one peer frame per edit), with a save (and so a compaction when the
 /// log has grown past twice the state) every 500 records; once without history and once with.
+/// Views are `BoardHistory.replica(at:)`, and `snapshot(at:)` where a page draws one (the web
+/// view's time slider does).
 enum HistoryBench {
     static func bytes(under path: String) -> Int {
         guard let enumerator = FileManager.default.enumerator(atPath: path) else { return 0 }
@@ -51,6 +53,20 @@ enum HistoryBench {
             print("\(name)_package_bytes", bytes(under: path), "bytes")
             guard keeping else { package.close(); continue }
 
+            // Where the archive's bytes go: checkpoints (the first whole, the rest as changes
+            // from the one before) against segments (the archived operations).
+            let archive = try PosixFileSystem().readFile(path + "/" + PackageLayout.history)
+            let records = HistoryArchive.parse(archive).records
+            var kinds: [Int: HistoryArchive.Kind] = [:]
+            for record in records where kinds[record.offset] == nil || record.kind != .operations { kinds[record.offset] = record.kind }
+            let starts = kinds.keys.sorted()
+            var checkpointBytes = 0, operationBytes = 0
+            for (at, offset) in starts.enumerated() {
+                let size = (at + 1 < starts.count ? starts[at + 1] : archive.count) - offset
+                if kinds[offset] == .operations { operationBytes += size } else { checkpointBytes += size }
+            }
+            print("archive_checkpoint_bytes", checkpointBytes, "bytes")
+            print("archive_segment_bytes", operationBytes, "bytes")
             let loadStart = ContinuousClock.now
             let history = try package.history()
             print("history_read", seconds(ContinuousClock.now - loadStart), "s")
@@ -61,7 +77,7 @@ enum HistoryBench {
             for index in 0..<100 {
                 let version = history.versions[min(count - 1, index * count / 100)]
                 let viewStart = ContinuousClock.now
-                let board = history.replica(at: version.vector).snapshot()
+                let board = history.snapshot(at: version.vector)
                 times.append(seconds(ContinuousClock.now - viewStart))
                 withExtendedLifetime(board) {}
             }
@@ -69,6 +85,27 @@ enum HistoryBench {
             print("view_100_versions_p50", times[49] * 1000, "ms")
             print("view_100_versions_p99", times[98] * 1000, "ms")
             print("view_100_versions_max", times[99] * 1000, "ms")
+            // The same versions in a shuffled order (seeded), on a history read afresh: every
+            // view far from the one before it.
+            let cold = try package.history()
+            var order = Array(0..<100)
+            var seed: UInt64 = 27
+            for at in order.indices.reversed() where at > 0 {
+                seed = seed &* 6364136223846793005 &+ 1442695040888963407
+                order.swapAt(at, Int((seed >> 33) % UInt64(at + 1)))
+            }
+            var shuffled: [Double] = []
+            for index in order {
+                let version = cold.versions[min(count - 1, index * count / 100)]
+                let viewStart = ContinuousClock.now
+                let board = cold.snapshot(at: version.vector)
+                shuffled.append(seconds(ContinuousClock.now - viewStart))
+                withExtendedLifetime(board) {}
+            }
+            shuffled.sort()
+            print("view_100_versions_shuffled_p50", shuffled[49] * 1000, "ms")
+            print("view_100_versions_shuffled_p99", shuffled[98] * 1000, "ms")
+            print("view_100_versions_shuffled_max", shuffled[99] * 1000, "ms")
             let first = count / 2
             let scrubbed = Array(first..<min(count, first + 1000)) + Array((first..<min(count, first + 1000)).reversed())
             // The views alone (`replica(at:)`), then with the snapshot a page would draw.
@@ -77,7 +114,7 @@ enum HistoryBench {
             print("scrub_1000_versions_forward_and_back_replica_only", seconds(ContinuousClock.now - viewsStart), "s")
             let scrubStart = ContinuousClock.now
             for number in scrubbed {
-                withExtendedLifetime(history.replica(at: history.versions[number].vector).snapshot()) {}
+                withExtendedLifetime(history.snapshot(at: history.versions[number].vector)) {}
             }
             print("scrub_1000_versions_forward_and_back", seconds(ContinuousClock.now - scrubStart), "s")
             package.close()

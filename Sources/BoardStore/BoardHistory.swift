@@ -73,6 +73,10 @@ public struct BoardHistory: Sendable {
     /// vectors by binary search instead of scanning every later entry; only while every author's
     /// sequence numbers rise in entry order (`placesInOrder`), else views scan.
     var places: [ReplicaID: [Place]] = [:]
+    /// Each item's operations in entry order, and the board's own (canvas, background): what a
+    /// snapshot next to the last one replays to read one item again (`ShownBoard`).
+    var itemPlaces: [ItemID: [Place]] = [:]
+    var boardPlaces: [Place] = []
     var placesInOrder = true
     var checkpoints: [Checkpoint] = []
     /// Materialized checkpoints and the last view (`ViewCache`).
@@ -184,6 +188,12 @@ public struct BoardHistory: Sendable {
             placesInOrder = false
             places = [:]
         }
+        if entries.count <= Int(Int32.max), fresh.count <= Int(Int32.max) {
+            for (index, op) in fresh.enumerated() {
+                let place = Place(seq: op.id.seq, entry: Int32(entries.count - 1), index: Int32(index))
+                if let item = op.payload.item { itemPlaces[item, default: []].append(place) } else { boardPlaces.append(place) }
+            }
+        }
         let authors = Set(fresh.map(\.id.replica))
         if let last = versions.last, last.vector == after {
             // Operations ahead of a gap: the same version, with more in it.
@@ -202,25 +212,59 @@ public struct BoardHistory: Sendable {
     }
 
     /// The board as it was at `version`: a fresh replica (id 0, never to be edited) holding
-    /// exactly the history's operations that `version` covers. It starts from the last view when
-    /// `version` dominates it and no checkpoint lies between them (scrubbing forward applies only
-    /// the operations between), else from the newest checkpoint that holds nothing beyond
-    /// `version` (materialized once and kept, `ViewCache`), else from nothing. Image bytes are not
-    /// loaded (`snapshot(at:)` loads them). Safe to call from several threads at once.
+    /// exactly the history's operations that `version` covers. It starts from whichever costs
+    /// the fewest operations to apply: one of the views made last that `version` dominates
+    /// (`ViewCache` keeps a few, spread over the versions they show, so scrubbing back starts
+    /// from a nearby earlier view), or the newest checkpoint that holds nothing beyond `version`
+    /// (materialized once and kept), else nothing. Image bytes are not loaded (`snapshot(at:)`
+    /// loads them). Safe to call from several threads at once.
     public func replica(at version: VersionVector) -> Replica {
         let checkpoint = checkpoints.lastIndex(where: { version.dominates($0.highest) })
         // Entries before `start` hold only operations the checkpoint covers.
         let start = checkpoint.map { checkpoints[$0].position } ?? 0
-        if let last = cache.last, version.dominates(last.vector),
-           checkpoint.map({ last.vector.dominates(checkpoints[$0].highest) }) ?? true {
+        var views = cache.views
+        if placesInOrder {
+            // From a kept view: the operations `version` covers beyond it, wherever they are.
+            var best: Int?
+            var bestCost = count(from: start, coveredBy: version, beyond: nil)
+                + (checkpoint.map { cache.hasCheckpoint($0) ? 0 : checkpoints[$0].state.count } ?? 0)
+            for at in views.indices.reversed() where version.dominates(views[at].vector) {
+                let cost = count(from: 0, coveredBy: version, beyond: views[at].vector)
+                if cost < bestCost || (cost == bestCost && best == nil) { (best, bestCost) = (at, cost) }
+                if cost == 0 { break }
+            }
+            if let best {
+                let from = views[best].vector
+                if bestCost == 0 { return views[best].replica }
+                // Going on from the newest view (scrubbing forward, or a jump ahead): take it out
+                // of the cache, so that applying copies nothing; on a small step, one far from
+                // every other view stays, to start later views from (scrubbing back).
+                let newest = best == views.count - 1
+                let spaced = bestCost < ViewCache.viewSpacing && views.indices.allSatisfy { at in
+                    at == best || Self.distance(views[at].vector, from) >= ViewCache.viewSpacing
+                }
+                var replica: Replica
+                if newest && !spaced {
+                    views = []
+                    replica = cache.take(from) ?? self.replica(at: from)
+                } else {
+                    replica = views[best].replica
+                    views = []
+                }
+                let wanted = operations(from: 0, coveredBy: version, beyond: from)
+                // Operations read from checked records: applying them does not fail; if it did,
+                // the view is not kept for the next one to build on.
+                if (try? replica.apply(OperationBatch(operations: wanted), from: .ownLog)) != nil { cache.remember(version, replica) }
+                return replica
+            }
+        } else if let last = views.last, version.dominates(last.vector),
+                  checkpoint.map({ last.vector.dominates(checkpoints[$0].highest) }) ?? true {
             // The last view holds exactly the operations `last.vector` covers, among them every
             // one before `start`: add those `version` covers beyond it.
             var replica = last.replica
             let wanted = operations(from: start, coveredBy: version, beyond: last.vector)
             if wanted.isEmpty { return replica }
-            // Operations read from checked records: applying them does not fail; if it did, the
-            // view is not kept for the next one to build on.
-            if (try? replica.apply(OperationBatch(operations: wanted), from: .ownLog)) != nil { cache.last = (version, replica) }
+            if (try? replica.apply(OperationBatch(operations: wanted), from: .ownLog)) != nil { cache.remember(version, replica) }
             return replica
         }
         var replica = Replica(id: ReplicaID(0))
@@ -233,8 +277,46 @@ public struct BoardHistory: Sendable {
             }
         }
         let wanted = operations(from: start, coveredBy: version, beyond: nil)
-        if (try? replica.apply(OperationBatch(operations: wanted), from: .ownLog)) != nil { cache.last = (version, replica) }
+        if (try? replica.apply(OperationBatch(operations: wanted), from: .ownLog)) != nil { cache.remember(version, replica) }
         return replica
+    }
+
+    /// How many operations lie between two vectors' totals.
+    static func distance(_ a: VersionVector, _ b: VersionVector) -> UInt64 {
+        let (x, y) = (a.totalCount, b.totalCount)
+        return x > y ? x - y : y - x
+    }
+
+    /// Binary search: the first index of `list` whose place is `above`, in a list where `above`
+    /// turns true once and stays true.
+    private func first(_ list: [Place], where above: (Place) -> Bool) -> Int {
+        var low = 0, high = list.count
+        while low < high {
+            let middle = (low + high) / 2
+            if above(list[middle]) { high = middle } else { low = middle + 1 }
+        }
+        return low
+    }
+
+    /// Per author, the run of its places at entries from `start` on with sequence numbers in
+    /// (`lower`, `upper`]: entry positions and sequence numbers both rise along its places, so
+    /// the run is contiguous (only while `placesInOrder`).
+    private func runs(from start: Int, above lower: VersionVector?, upTo upper: VersionVector) -> [(list: [Place], range: Range<Int>)] {
+        var found: [(list: [Place], range: Range<Int>)] = []
+        for (author, high) in upper.entries {
+            guard let list = places[author] else { continue }
+            let low = lower?[author] ?? 0
+            guard high > low else { continue }
+            let from = start == 0 ? first(list) { $0.seq > low } : first(list) { Int($0.entry) >= start && $0.seq > low }
+            let to = first(list) { $0.seq > high }
+            if from < to { found.append((list, from..<to)) }
+        }
+        return found
+    }
+
+    /// How many operations `operations(from:coveredBy:beyond:)` gives (only while `placesInOrder`).
+    private func count(from start: Int, coveredBy version: VersionVector, beyond: VersionVector?) -> Int {
+        runs(from: start, above: beyond, upTo: version).reduce(0) { $0 + $1.range.count }
     }
 
     /// The operations of `entries[start...]` that `version` covers and `beyond` (when given) does
@@ -247,33 +329,100 @@ public struct BoardHistory: Sendable {
             }
             return wanted
         }
-        // Per author, entry positions and sequence numbers both rise along its places: the ones
-        // wanted are one contiguous run, found by two binary searches.
-        func first(_ list: [Place], where above: (Place) -> Bool) -> Int {
-            var low = 0, high = list.count
-            while low < high {
-                let middle = (low + high) / 2
-                if above(list[middle]) { high = middle } else { low = middle + 1 }
-            }
-            return low
-        }
         var found: [Place] = []
-        for (author, upper) in version.entries {
-            guard let list = places[author] else { continue }
-            let lower = beyond?[author] ?? 0
-            let from = first(list) { Int($0.entry) >= start && $0.seq > lower }
-            let to = first(list) { $0.seq > upper }
-            if from < to { found += list[from..<to] }
-        }
+        for (list, range) in runs(from: start, above: beyond, upTo: version) { found += list[range] }
         found.sort { $0.entry != $1.entry ? $0.entry < $1.entry : $0.index < $1.index }
         return found.map { entries[Int($0.entry)].operations[Int($0.index)] }
     }
 
-    /// The board at `version` as a snapshot, with the images the package holds.
+    /// The items whose operations one of `a` and `b` covers and the other does not (what may
+    /// look different between the two views); nil when that is not known cheaply (views scan,
+    /// or more than `limit` operations lie between).
+    func itemsTouched(between a: VersionVector, and b: VersionVector, limit: Int) -> (items: [ItemID], board: Bool, operations: Int)? {
+        guard placesInOrder else { return nil }
+        var low = VersionVector.empty, high = VersionVector.empty
+        for author in Set(a.entries.keys).union(b.entries.keys) {
+            low[author] = min(a[author], b[author])
+            high[author] = max(a[author], b[author])
+        }
+        let between = runs(from: 0, above: low, upTo: high)
+        let count = between.reduce(0) { $0 + $1.range.count }
+        guard count <= limit else { return nil }
+        var seen: Set<ItemID> = []
+        var touched: [ItemID] = []
+        var board = false
+        for (list, range) in between {
+            for place in list[range] {
+                if let item = entries[Int(place.entry)].operations[Int(place.index)].payload.item {
+                    if seen.insert(item).inserted { touched.append(item) }
+                } else {
+                    board = true
+                }
+            }
+        }
+        return (touched, board, count)
+    }
+
+    /// A replica holding only `places`' operations that `version` covers, with the package's
+    /// images for them (`assets`: those loaded so far, and any it loads); nil if they did not
+    /// apply. An item's state (creation, points, registers, existence) and the board's own
+    /// fields depend on their own operations alone, so it shows them as `replica(at: version)`
+    /// does.
+    func partialReplica(_ places: [Place], at version: VersionVector, assets: inout AssetStore) -> Replica? {
+        var operations: [Op] = []
+        for place in places {
+            let op = entries[Int(place.entry)].operations[Int(place.index)]
+            if version.covers(op.id) { operations.append(op) }
+        }
+        var replica = Replica(id: ReplicaID(0))
+        guard (try? replica.apply(OperationBatch(operations: operations), from: .ownLog)) != nil else { return nil }
+        replica.assets = assets
+        if !replica.missingAssets.isEmpty {
+            loadAssets(into: &replica)
+            assets = replica.assets
+        }
+        return replica
+    }
+
+    /// The board at `version` as a snapshot, with the images the package holds. Next to the
+    /// last snapshot made (a slider's neighbouring version), only the items whose operations lie
+    /// between the two are read again (`ShownBoard`); the result is `replica(at:).snapshot()`
+    /// with the images loaded.
     public func snapshot(at version: VersionVector) -> BoardSnapshot {
+        if var shown = cache.takeShown(),
+           let touched = itemsTouched(between: shown.vector, and: version, limit: ShownBoard.redrawLimit) {
+            // Next to the last snapshot: only the items (and board fields) whose operations lie
+            // between are read again: a few, each from its own operations up to `version`;
+            // more, from the view of the whole board.
+            var assets = cache.assets
+            var replica: Replica?
+            if touched.operations > ShownBoard.replayLimit {
+                replica = self.replica(at: version)
+                replica!.assets = assets
+                if !replica!.missingAssets.isEmpty {
+                    loadAssets(into: &replica!)
+                    assets = replica!.assets
+                }
+            }
+            let loaded = cache.assets.count
+            if shown.update(to: version, touched: touched.items, boardFields: touched.board, from: replica, of: self, assets: &assets) {
+                // Images loaded now show on items read now; one loaded earlier than the last
+                // snapshot showed on it already (every read loads what it refers to).
+                if assets.count > loaded { cache.assets = assets }
+                cache.shown = shown
+                return shown.board
+            }
+        }
         var replica = replica(at: version)
-        loadAssets(into: &replica)
-        return replica.snapshot()
+        replica.assets = cache.assets
+        if !replica.missingAssets.isEmpty {
+            let loaded = replica.assets.count
+            loadAssets(into: &replica)
+            if replica.assets.count > loaded { cache.assets = replica.assets }
+        }
+        let shown = ShownBoard(replica, at: version)
+        cache.shown = shown
+        return shown.board
     }
 
     /// Image bytes the replica refers to, from the package's asset store.
@@ -317,7 +466,10 @@ public struct BoardHistory: Sendable {
 
 /// What views of one history reuse: the boards of the checkpoints used most recently (applying a
 /// checkpoint's full state costs far more than copying a replica, which shares its storage until
-/// it is changed) and the last view, which a later version goes forward from (scrubbing). Its
+/// it is changed), a few recent views spread over the versions they show (a later version goes
+/// forward from the nearest one it dominates: scrubbing either way applies only the operations
+/// between neighbouring views), and the last snapshot with each visible item's paint key
+/// (`snapshot(at:)` redraws only the items whose operations lie between two versions). Its
 /// entries are boards computed from the history's records, which never change once `read`
 /// returns (copies of a `BoardHistory` share one cache). Every access takes the lock; a view is
 /// computed outside it, so two threads may compute the same board and the later one is kept.
@@ -325,15 +477,88 @@ final class ViewCache: Sendable {
     /// Materialized checkpoints kept (each holds a whole board, sharing storage with the views
     /// made from it until they change).
     static let capacity = 4
+    /// Views kept (each a board whose storage it no longer shares once operations were applied
+    /// to it: its item table and the logs of the authors it changed).
+    static let viewCapacity = 12
     private struct State {
         var checkpoints: [(index: Int, replica: Replica)] = []
-        var last: (vector: VersionVector, replica: Replica)?
+        var views: [(vector: VersionVector, replica: Replica)] = []
+        var shown: ShownBoard?
+        var assets = AssetStore()
     }
     private let state = Mutex(State())
 
-    var last: (vector: VersionVector, replica: Replica)? {
-        get { state.withLock { $0.last } }
-        set { state.withLock { $0.last = newValue } }
+    /// Views closer together than this (in operations) are not both kept while scrubbing
+    /// forward: the older is taken and changed in place.
+    static let viewSpacing: UInt64 = 48
+
+    /// Views farther than this (in operations) from the newest are dropped before any other.
+    static let viewReach: UInt64 = 2_048
+
+    /// Takes the view of `vector` out of the cache (nil if it is not there).
+    func take(_ vector: VersionVector) -> Replica? {
+        state.withLock { state in
+            guard let at = state.views.lastIndex(where: { $0.vector == vector }) else { return nil }
+            return state.views.remove(at: at).replica
+        }
+    }
+
+    /// The kept views, the most recent last.
+    var views: [(vector: VersionVector, replica: Replica)] {
+        state.withLock { $0.views }
+    }
+
+    /// Keeps a view; over capacity, drops one far from the newest (`viewReach`), else the one
+    /// (not the newest) whose neighbours by operation count lie closest together, so the views
+    /// kept stay spread out around the versions viewed last.
+    func remember(_ vector: VersionVector, _ replica: Replica) {
+        state.withLock { state in
+            state.views.removeAll { $0.vector == vector }
+            state.views.append((vector, replica))
+            guard state.views.count > Self.viewCapacity else { return }
+            // First a view far from the newest (left by views elsewhere in the history), the
+            // farthest first.
+            let newest = state.views[state.views.count - 1].vector
+            let far = state.views.indices.dropLast().max { BoardHistory.distance(state.views[$0].vector, newest) < BoardHistory.distance(state.views[$1].vector, newest) }
+            if let far, BoardHistory.distance(state.views[far].vector, newest) > Self.viewReach {
+                state.views.remove(at: far)
+                return
+            }
+            let sizes = state.views.map { $0.vector.totalCount }
+            let byPosition = sizes.indices.dropLast().sorted { sizes[$0] < sizes[$1] }
+            var drop = byPosition[0]
+            if byPosition.count >= 3 {
+                var narrowest = UInt64.max
+                for at in 1..<(byPosition.count - 1) {
+                    let gap = sizes[byPosition[at + 1]] - sizes[byPosition[at - 1]]
+                    if gap < narrowest { (narrowest, drop) = (gap, byPosition[at]) }
+                }
+            }
+            state.views.remove(at: drop)
+        }
+    }
+
+    var shown: ShownBoard? {
+        get { state.withLock { $0.shown } }
+        set { state.withLock { $0.shown = newValue } }
+    }
+
+    /// The last snapshot, taken out (so that updating it copies nothing; it is put back after).
+    func takeShown() -> ShownBoard? {
+        state.withLock { state in
+            defer { state.shown = nil }
+            return state.shown
+        }
+    }
+
+    /// Image bytes loaded so far (by `snapshot(at:)`), for the next view.
+    var assets: AssetStore {
+        get { state.withLock { $0.assets } }
+        set { state.withLock { $0.assets = newValue } }
+    }
+
+    func hasCheckpoint(_ index: Int) -> Bool {
+        state.withLock { $0.checkpoints.contains { $0.index == index } }
     }
 
     func checkpoint(_ index: Int) -> Replica? {
@@ -351,5 +576,154 @@ final class ViewCache: Sendable {
             state.checkpoints.append((index, replica))
             if state.checkpoints.count > Self.capacity { state.checkpoints.removeFirst() }
         }
+    }
+}
+
+/// A snapshot of one version with each visible item kept by id with its paint key, so the
+/// snapshot of a nearby version redraws only the items whose operations lie between the two
+/// (`BoardHistory.snapshot(at:)`), as `ChangeTracker` does for a live board.
+struct ShownBoard: Sendable {
+    var vector: VersionVector
+    var items: [UUID: (key: PaintKey, item: BoardItem)] = [:]
+    /// Visible items, bottom to top.
+    var order: [UUID] = []
+    var board = BoardSnapshot()
+    /// Where each item is in `board.strokes` or `board.stickers` (an item whose paint key
+    /// stays is replaced in place).
+    private var position: [UUID: Int] = [:]
+    /// More operations between two versions than this, and the snapshot reads every item.
+    static let redrawLimit = 20_000
+    /// At most this many operations between, and the items they touch are replayed alone
+    /// rather than read from a view of the whole board (`BoardHistory.replica(at:)`, which
+    /// costs a copy of the board when no kept view can be changed in place).
+    static let replayLimit = 64
+
+    struct PaintKey: Sendable, Comparable {
+        var z: ZKey
+        var id: ItemID
+        static func < (a: PaintKey, b: PaintKey) -> Bool { (a.z, a.id) < (b.z, b.id) }
+    }
+
+    /// Every visible item of `replica` (which shows `vector`), read one by one.
+    init(_ replica: Replica, at vector: VersionVector) {
+        self.vector = vector
+        let ids = replica.itemIDs
+        items.reserveCapacity(ids.count)
+        for id in ids {
+            guard let visible = replica.visibleItem(id), let item = Self.item(visible) else { continue }
+            items[id.uuid] = (PaintKey(z: visible.z, id: id), item)
+        }
+        order = items.keys.sorted { items[$0]!.key < items[$1]!.key }
+        var fields = BoardSnapshot()
+        replica.setBoardFields(of: &fields)
+        board = fields
+        rebuild()
+    }
+
+    private static func item(_ visible: VisibleItem) -> BoardItem? {
+        if let stroke = visible.stroke { return .stroke(stroke) }
+        return visible.sticker.map(BoardItem.sticker)
+    }
+
+    private static func keyed(_ visible: VisibleItem?, _ id: ItemID) -> (key: PaintKey, item: BoardItem)? {
+        visible.flatMap { visible in item(visible).map { (key: PaintKey(z: visible.z, id: id), item: $0) } }
+    }
+
+    /// Brings the board to `vector`, reading again only the `touched` items (and the board's
+    /// fields when `boardFields`): from `replica` (which shows `vector`) when given, else each
+    /// from its own operations in `history`. False (the board is then unusable) if one did
+    /// not apply.
+    mutating func update(to vector: VersionVector, touched: [ItemID], boardFields: Bool, from replica: Replica?,
+                         of history: BoardHistory, assets: inout AssetStore) -> Bool {
+        self.vector = vector
+        var moved = false
+        var changed: [UUID] = []
+        for id in touched {
+            let uuid = id.uuid
+            let now: (key: PaintKey, item: BoardItem)?
+            if let replica {
+                now = Self.keyed(replica.visibleItem(id), id)
+            } else {
+                guard let alone = history.partialReplica(history.itemPlaces[id] ?? [], at: vector, assets: &assets) else { return false }
+                now = Self.keyed(alone.visibleItem(id), id)
+            }
+            let before = items[uuid]
+            if before == nil && now == nil { continue }
+            if let before, let now, before.key == now.key, before.item.isStroke == now.item.isStroke {
+                items[uuid] = now
+                changed.append(uuid)
+                continue
+            }
+            moved = true
+            if let before {
+                let at = insertionIndex(before.key)
+                if at < order.count, order[at] == uuid { order.remove(at: at) } else if let found = order.firstIndex(of: uuid) { order.remove(at: found) }
+            }
+            items[uuid] = now
+            if let now { order.insert(uuid, at: insertionIndex(now.key)) }
+        }
+        if boardFields {
+            var fields = BoardSnapshot()
+            if let replica {
+                replica.setBoardFields(of: &fields)
+            } else {
+                guard let alone = history.partialReplica(history.boardPlaces, at: vector, assets: &assets) else { return false }
+                alone.setBoardFields(of: &fields)
+            }
+            board.canvasSize = fields.canvasSize
+            board.backgroundPNG = fields.backgroundPNG
+            board.backgroundSHA256 = fields.backgroundSHA256
+        }
+        if moved {
+            rebuild()
+        } else {
+            for uuid in changed {
+                guard let at = position[uuid] else { continue }
+                switch items[uuid]?.item {
+                case .stroke(let stroke)?: board.strokes[at] = stroke
+                case .sticker(let sticker)?: board.stickers[at] = sticker
+                case nil: break
+                }
+            }
+        }
+        return true
+    }
+
+    /// Where `key` goes in `order` (sorted by key).
+    private func insertionIndex(_ key: PaintKey) -> Int {
+        var low = 0, high = order.count
+        while low < high {
+            let middle = (low + high) / 2
+            if items[order[middle]]!.key < key { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    /// The snapshot's items in paint order (its board fields stay).
+    private mutating func rebuild() {
+        var strokes: [InkStroke] = []
+        var stickers: [PlacedSticker] = []
+        position.removeAll(keepingCapacity: true)
+        for uuid in order {
+            switch items[uuid]?.item {
+            case .stroke(let stroke)?:
+                position[uuid] = strokes.count
+                strokes.append(stroke)
+            case .sticker(let sticker)?:
+                position[uuid] = stickers.count
+                stickers.append(sticker)
+            case nil: break
+            }
+        }
+        board.strokes = strokes
+        board.stickers = stickers
+        board.paintOrder = order
+    }
+}
+
+extension BoardItem {
+    var isStroke: Bool {
+        if case .stroke = self { return true }
+        return false
     }
 }

@@ -93,8 +93,12 @@ extension BoardPackage {
         // repeat a batch header and a replica table, most of a small record's bytes).
         var appended = HistoryArchive.segments(archived)
         if since >= max(1, checkpointInterval) {
-            let checkpoint = OperationBatch(operations: state.operations, covers: replica.highestSeen)
-            appended += HistoryArchive.record(.checkpoint, time: historyClock(), checkpoint)
+            // As a change from the archive's last checkpoint (read back, its other records
+            // skipped undecoded), or whole when there is none or the archive does not read cleanly.
+            let base = committed > HistoryArchive.magic.count
+                ? HistoryArchive.lastBase(in: Array(try fileSystem.readFile(historyPath).prefix(committed))) : nil
+            appended += HistoryArchive.checkpointRecord(time: historyClock(), state: state.operations,
+                                                        covers: replica.highestSeen, after: base).bytes
             since = 0
         }
         if !appended.isEmpty {

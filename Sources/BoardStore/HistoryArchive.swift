@@ -73,6 +73,9 @@ public enum HistoryArchive {
     enum Parsed {
         /// One record of the file: one logical record, or a segment's several.
         case records([Record], next: Int)
+        /// A checkpoint written as a change from the previous one (`checkpointRecord`), to be
+        /// resolved against it.
+        case delta(Delta, next: Int)
         case failed(String, torn: Bool)
     }
 
@@ -81,12 +84,15 @@ public enum HistoryArchive {
         case .failed(let why, let torn):
             return .failed(why, torn: torn)
         case .payload(let range, let next):
-            guard range.count >= 9, let kind = Kind(rawValue: bytes[range.lowerBound]) else {
+            guard range.count >= 9, let kind = Kind(rawValue: bytes[range.lowerBound]) ?? (bytes[range.lowerBound] == checkpointDeltaKind ? .checkpoint : nil) else {
                 return .failed("history record of unknown kind or cut short", torn: false)
             }
             var reader = ByteReader(bytes, offset: range.lowerBound + 1)
             let raw = Int64(bitPattern: (try? reader.readFixed64()) ?? 0)
             do {
+                if bytes[range.lowerBound] == checkpointDeltaKind {
+                    return .delta(try delta(bytes[(range.lowerBound + 9)..<range.upperBound], time: raw == unknownTime ? nil : raw, offset: offset), next: next)
+                }
                 if kind == .segment {
                     return .records(try segmentRecords(bytes[(range.lowerBound + 9)..<range.upperBound], offset: offset), next: next)
                 }
@@ -115,6 +121,7 @@ public enum HistoryArchive {
         }
         guard Array(bytes[0..<magic.count]) == magic else { return ([], 0, .damaged(0, "not a BoardSync history archive (bad magic)")) }
         var records: [Record] = []
+        var base: Base?
         var offset = magic.count
         while offset < bytes.count {
             if bytes[offset...].allSatisfy({ $0 == 0 }) {
@@ -122,8 +129,20 @@ public enum HistoryArchive {
             }
             switch record(in: bytes, at: offset) {
             case .records(let found, let next):
+                if let first = found.first, first.kind == .checkpoint || first.kind == .horizon {
+                    base = Base(operations: first.batch.operations, crc: OpLog.readU32(bytes, offset + 4))
+                }
                 records += found
                 offset = next
+            case .delta(let delta, let next):
+                switch resolve(delta, against: base) {
+                case .success(let checkpoint):
+                    base = Base(operations: checkpoint.batch.operations, crc: OpLog.readU32(bytes, offset + 4))
+                    records.append(checkpoint)
+                    offset = next
+                case .failure(let error):
+                    return (records, offset, .damaged(offset, error.description))
+                }
             case .failed(let why, let torn):
                 if torn { return (records, offset, .torn(offset, why)) }
                 return (records, offset, .damaged(offset, why))
@@ -146,10 +165,24 @@ public enum HistoryArchive {
         let offset0 = min(bytes.count, magic.count)
         if !bytes.starts(with: magic) && !bytes.isEmpty { dropped.append((0, offset0, "bad magic")) }
         var offset = offset0
+        var base: Base?
         while offset < bytes.count {
             switch record(in: bytes, at: offset) {
             case .records(let found, let next):
+                if let first = found.first, first.kind == .checkpoint || first.kind == .horizon {
+                    base = Base(operations: first.batch.operations, crc: OpLog.readU32(bytes, offset + 4))
+                }
                 records += found
+                offset = next
+            case .delta(let delta, let next):
+                // A delta whose base was lost is dropped (the views before the next whole
+                // checkpoint start from an earlier one); the rewrite writes checkpoints anew.
+                if case .success(let checkpoint) = resolve(delta, against: base) {
+                    base = Base(operations: checkpoint.batch.operations, crc: OpLog.readU32(bytes, offset + 4))
+                    records.append(checkpoint)
+                } else {
+                    dropped.append((offset, next - offset, "checkpoint delta whose base checkpoint is missing or changed"))
+                }
                 offset = next
             case .failed(let why, _):
                 if bytes[offset...].allSatisfy({ $0 == 0 }) {
@@ -158,8 +191,11 @@ public enum HistoryArchive {
                 }
                 var next = offset + 1
                 while next < bytes.count {
-                    if case .records = record(in: bytes, at: next) { break }
-                    next += 1
+                    switch record(in: bytes, at: next) {
+                    case .records, .delta: break
+                    case .failed: next += 1; continue
+                    }
+                    break
                 }
                 dropped.append((offset, next - offset, why))
                 offset = next
@@ -173,6 +209,7 @@ public enum HistoryArchive {
     static func encode(_ records: [Record]) -> [UInt8] {
         var bytes = magic
         var run: [(batch: OperationBatch, time: Int64?)] = []
+        var base: Base?
         for record in records {
             // (`parse` gives a segment's records as operations records; `.segment` is never a
             // record's kind, and would be written as one here.)
@@ -182,7 +219,19 @@ public enum HistoryArchive {
             }
             bytes += segments(run)
             run = []
-            bytes += Self.record(record.kind, time: record.time, record.batch)
+            switch record.kind {
+            case .checkpoint:
+                // Each checkpoint after the first (or a horizon) as a change from the one before.
+                let written = checkpointRecord(time: record.time, state: record.batch.operations, covers: record.batch.covers, after: base)
+                bytes += written.bytes
+                base = written.base
+            case .horizon:
+                let framed = Self.record(record.kind, time: record.time, record.batch)
+                bytes += framed
+                base = Base(operations: record.batch.operations, crc: OpLog.readU32(framed, 4))
+            default:
+                bytes += Self.record(record.kind, time: record.time, record.batch)
+            }
         }
         return bytes + segments(run)
     }

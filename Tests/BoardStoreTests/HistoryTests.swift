@@ -392,6 +392,67 @@ import Testing
         }
     }
 
+    @Test(arguments: 1...4 as ClosedRange<UInt64>)
+    func checkpointsAfterTheFirstAreWrittenAsChangesAndReadWhole(seed: UInt64) throws {
+        let fs = MemoryFileSystem()
+        let (package, _, _) = try Self.randomHistory(seed: seed, steps: 200, fs: fs)
+        defer { package.close() }
+        let bytes = try fs.readFile("/h/board.boardpkg/" + PackageLayout.history)
+        let parsed = HistoryArchive.parse(bytes)
+        #expect(parsed.end == .clean, "seed \(seed)")
+        let checkpoints = parsed.records.filter { $0.kind == .checkpoint }
+        #expect(checkpoints.count > 2, "seed \(seed)")
+        // Frames: the first checkpoint whole (kind 2), the later ones as changes (kind 5).
+        var kinds: [UInt8] = []
+        var offset = HistoryArchive.magic.count
+        while offset < bytes.count, case .payload(let range, let next) = OpLog.frameRecord(in: bytes, at: offset) {
+            kinds.append(bytes[range.lowerBound])
+            offset = next
+        }
+        #expect(kinds.filter { $0 == 2 || $0 == 5 } == [2] + Array(repeating: 5, count: checkpoints.count - 1), "seed \(seed): \(kinds)")
+        // Each checkpoint reads whole, in operation-id order, as the full state it was written from.
+        for checkpoint in checkpoints {
+            let ops = checkpoint.batch.operations
+            #expect(zip(ops, ops.dropFirst()).allSatisfy { $0.id < $1.id }, "seed \(seed)")
+            var replica = Replica(id: ReplicaID(0))
+            try replica.apply(OperationBatch(operations: ops), from: .ownLog)
+            #expect(replica.fullState().operations == ops, "seed \(seed): a checkpoint holds a compacted state")
+        }
+        // A rewrite (repair, pruning) writes the same checkpoints again.
+        let rewritten = HistoryArchive.parse(HistoryArchive.encode(parsed.records))
+        #expect(rewritten.end == .clean)
+        #expect(rewritten.records.map(\.batch) == parsed.records.map(\.batch), "seed \(seed)")
+        // The first checkpoint damaged: salvage drops it and every change built on it, never
+        // resolving one against another base.
+        let first = try #require(checkpoints.first)
+        var damaged = bytes
+        damaged[first.offset + 14] ^= 0x20
+        #expect(HistoryArchive.isDamaged(damaged))
+        let salvaged = HistoryArchive.salvage(damaged)
+        #expect(salvaged.records.filter { $0.kind == .checkpoint }.isEmpty, "seed \(seed)")
+        #expect(salvaged.dropped.count == checkpoints.count, "seed \(seed): \(salvaged.dropped.map(\.reason))")
+        #expect(salvaged.records.filter { $0.kind == .operations }.map(\.batch) == parsed.records.filter { $0.kind == .operations }.map(\.batch))
+    }
+
+    @Test(arguments: 1...4 as ClosedRange<UInt64>)
+    func snapshotsScrubbedInStepsOfAnySizeMatchTheOracle(seed: UInt64) throws {
+        let fs = MemoryFileSystem()
+        let (package, received, _) = try Self.randomHistory(seed: seed, steps: 400, fs: fs)
+        defer { package.close() }
+        let history = try package.history()
+        let vectors = history.versions.map(\.vector)
+        var random = Random(state: seed ^ 0x5C4B)
+        var at = vectors.count / 2
+        // Steps of one version (replayed item by item) and of many (read from the whole view),
+        // forward and back.
+        for step in 0..<80 {
+            let size = random.chance(60) ? 1 + random.below(3) : 1 + random.below(vectors.count / 2)
+            at = random.chance(50) ? min(vectors.count - 1, at + size) : max(0, at - size)
+            let vector = vectors[at]
+            #expect(try Self.same(history.snapshot(at: vector), Self.oracle(received, at: vector)), "seed \(seed): step \(step) version \(at + 1)")
+        }
+    }
+
     @Test func compactionWritesOneSegmentForTheRecordsItReplaces() throws {
         let fs = MemoryFileSystem()
         try fs.createDirectories("/h")
