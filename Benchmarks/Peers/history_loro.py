@@ -11,7 +11,7 @@ followed by `get_deep_value()` (the materialized board, as BoardSync's `snapshot
 """
 import json, sys, time
 
-from peers import flat
+from peers import apply_loro
 
 
 def shuffled_order():
@@ -31,7 +31,7 @@ def percentiles(times):
 
 
 def main(path):
-    from loro import LoroDoc, LoroMap, LoroList
+    from loro import LoroDoc
     ops = [json.loads(line) for line in open(path)]
     count = len(ops)
     wanted = {min(count - 1, i * count // 100): i for i in range(100)}
@@ -42,27 +42,7 @@ def main(path):
     handles, lists = {}, {}
     start = time.perf_counter()
     for index, op in enumerate(ops):
-        kind = op["op"]
-        if kind == "stroke":
-            m = items.insert_container(op["item"], LoroMap())
-            m.insert("kind", "stroke"); m.insert("color", op["color"]); m.insert("width", op["width"]); m.insert("z", op["z"])
-            points = m.insert_container("points", LoroList())
-            for value in flat(op["points"]):
-                points.push(value)
-            handles[op["item"]] = m; lists[op["item"]] = points
-        elif kind == "append":
-            points = lists[op["item"]]
-            for value in flat(op["points"]):
-                points.push(value)
-        elif kind == "sticker":
-            m = items.insert_container(op["item"], LoroMap())
-            m.insert("kind", "sticker"); m.insert("asset", op["asset"]); m.insert("position", [op["x"], op["y"]])
-            m.insert("scale", op["scale"]); m.insert("rotation", op["rotation"]); m.insert("z", op["z"])
-            handles[op["item"]] = m
-        elif kind == "set":
-            handles[op["item"]].insert(op["key"], op["value"])
-        else:
-            board.insert(op["key"], op["value"])
+        apply_loro(op, items, board, handles, lists)
         doc.commit()
         if index in wanted:
             frontiers[wanted[index]] = doc.oplog_frontiers

@@ -17,6 +17,32 @@ def flat(points):
     return out
 
 
+def apply_loro(op, items, board, handles, lists):
+    """One workload operation into a Loro doc's `items` and `board` maps (history_loro.py too)."""
+    from loro import LoroList, LoroMap
+    kind = op["op"]
+    if kind == "stroke":
+        m = items.insert_container(op["item"], LoroMap())
+        m.insert("kind", "stroke"); m.insert("color", op["color"]); m.insert("width", op["width"]); m.insert("z", op["z"])
+        points = m.insert_container("points", LoroList())
+        for value in flat(op["points"]):
+            points.push(value)
+        handles[op["item"]] = m; lists[op["item"]] = points
+    elif kind == "append":
+        points = lists[op["item"]]
+        for value in flat(op["points"]):
+            points.push(value)
+    elif kind == "sticker":
+        m = items.insert_container(op["item"], LoroMap())
+        m.insert("kind", "sticker"); m.insert("asset", op["asset"]); m.insert("position", [op["x"], op["y"]])
+        m.insert("scale", op["scale"]); m.insert("rotation", op["rotation"]); m.insert("z", op["z"])
+        handles[op["item"]] = m
+    elif kind == "set":
+        handles[op["item"]].insert(op["key"], op["value"])
+    else:
+        board.insert(op["key"], op["value"])
+
+
 def replay_yrs(ops):
     from pycrdt import Doc, Map, Array
     doc = Doc()
@@ -72,27 +98,7 @@ def replay_loro(ops):
     handles, lists = {}, {}
     start = time.perf_counter()
     for op in ops:
-        kind = op["op"]
-        if kind == "stroke":
-            m = items.insert_container(op["item"], LoroMap())
-            m.insert("kind", "stroke"); m.insert("color", op["color"]); m.insert("width", op["width"]); m.insert("z", op["z"])
-            points = m.insert_container("points", LoroList())
-            for value in flat(op["points"]):
-                points.push(value)
-            handles[op["item"]] = m; lists[op["item"]] = points
-        elif kind == "append":
-            points = lists[op["item"]]
-            for value in flat(op["points"]):
-                points.push(value)
-        elif kind == "sticker":
-            m = items.insert_container(op["item"], LoroMap())
-            m.insert("kind", "sticker"); m.insert("asset", op["asset"]); m.insert("position", [op["x"], op["y"]])
-            m.insert("scale", op["scale"]); m.insert("rotation", op["rotation"]); m.insert("z", op["z"])
-            handles[op["item"]] = m
-        elif kind == "set":
-            handles[op["item"]].insert(op["key"], op["value"])
-        else:
-            board.insert(op["key"], op["value"])
+        apply_loro(op, items, board, handles, lists)
         doc.commit()
     apply_s = time.perf_counter() - start
     start = time.perf_counter()
