@@ -25,12 +25,25 @@ enum HistoryBench {
         ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
     }
 
+    /// What a child mode of this binary prints (a number), or nil.
+    static func childFigure(_ arguments: [String]) -> Double? {
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+        child.arguments = arguments
+        let pipe = Pipe()
+        child.standardOutput = pipe
+        guard (try? child.run()) != nil else { return nil }
+        child.waitUntilExit()
+        return String(data: pipe.fileHandleForReading.readDataToEndOfFile(), encoding: .utf8)
+            .flatMap { Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+    }
+
     static func run(scratch: String) throws {
         let workload = Workload().generate(seed: 1)
         print("workload_operations", workload.operations.count, "ops")
         for keeping in [false, true] {
             let path = scratch + (keeping ? "/with.boardpkg" : "/without.boardpkg")
-            let package = try BoardPackage.create(at: path, fileSystem: PosixFileSystem(), replicaID: ReplicaID(0x5E5E))
+            var package = try BoardPackage.create(at: path, fileSystem: PosixFileSystem(), replicaID: ReplicaID(0x5E5E))
             package.keepsHistory = keeping
             for (_, data) in workload.assets { try package.addAsset(data) }
             let start = ContinuousClock.now
@@ -51,7 +64,13 @@ enum HistoryBench {
             print("\(name)_index_bytes", fileBytes(path + "/" + PackageLayout.historyIndex), "bytes")
             print("\(name)_sync_bytes_without_assets", bytes(under: path + "/sync") - bytes(under: path + "/sync/assets"), "bytes")
             print("\(name)_package_bytes", bytes(under: path), "bytes")
-            guard keeping else { package.close(); continue }
+            package.close()
+            // Resident memory of a LiveBoard on the package, in a fresh process: the live board
+            // never reads the archive, so keeping history should cost it nothing.
+            if let bytes = childFigure(["--measure-liveboard", path]) { print("\(name)_liveboard_resident", bytes / 1_048_576, "MB") }
+            guard keeping else { continue }
+            if let bytes = childFigure(["--measure-history", path]) { print("history_read_and_100_views_resident", bytes / 1_048_576, "MB") }
+            package = try BoardPackage.open(at: path, fileSystem: PosixFileSystem(), newReplicaID: { ReplicaID(0x5E5F) })
 
             // Where the archive's bytes go: checkpoints (the first whole, the rest as changes
             // from the one before) against segments (the archived operations).

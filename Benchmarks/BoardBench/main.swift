@@ -93,6 +93,20 @@ if let index = arguments.firstIndex(of: "--measure-liveboard"), index + 1 < argu
     _ = await board.close()
     exit(0)
 }
+// Child mode: read a package's history in a fresh process and view 100 evenly spaced versions;
+// report the growth of the resident set (history, view cache and the last board held).
+if let index = arguments.firstIndex(of: "--measure-history"), index + 1 < arguments.count {
+    let package = try BoardPackage.open(at: arguments[index + 1], fileSystem: PosixFileSystem(), newReplicaID: { ReplicaID(0x5E60) })
+    let before = residentBytes()
+    let history = try package.history()
+    let count = history.versions.count
+    for view in 0..<100 { withExtendedLifetime(history.snapshot(at: history.versions[min(count - 1, view * count / 100)].vector)) {} }
+    let after = residentBytes()
+    print(after - before)
+    withExtendedLifetime(history) {}
+    package.close()
+    exit(0)
+}
 // bin/bench --web: the workload board as a package, for a server's data directory.
 if let index = arguments.firstIndex(of: "--write-workload"), index + 1 < arguments.count {
     let workload = Workload().generate(seed: 1)
