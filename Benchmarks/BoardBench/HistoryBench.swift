@@ -38,6 +38,24 @@ enum HistoryBench {
             .flatMap { Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
     }
 
+    /// Times `snapshot(at:)` of 100 evenly spaced versions of `history`, taken in `order`, and
+    /// prints p50, p99 and max under `name`.
+    static func timeViews(_ history: BoardHistory, order: [Int], name: String) {
+        let count = history.versions.count
+        var times: [Double] = []
+        for index in order {
+            let version = history.versions[min(count - 1, index * count / 100)]
+            let viewStart = ContinuousClock.now
+            let board = history.snapshot(at: version.vector)
+            times.append(seconds(ContinuousClock.now - viewStart))
+            withExtendedLifetime(board) {}
+        }
+        times.sort()
+        print("\(name)_p50", times[49] * 1000, "ms")
+        print("\(name)_p99", times[98] * 1000, "ms")
+        print("\(name)_max", times[99] * 1000, "ms")
+    }
+
     static func run(scratch: String) throws {
         let workload = Workload().generate(seed: 1)
         print("workload_operations", workload.operations.count, "ops")
@@ -91,40 +109,17 @@ enum HistoryBench {
             print("history_read", seconds(ContinuousClock.now - loadStart), "s")
             print("history_versions", history.versions.count, "versions")
             print("history_checkpoints", history.checkpointCount, "checkpoints")
-            var times: [Double] = []
             let count = history.versions.count
-            for index in 0..<100 {
-                let version = history.versions[min(count - 1, index * count / 100)]
-                let viewStart = ContinuousClock.now
-                let board = history.snapshot(at: version.vector)
-                times.append(seconds(ContinuousClock.now - viewStart))
-                withExtendedLifetime(board) {}
-            }
-            times.sort()
-            print("view_100_versions_p50", times[49] * 1000, "ms")
-            print("view_100_versions_p99", times[98] * 1000, "ms")
-            print("view_100_versions_max", times[99] * 1000, "ms")
+            timeViews(history, order: Array(0..<100), name: "view_100_versions")
             // The same versions in a shuffled order (seeded), on a history read afresh: every
             // view far from the one before it.
-            let cold = try package.history()
             var order = Array(0..<100)
             var seed: UInt64 = 27
             for at in order.indices.reversed() where at > 0 {
                 seed = seed &* 6364136223846793005 &+ 1442695040888963407
                 order.swapAt(at, Int((seed >> 33) % UInt64(at + 1)))
             }
-            var shuffled: [Double] = []
-            for index in order {
-                let version = cold.versions[min(count - 1, index * count / 100)]
-                let viewStart = ContinuousClock.now
-                let board = cold.snapshot(at: version.vector)
-                shuffled.append(seconds(ContinuousClock.now - viewStart))
-                withExtendedLifetime(board) {}
-            }
-            shuffled.sort()
-            print("view_100_versions_shuffled_p50", shuffled[49] * 1000, "ms")
-            print("view_100_versions_shuffled_p99", shuffled[98] * 1000, "ms")
-            print("view_100_versions_shuffled_max", shuffled[99] * 1000, "ms")
+            timeViews(try package.history(), order: order, name: "view_100_versions_shuffled")
             let first = count / 2
             let scrubbed = Array(first..<min(count, first + 1000)) + Array((first..<min(count, first + 1000)).reversed())
             // The views alone (`replica(at:)`), then with the snapshot a page would draw.
