@@ -8,6 +8,12 @@ import BoardSimulation
 import BoardStore
 import BoardSync
 import Foundation
+
+/// Ends a bench mode: its scratch directory is removed first (`exit` skips `defer`).
+func finish(removing directory: String) -> Never {
+    try? FileManager.default.removeItem(atPath: directory)
+    exit(0)
+}
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -146,16 +152,14 @@ if let index = arguments.firstIndex(of: "--import-peak"), index + 1 < arguments.
 }
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "client" {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("board-bench-client-\(ProcessInfo.processInfo.processIdentifier)").path
-    defer { try? FileManager.default.removeItem(atPath: directory) }
     for (key, unit, value) in try await ClientBench.measure(scratch: directory) { print(key, value, unit) }
-    exit(0)
+    finish(removing: directory)
 }
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "throughput" {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("board-bench-tp-\(ProcessInfo.processInfo.processIdentifier)").path
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(atPath: directory) }
     print("sync_throughput_one_peer_via_server", try SyncBench.throughput(scratch: directory, count: 200_000), "ops/s")
-    exit(0)
+    finish(removing: directory)
 }
 /// Exports of the workload board's snapshot: PNG at 1600×1200, PDF, SVG.
 @MainActor func measureExports(_ board: BoardSnapshot) throws {
@@ -180,11 +184,10 @@ if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "export" {
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "latency" {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("board-bench-lat-\(ProcessInfo.processInfo.processIdentifier)").path
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(atPath: directory) }
     let latency = try SyncBench.latency(scratch: directory, clients: 8, rounds: 400)
     print("sync_latency_8_clients_median", latency.median, "ms")
     print("sync_latency_8_clients_p99", latency.p99, "ms")
-    exit(0)
+    finish(removing: directory)
 }
 /// One local edit on the big board without the disk's fsync (a memory file system), per edit:
 /// what `BoardPackage.commit` itself costs (it used to copy the whole replica to be able to roll
@@ -207,12 +210,11 @@ if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "offline" {
     let workload = Workload().generate(seed: 1)
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("board-bench-offline-\(ProcessInfo.processInfo.processIdentifier)").path
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(atPath: directory) }
     for run in 0..<3 {
         let offline = try await SyncBench.offlineSync(scratch: directory + "/\(run)", workload: workload)
         print("offline_sync_whole_board", offline.seconds, "s", offline.bytes, "bytes")
     }
-    exit(0)
+    finish(removing: directory)
 }
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "commit" {
     let workload = Workload().generate(seed: 1)
@@ -224,11 +226,10 @@ if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "commit" {
 // without it subtracted from the whole).
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "redis" {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("board-bench-redis-\(ProcessInfo.processInfo.processIdentifier)").path
-    defer { try? FileManager.default.removeItem(atPath: directory) }
     if let figures = try RedisBench.measure(Workload().generate(seed: 1), scratch: directory) {
         for (key, unit, value) in figures { print(key, value, unit) }
     }
-    exit(0)
+    finish(removing: directory)
 }
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "bytes" {
     let replica = Workload().generate(seed: 1).replica
@@ -311,9 +312,8 @@ if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "load" {
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "history" {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("board-bench-history-\(ProcessInfo.processInfo.processIdentifier)").path
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(atPath: directory) }
     try HistoryBench.run(scratch: directory)
-    exit(0)
+    finish(removing: directory)
 }
 if ProcessInfo.processInfo.environment["BENCH_ONLY"] == "encode" {
     let replica = Workload().generate(seed: 1).replica

@@ -116,21 +116,21 @@ extension Replica {
             zRange = zRange.map { (min($0.lowest, key), max($0.highest, key)) } ?? (key, key)
         }
         switch op.payload {
-        case .beginStroke(let item, let start):
-            create(item, by: op, as: .stroke(start))  // notes the item for a transaction
-            store(op)
-        case .addSticker(let item, let start):
-            create(item, by: op, as: .sticker(start))  // notes the item for a transaction
-            store(op)
-        case .appendPoints(let item, let points):
-            noteItem(item)
-            if items[item, default: ItemState()].insertAppend(op: op.id, points: points) { waitingOperations += 1 }
-            store(op)
-        case .setItem(let item, let field):
-            noteItem(item)
-            let (outcome, waits) = items[item, default: ItemState()].writeNoting(field, stamp: stamp, writer: op.id)
-            if waits { waitingOperations += 1 }
-            settle(outcome, of: op)
+        case .beginStroke(let item, _), .addSticker(let item, _), .appendPoints(let item, _), .setItem(let item, _):
+            noteItem(item)  // for a transaction, before the state changes
+            switch items[item, default: ItemState()].integrate(op, stamp: stamp) {
+            case .created(let waited):
+                waitingOperations -= waited  // what waited for this creation no longer waits
+                store(op)
+            case .appended(let waits):
+                if waits { waitingOperations += 1 }
+                store(op)
+            case .wrote(let outcome, let waits):
+                if waits { waitingOperations += 1 }
+                settle(outcome, of: op)
+            case .ignored:
+                break
+            }
         case .setBoard(let field):
             let outcome: Register<BoardField>.Outcome
             switch field {
@@ -154,12 +154,6 @@ extension Replica {
             }
         }
         return true
-    }
-
-    private mutating func create(_ item: ItemID, by op: Op, as kind: ItemState.Creation) {
-        noteItem(item)
-        // What waited for this creation no longer waits.
-        waitingOperations -= items[item, default: ItemState()].create(by: op.id, stamp: op.timestamp, as: kind)
     }
 
     private mutating func settle(_ outcome: Register<ItemField>.Outcome, of op: Op) {

@@ -16,9 +16,9 @@ extension Replica {
         for (key, state) in visible {
             let uuid = key.item.uuid
             order.append(uuid)
-            if let stroke = makeStroke(uuid, state) {
+            if let stroke = state.stroke(uuid) {
                 strokes.append(stroke)
-            } else if let sticker = makeSticker(uuid, state) {
+            } else if let sticker = state.sticker(uuid, assets: assets) {
                 stickers.append(sticker)
             }
         }
@@ -29,10 +29,15 @@ extension Replica {
 
     /// The board's own fields (canvas size, background) as a snapshot shows them, set on `board`.
     public func setBoardFields(of board: inout BoardSnapshot) {
-        if case .canvas(let width, let height) = canvas.value {
+        Self.setBoardFields(canvas: canvas.value, background: background.value, assets: assets, of: &board)
+    }
+
+    /// The board's fields from its two registers' values (a replica's, or `BoardFieldsFold`'s).
+    static func setBoardFields(canvas: BoardField, background: BoardField, assets: AssetStore, of board: inout BoardSnapshot) {
+        if case .canvas(let width, let height) = canvas {
             board.canvasSize = CodableSize(width: FixedPoint.points(width), height: FixedPoint.points(height))
         }
-        if case .background(let hash?) = background.value {
+        if case .background(let hash?) = background {
             board.backgroundSHA256 = hash.hex
             board.backgroundPNG = assets.data(for: hash)
         } else {
@@ -45,19 +50,7 @@ extension Replica {
     /// (unknown, not created yet, deleted). What an incremental view recomputes for the items an
     /// operation touched, instead of the whole board.
     public func visibleItem(_ item: ItemID) -> VisibleItem? {
-        guard let state = items[item], state.isVisible else { return nil }
-        let z = state.z ?? ZKey.initial
-        if let stroke = makeStroke(item.uuid, state) { return VisibleItem(id: item, z: z, stroke: stroke) }
-        if let sticker = makeSticker(item.uuid, state) {
-            // A pending sticker's image hash (what to watch for), from its registers.
-            var pending: AssetHash?
-            if sticker.imagePNG.isEmpty, case .sticker(let start)? = state.creation?.kind {
-                pending = start.asset
-                if case .asset(let value) = state[.asset] { pending = value }
-            }
-            return VisibleItem(id: item, z: z, sticker: sticker, pendingAsset: pending)
-        }
-        return nil
+        items[item]?.visible(item, assets: assets)
     }
 
     /// A sticker's current registers, typed (nil for an unknown item or a stroke).
@@ -87,39 +80,68 @@ extension Replica {
     /// The points of a stroke as every replica shows them: the first points, then the creator's
     /// appended runs in sequence order.
     public func points(of item: ItemID) -> [CodablePoint] {
-        guard let state = items[item], case .stroke(let start)? = state.creation?.kind else { return [] }
-        return strokePoints(state, start).map(\.codable)
+        items[item]?.strokePoints().map(\.codable) ?? []
+    }
+}
+
+extension ItemState {
+    /// The item as a snapshot shows it, with its paint-order key; nil when it is not visible
+    /// (not created yet, deleted). Sticker images come from `assets`.
+    /// `imageName`: the hex text of the sticker's current image hash when the caller holds it.
+    func visible(_ item: ItemID, assets: AssetStore, imageName: String? = nil) -> VisibleItem? {
+        guard isVisible else { return nil }
+        let z = self.z ?? ZKey.initial
+        if let stroke = stroke(item.uuid) { return VisibleItem(id: item, z: z, stroke: stroke) }
+        if let sticker = sticker(item.uuid, assets: assets, imageName: imageName) {
+            // A pending sticker's image hash (what to watch for), from its registers.
+            var pending: AssetHash?
+            if sticker.imagePNG.isEmpty, case .sticker(let start)? = creation?.kind {
+                pending = start.asset
+                if case .asset(let value) = self[.asset] { pending = value }
+            }
+            return VisibleItem(id: item, z: z, sticker: sticker, pendingAsset: pending)
+        }
+        return nil
     }
 
-    private func strokePoints(_ state: ItemState, _ start: StrokeStart) -> [GridPoint] {
-        guard let creator = state.creation?.op.replica else { return [] }
+    /// A stroke's points: the first points, then the creator's appended runs in sequence order
+    /// (empty for a sticker or an item not created yet).
+    func strokePoints() -> [GridPoint] {
+        guard case .stroke(let start)? = creation?.kind, let creator = creation?.op.replica else { return [] }
         var points = start.points
-        for run in state.appends where run.op.replica == creator {
+        for run in appends where run.op.replica == creator {
             points.append(contentsOf: run.points)
         }
         return points
     }
 
-    private func makeStroke(_ uuid: UUID, _ state: ItemState) -> InkStroke? {
-        guard case .stroke(let start)? = state.creation?.kind else { return nil }
+    func stroke(_ uuid: UUID) -> InkStroke? {
+        guard case .stroke(let start)? = creation?.kind else { return nil }
         var color = start.color
         var width = start.width
-        if case .color(let value) = state[.color] { color = value }
-        if case .width(let value) = state[.width] { width = value }
+        if case .color(let value) = self[.color] { color = value }
+        if case .width(let value) = self[.width] { width = value }
         return InkStroke(id: uuid, color: color.rgba, width: FixedPoint.points(width),
-                         points: strokePoints(state, start).map(\.codable))
+                         points: strokePoints().map(\.codable))
     }
 
-    private func makeSticker(_ uuid: UUID, _ state: ItemState) -> PlacedSticker? {
-        guard case .sticker(let start)? = state.creation?.kind else { return nil }
+    /// The hash of the image a sticker shows now (nil for a stroke).
+    var stickerAsset: AssetHash? {
+        guard case .sticker(let start)? = creation?.kind else { return nil }
+        if case .asset(let value) = self[.asset] { return value }
+        return start.asset
+    }
+
+    func sticker(_ uuid: UUID, assets: AssetStore, imageName: String? = nil) -> PlacedSticker? {
+        guard case .sticker(let start)? = creation?.kind else { return nil }
         var sticker = PlacedSticker(id: uuid, imagePNG: Data(), position: start.position.codable,
                                     scale: start.scale, rotationRadians: start.rotation)
         var asset = start.asset
-        if case .asset(let value) = state[.asset] { asset = value }
-        if case .position(let value) = state[.position] { sticker.position = value.codable }
-        if case .scale(let value) = state[.scale] { sticker.scale = value }
-        if case .rotation(let value) = state[.rotation] { sticker.rotationRadians = value }
-        sticker.imageSHA256 = asset.hex
+        if case .asset(let value) = self[.asset] { asset = value }
+        if case .position(let value) = self[.position] { sticker.position = value.codable }
+        if case .scale(let value) = self[.scale] { sticker.scale = value }
+        if case .rotation(let value) = self[.rotation] { sticker.rotationRadians = value }
+        sticker.imageSHA256 = imageName ?? asset.hex
         sticker.imagePNG = assets.data(for: asset) ?? Data()
         return sticker
     }

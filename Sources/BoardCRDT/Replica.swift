@@ -28,10 +28,7 @@ public struct Replica: Sendable {
     /// Surviving operations by author, in sequence-number order.
     var log: [ReplicaID: AuthorLog] = [:]
     var items: [ItemID: ItemState] = [:]
-    var canvas = Register<BoardField>(
-        value: .canvas(width: Int64(BoardSnapshot.defaultCanvasSize.width * FixedPoint.unitsPerPoint),
-                       height: Int64(BoardSnapshot.defaultCanvasSize.height * FixedPoint.unitsPerPoint)),
-        stamp: .zero, writer: nil)
+    var canvas = Register<BoardField>(value: BoardFieldsFold.initialCanvas, stamp: .zero, writer: nil)
     var background = Register<BoardField>(value: .background(nil), stamp: .zero, writer: nil)
     /// Named versions: one last-writer-wins register per label id (nil: deleted). Never part
     /// of a snapshot.

@@ -21,6 +21,12 @@ public struct VersionTracker: Sendable {
         return VersionVector(entries)
     }
 
+    /// Whether an operation noted so far lies ahead of a gap (its number is above its author's
+    /// prefix): then `vector` does not cover every operation noted.
+    public var holdsOperationsAhead: Bool {
+        seen.values.contains { !$0.ahead.isEmpty }
+    }
+
     /// Whether this operation was noted already.
     public func contains(_ op: OpID) -> Bool {
         seen[op.replica]?.contains(op.seq) ?? false

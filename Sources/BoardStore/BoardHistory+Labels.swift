@@ -27,6 +27,28 @@ extension BoardHistory {
     /// version (one made elsewhere, or whose operations reached this package in other records).
     public func versionNumber(of vector: VersionVector) -> Int? {
         if vector.entries.isEmpty { return 0 }
-        return versions.first { $0.vector == vector }?.number
+        // Totals rise with every version (they only stay level if they saturate): from the
+        // first whose total is not below this vector's, the versions with the same total.
+        let total = Self.total(vector)
+        var low = 0, high = versionTotals.count
+        while low < high {
+            let middle = (low + high) / 2
+            if versionTotals[middle] < total { low = middle + 1 } else { high = middle }
+        }
+        while low < versions.count, versionTotals[low] == total {
+            if versions[low].vector == vector { return versions[low].number }
+            low += 1
+        }
+        return nil
+    }
+
+    /// The sum of a vector's sequence numbers, saturating at `UInt64.max`.
+    static func total(_ vector: VersionVector) -> UInt64 {
+        var sum: UInt64 = 0
+        for seq in vector.entries.values {
+            let (next, overflow) = sum.addingReportingOverflow(seq)
+            sum = overflow ? .max : next
+        }
+        return sum
     }
 }

@@ -52,11 +52,17 @@ extension BoardHistory {
         return replica
     }
 
-    /// The board at `version` as a snapshot, with the images the package holds. Next to the
-    /// last snapshot made (a slider's neighbouring version), only the items whose operations lie
-    /// between the two are read again (`ShownBoard`); the result is `replica(at:).snapshot()`
-    /// with the images loaded.
+    /// The board at `version` as a snapshot, with the images the package holds: always
+    /// `replica(at:).snapshot()` with the images loaded. A listed version (one of `versions`,
+    /// or the empty vector) whose vector covers every operation of the records up to its own is
+    /// read from item timelines (`ItemTimelines`: a binary search per item, built on the first
+    /// such view), and next to the last one shown only the items whose operations lie between
+    /// are read again. Any other vector is viewed from `replica(at:)`, and next to the last
+    /// snapshot made that way only the items whose operations lie between are read again
+    /// (`ShownBoard`).
     public func snapshot(at version: VersionVector) -> BoardSnapshot {
+        // A listed version covering exactly a prefix of the entries: from item timelines.
+        if let board = timelineSnapshot(at: version) { return board }
         if var shown = cache.takeShown(),
            let touched = itemsTouched(between: shown.vector, and: version, limit: ShownBoard.redrawLimit) {
             // Next to the last snapshot: only the items (and board fields) whose operations lie

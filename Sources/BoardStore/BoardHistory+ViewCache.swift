@@ -23,9 +23,41 @@ final class ViewCache: Sendable {
         var checkpoints: [(index: Int, replica: Replica)] = []
         var views: [(vector: VersionVector, replica: Replica)] = []
         var shown: ShownBoard?
+        var timelineView: TimelineView?
         var assets = AssetStore()
     }
     private let state = Mutex(State())
+    /// The history's item timelines, built by the first snapshot of a listed version with the
+    /// images they show (`BoardHistory.preloadImages`), under their own lock: a second viewer
+    /// waits for the first build instead of repeating it.
+    private let builtTimelines = Mutex<ItemTimelines?>(nil)
+
+    func timelines(of history: BoardHistory) -> ItemTimelines {
+        builtTimelines.withLock { built in
+            if let built { return built }
+            let timelines = ItemTimelines(history)
+            history.preloadImages(timelines.images)
+            built = timelines
+            return timelines
+        }
+    }
+
+    /// The last snapshot made from timelines, taken out (so that updating it copies nothing).
+    func takeTimelineView() -> TimelineView? {
+        state.withLock { state in
+            defer { state.timelineView = nil }
+            return state.timelineView
+        }
+    }
+
+    /// Keeps the snapshot made from timelines; the last snapshot made from a replica is dropped
+    /// (a slider shows listed versions: one kept board is enough).
+    func keepTimelineView(_ view: TimelineView) {
+        state.withLock { state in
+            state.timelineView = view
+            state.shown = nil
+        }
+    }
 
     /// Views closer together than this (in operations) are not both kept while scrubbing
     /// forward: the older is taken and changed in place.
@@ -63,7 +95,7 @@ final class ViewCache: Sendable {
                 state.views.remove(at: far)
                 return
             }
-            let sizes = state.views.map { $0.vector.totalCount }
+            let sizes = state.views.map { BoardHistory.total($0.vector) }
             let byPosition = sizes.indices.dropLast().sorted { sizes[$0] < sizes[$1] }
             var drop = byPosition[0]
             if byPosition.count >= 3 {

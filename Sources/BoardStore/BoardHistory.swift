@@ -68,6 +68,14 @@ public struct BoardHistory: Sendable {
     }
 
     public private(set) var versions: [Version] = []
+    /// Per version: the last entry it holds, when it covers every operation of the entries up to
+    /// there (no operation among them waits ahead of a gap), else -1. Such a version shows
+    /// exactly the operations of a prefix of `entries`, which item timelines answer
+    /// (`ItemTimelines`).
+    var versionEntries: [Int32] = []
+    /// Per version, its vector's total (`total(_:)`): it rises with every version, so a vector's
+    /// version is found by binary search (`versionNumber(of:)`).
+    var versionTotals: [UInt64] = []
     var entries: [Entry] = []
     /// Each author's operations in entry order, so a view finds the operations between two
     /// vectors by binary search instead of scanning every later entry; only while every author's
@@ -195,8 +203,10 @@ public struct BoardHistory: Sendable {
             }
         }
         let authors = Set(fresh.map(\.id.replica))
+        let entry = !tracker.holdsOperationsAhead && entries.count <= Int(Int32.max) ? Int32(entries.count - 1) : -1
         if let last = versions.last, last.vector == after {
             // Operations ahead of a gap: the same version, with more in it.
+            versionEntries[versions.count - 1] = entry
             versions[versions.count - 1].operationCount += fresh.count
             versions[versions.count - 1].authors = Array(Set(last.authors).union(authors)).sorted()
             if let time { versions[versions.count - 1].time = max(last.time ?? time, time) }
@@ -204,6 +214,8 @@ public struct BoardHistory: Sendable {
         }
         versions.append(Version(number: versions.count + 1, vector: after, time: time,
                                 authors: authors.sorted(), operationCount: fresh.count))
+        versionEntries.append(entry)
+        versionTotals.append(Self.total(after))
     }
 
     /// The version with this number (1-based), nil when there is none.
@@ -283,7 +295,7 @@ public struct BoardHistory: Sendable {
 
     /// How many operations lie between two vectors' totals.
     static func distance(_ a: VersionVector, _ b: VersionVector) -> UInt64 {
-        let (x, y) = (a.totalCount, b.totalCount)
+        let (x, y) = (total(a), total(b))
         return x > y ? x - y : y - x
     }
 

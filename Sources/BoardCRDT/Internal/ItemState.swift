@@ -53,6 +53,38 @@ struct ItemState: Sendable {
         return fields[index].write(field, stamp: stamp, writer: writer)
     }
 
+    /// What one operation did to the item (`integrate`).
+    enum Effect {
+        /// A creation; this many operations had waited for it.
+        case created(waited: Int)
+        /// A run of points kept; `waits` when the creation has not arrived.
+        case appended(waits: Bool)
+        /// A register write and its outcome; `waits` when the creation has not arrived.
+        case wrote(Register<ItemField>.Outcome, waits: Bool)
+        /// Not an operation on an item.
+        case ignored
+    }
+
+    /// Integrates one of the item's operations, the one way both a replica
+    /// (`Replica.integrate`) and a history's item timelines (`ItemFold`) do: a creation at the
+    /// operation's timestamp, a kept run of points, or a register written at `stamp`. Each
+    /// operation is given once.
+    mutating func integrate(_ op: Op, stamp: Timestamp) -> Effect {
+        switch op.payload {
+        case .beginStroke(_, let start):
+            return .created(waited: create(by: op.id, stamp: op.timestamp, as: .stroke(start)))
+        case .addSticker(_, let start):
+            return .created(waited: create(by: op.id, stamp: op.timestamp, as: .sticker(start)))
+        case .appendPoints(_, let points):
+            return .appended(waits: insertAppend(op: op.id, points: points))
+        case .setItem(_, let field):
+            let (outcome, waits) = writeNoting(field, stamp: stamp, writer: op.id)
+            return .wrote(outcome, waits: waits)
+        case .setBoard, .setLabel:
+            return .ignored
+        }
+    }
+
     /// Records a creation, which writes its initial values to the registers at its timestamp.
     ///
     /// The first creation to arrive stores no registers: writes that arrived before it and lost

@@ -1,0 +1,449 @@
+import BoardCRDT
+import BoardModel
+import Foundation
+import Synchronization
+
+/// Every item's look through a history, so that a listed version is shown without building a
+/// replica of the board (docs/ARCHITECTURE.md, "History": item timelines).
+///
+/// An item's look depends on its own operations alone (`ItemFold`, the rules a replica
+/// integrates them with), and a version whose vector covers every operation of the entries up
+/// to its own (`BoardHistory.versionEntries`) holds exactly those entries. So the board at such a
+/// version is, item by item, the look after the item's last operation at or before that entry:
+/// a binary search per item. Built once per history, on the first snapshot of a listed version;
+/// read-only after, and shared by every thread that views.
+final class ItemTimelines: Sendable {
+    /// One change of an item's look: from `entry` on (until the next step) the item shows
+    /// `look`, or nothing when `look` is nil (not created yet, or deleted).
+    struct Step: Sendable {
+        var entry: Int32
+        /// The rank of its z key among every z key of the history (paint order), -1 when not shown.
+        var rank: Int32
+        /// A stroke's points are the first this many of the item's `points` (its look holds
+        /// none); -1 when the look holds its own.
+        var points: Int32
+        /// A sticker's image: its index in `images` (its bytes are attached when a view shows it).
+        var image: Int32
+        var look: BoardItem?
+    }
+
+    /// Every item the history creates or touches, in id order (paint order breaks ties by id,
+    /// so an item's index breaks them too).
+    let items: [ItemID]
+    let steps: [[Step]]
+    /// Per item, the most points its stroke ever showed: a stroke only grows, so each step's
+    /// points are a prefix of these, kept once (empty for a sticker).
+    let points: [[CodablePoint]]
+    /// The images stickers show.
+    let images: [AssetHash]
+    /// The board's own registers after each entry that changed them.
+    let boardSteps: [(entry: Int32, fields: BoardFieldsFold)]
+    /// Per operation of each entry, the index (in `items`) of the item it touches, -1 for the
+    /// board's own registers, -2 for a label: entry `e`'s are
+    /// `entryItems[entryStart[e] ..< entryStart[e + 1]]`.
+    let entryItems: [Int32]
+    let entryStart: [Int32]
+
+    init(_ history: BoardHistory) {
+        let items = history.itemPlaces.keys.sorted()
+        // Per entry, a slot for each of its operations: the item it touches, -1 for the board's
+        // registers, -2 for a label (filled from the places below, without hashing).
+        var entryStart: [Int32] = [0]
+        entryStart.reserveCapacity(history.entries.count + 1)
+        for entry in history.entries { entryStart.append(entryStart[entryStart.count - 1] + Int32(entry.operations.count)) }
+        var entryItems = [Int32](repeating: -2, count: Int(entryStart[entryStart.count - 1]))
+
+        // Each item's steps, folded from its own operations, on every core (items are
+        // independent; each chunk's result is put in its place once).
+        let chunks = min(items.count, 8 * max(1, ProcessInfo.processInfo.activeProcessorCount))
+        let folded = Mutex<[[Folded]]>(Array(repeating: [], count: chunks))
+        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+            let range = chunk * items.count / chunks ..< (chunk + 1) * items.count / chunks
+            let result = range.map { Self.fold(items[$0], history.itemPlaces[items[$0]] ?? [], history.entries) }
+            folded.withLock { $0[chunk] = result }
+        }
+        var steps: [[Step]] = []
+        var points: [[CodablePoint]] = []
+        var zKeys: [[ZKey?]] = []
+        var images: [AssetHash] = []
+        var imageIndex: [AssetHash: (index: Int32, hex: String)] = [:]
+        steps.reserveCapacity(items.count)
+        points.reserveCapacity(items.count)
+        zKeys.reserveCapacity(items.count)
+        for item in folded.withLock({ $0 }).joined() {
+            var itemSteps = item.steps
+            for (at, hash) in item.images.enumerated() {
+                guard let hash, case .sticker(var sticker)? = itemSteps[at].look else { continue }
+                if imageIndex[hash] == nil {
+                    imageIndex[hash] = (Int32(images.count), hash.hex)
+                    images.append(hash)
+                }
+                // One copy of the hash's text for every step that shows it.
+                itemSteps[at].image = imageIndex[hash]!.index
+                sticker.imageSHA256 = imageIndex[hash]!.hex
+                itemSteps[at].look = .sticker(sticker)
+            }
+            steps.append(itemSteps)
+            points.append(item.points)
+            zKeys.append(item.keys)
+        }
+        for (itemIndex, item) in items.enumerated() {
+            for place in history.itemPlaces[item] ?? [] { entryItems[Int(entryStart[Int(place.entry)]) + Int(place.index)] = Int32(itemIndex) }
+        }
+        // Ranks of the z keys, so paint order is an integer order.
+        let sortedKeys = Set(zKeys.joined().compactMap { $0 }).sorted()
+        var rank: [ZKey: Int32] = [:]
+        rank.reserveCapacity(sortedKeys.count)
+        for (at, key) in sortedKeys.enumerated() { rank[key] = Int32(at) }
+        for item in steps.indices {
+            var last: Int32 = -1
+            for at in steps[item].indices {
+                if let key = zKeys[item][at] { last = rank[key]! }
+                if steps[item][at].look != nil { steps[item][at].rank = last }
+            }
+        }
+        var boardSteps: [(entry: Int32, fields: BoardFieldsFold)] = []
+        var fields = BoardFieldsFold()
+        let boardWrites = history.boardPlaces.filter { place in
+            if case .setBoard = history.entries[Int(place.entry)].operations[Int(place.index)].payload { return true }
+            return false  // a label's operation never changes what the board shows
+        }
+        for place in boardWrites { entryItems[Int(entryStart[Int(place.entry)]) + Int(place.index)] = -1 }
+        for (at, place) in boardWrites.enumerated() {
+            fields.integrate(history.entries[Int(place.entry)].operations[Int(place.index)])
+            if at + 1 < boardWrites.count, boardWrites[at + 1].entry == place.entry { continue }
+            boardSteps.append((place.entry, fields))
+        }
+
+        self.items = items
+        self.steps = steps
+        self.points = points
+        self.images = images
+        self.boardSteps = boardSteps
+        self.entryItems = entryItems
+        self.entryStart = entryStart
+    }
+
+    /// One item's steps as folded (`fold`), before its images are numbered and its z keys ranked.
+    struct Folded: Sendable {
+        var steps: [Step]
+        var points: [CodablePoint]
+        /// Per step, its z key where it differs from the step shown before (nil: the same, or
+        /// not shown).
+        var keys: [ZKey?]
+        /// Per step, a sticker's image.
+        var images: [AssetHash?]
+    }
+
+    /// One item's looks, folded from its own operations: a step where an entry changed it.
+    static func fold(_ item: ItemID, _ places: [BoardHistory.Place], _ entries: [BoardHistory.Entry]) -> Folded {
+        let none = AssetStore()
+        var fold = ItemFold(item)
+        var looks: [(entry: Int32, visible: VisibleItem?)] = []
+        for (at, place) in places.enumerated() {
+            fold.integrate(entries[Int(place.entry)].operations[Int(place.index)])
+            // Only the look after an entry's last operation on the item can be seen.
+            if at + 1 < places.count, places[at + 1].entry == place.entry { continue }
+            let visible = fold.visible(assets: none)
+            if let last = looks.last { if visible == last.visible { continue } } else if visible == nil { continue }
+            looks.append((place.entry, visible))
+        }
+        let full = looks.compactMap { $0.visible?.stroke?.points }.max { $0.count < $1.count } ?? []
+        var result = Folded(steps: [], points: full, keys: [], images: [])
+        result.steps.reserveCapacity(looks.count)
+        var lastZ: ZKey?
+        for (entry, visible) in looks {
+            var step = Step(entry: entry, rank: -1, points: -1, image: -1, look: nil)
+            if var stroke = visible?.stroke {
+                if stroke.points.count <= full.count, stroke.points[...] == full[..<stroke.points.count] {
+                    step.points = Int32(stroke.points.count)
+                    stroke.points = []
+                }
+                step.look = .stroke(stroke)
+            } else if let sticker = visible?.sticker {
+                step.look = .sticker(sticker)
+            }
+            result.steps.append(step)
+            result.images.append(step.look == nil ? nil : visible?.pendingAsset)
+            // A z key only where it changed (most steps of a moved sticker keep theirs).
+            let z = step.look == nil ? nil : visible?.z
+            result.keys.append(z != nil && z == lastZ ? nil : z)
+            if z != nil { lastZ = z }
+        }
+        return result
+    }
+
+    /// The index of the item's step shown at `entry` (its last at or before it), -1 for none.
+    func step(of item: Int, at entry: Int32) -> Int32 {
+        let list = steps[item]
+        var low = 0, high = list.count
+        while low < high {
+            let middle = (low + high) / 2
+            if list[middle].entry <= entry { low = middle + 1 } else { high = middle }
+        }
+        return Int32(low - 1)
+    }
+
+    /// Step `at` of an item as a view shows it: a stroke with its points, a sticker with its
+    /// image's bytes from `images` (nil when not shown).
+    func look(of item: Int, _ at: Int32, images source: inout ImageSource) -> BoardItem? {
+        guard at >= 0 else { return nil }
+        let step = steps[item][Int(at)]
+        switch step.look {
+        case .stroke(var stroke)? where step.points >= 0:
+            let all = points[item]
+            stroke.points = Int(step.points) == all.count ? all : Array(all[..<Int(step.points)])
+            return .stroke(stroke)
+        case .sticker(var sticker)? where step.image >= 0:
+            if let bytes = source.data(images[Int(step.image)]) { sticker.imagePNG = bytes }
+            return .sticker(sticker)
+        case let look:
+            return look
+        }
+    }
+
+    /// The board's registers at `entry`.
+    func fields(at entry: Int32) -> BoardFieldsFold {
+        var low = 0, high = boardSteps.count
+        while low < high {
+            let middle = (low + high) / 2
+            if boardSteps[middle].entry <= entry { low = middle + 1 } else { high = middle }
+        }
+        return low > 0 ? boardSteps[low - 1].fields : BoardFieldsFold()
+    }
+
+    /// The operations of the entries after `from` up to `to` inclusive, or of those after `to`
+    /// up to `from` when going back.
+    func operationCount(between from: Int32, and to: Int32) -> Int {
+        let (low, high) = (min(from, to), max(from, to))
+        return Int(entryStart[Int(high) + 1] - entryStart[Int(low) + 1])
+    }
+}
+
+/// The board at one listed version, made from item timelines (`BoardHistory.snapshot(at:)`):
+/// kept between views so that the next one reads again only the items whose operations lie
+/// between the two entries.
+struct TimelineView: Sendable {
+    var vector: VersionVector
+    var entry: Int32
+    /// Per item (index in `ItemTimelines.items`), the step shown (-1: none).
+    var stepAt: [Int32]
+    /// Per item, the look shown with its image attached (nil: not shown).
+    var shown: [BoardItem?]
+    /// Per item, its index in `board.strokes` or `board.stickers`.
+    var slot: [Int32]
+    /// The shown items' paint keys (`rank << 32 | item`), ascending: paint order.
+    var keys: [UInt64]
+    var board = BoardSnapshot()
+    /// Marks touched items once per update (`mark[item] == generation`).
+    var mark: [UInt32]
+    var generation: UInt32 = 0
+
+    /// More operations between two entries than this many per item, and the view is made
+    /// afresh rather than updated item by item.
+    static let updateLimitPerItem = 2
+
+    static func key(_ rank: Int32, _ item: Int) -> UInt64 { UInt64(UInt32(rank)) << 32 | UInt64(item) }
+
+    /// The board at `entry`: every item's step found afresh.
+    init(_ timelines: ItemTimelines, entry: Int32, vector: VersionVector, images: inout ImageSource) {
+        let count = timelines.items.count
+        self.vector = vector
+        self.entry = entry
+        stepAt = Array(repeating: -1, count: count)
+        shown = Array(repeating: nil, count: count)
+        slot = Array(repeating: -1, count: count)
+        mark = Array(repeating: 0, count: count)
+        keys = []
+        for item in 0..<count {
+            let at = timelines.step(of: item, at: entry)
+            stepAt[item] = at
+            guard at >= 0 else { continue }
+            guard let look = timelines.look(of: item, at, images: &images) else { continue }
+            shown[item] = look
+            keys.append(Self.key(timelines.steps[item][Int(at)].rank, item))
+        }
+        keys.sort()
+        rebuild(timelines)
+        setFields(timelines, images: &images)
+    }
+
+    /// Moves the view to `entry`, reading again only the items the operations between touch.
+    mutating func update(_ timelines: ItemTimelines, to entry: Int32, vector: VersionVector, images: inout ImageSource) {
+        let (low, high) = (min(self.entry, entry), max(self.entry, entry))
+        let range = Int(timelines.entryStart[Int(low) + 1])..<Int(timelines.entryStart[Int(high) + 1])
+        self.entry = entry
+        self.vector = vector
+        generation &+= 1
+        if generation == 0 {
+            mark = Array(repeating: 0, count: mark.count)
+            generation = 1
+        }
+        var removed: [UInt64] = []
+        var added: [UInt64] = []
+        var inPlace: [Int] = []
+        var boardFields = false
+        for at in range {
+            let touched = timelines.entryItems[at]
+            guard touched >= 0 else {
+                if touched == -1 { boardFields = true }
+                continue
+            }
+            let item = Int(touched)
+            guard mark[item] != generation else { continue }
+            mark[item] = generation
+            let now = timelines.step(of: item, at: entry)
+            let before = stepAt[item]
+            guard now != before else { continue }
+            stepAt[item] = now
+            let old = before >= 0 ? timelines.steps[item][Int(before)] : nil
+            let new = now >= 0 ? timelines.steps[item][Int(now)] : nil
+            let look = timelines.look(of: item, now, images: &images)
+            shown[item] = look
+            let oldKey = old?.look == nil ? nil : Self.key(old!.rank, item)
+            let newKey = look == nil ? nil : Self.key(new!.rank, item)
+            if let oldKey, oldKey == newKey, old?.look?.isStroke == look?.isStroke {
+                inPlace.append(item)
+                continue
+            }
+            if let oldKey { removed.append(oldKey) }
+            if let newKey { added.append(newKey) }
+        }
+        if !removed.isEmpty || !added.isEmpty {
+            removed.sort()
+            added.sort()
+            var merged: [UInt64] = []
+            merged.reserveCapacity(keys.count - removed.count + added.count)
+            var (r, a) = (0, 0)
+            for key in keys {
+                while r < removed.count, removed[r] < key { r += 1 }
+                if r < removed.count, removed[r] == key { r += 1; continue }
+                while a < added.count, added[a] < key { merged.append(added[a]); a += 1 }
+                merged.append(key)
+            }
+            merged.append(contentsOf: added[a...])
+            keys = merged
+            rebuild(timelines)
+        } else {
+            for item in inPlace {
+                switch shown[item] {
+                case .stroke(let stroke)?: board.strokes[Int(slot[item])] = stroke
+                case .sticker(let sticker)?: board.stickers[Int(slot[item])] = sticker
+                case nil: break
+                }
+            }
+        }
+        if boardFields { setFields(timelines, images: &images) }
+    }
+
+    /// The snapshot's items in paint order from `keys` (its board fields stay).
+    private mutating func rebuild(_ timelines: ItemTimelines) {
+        var strokes: [InkStroke] = []
+        var stickers: [PlacedSticker] = []
+        var order: [UUID] = []
+        order.reserveCapacity(keys.count)
+        for key in keys {
+            let item = Int(key & 0xFFFF_FFFF)
+            switch shown[item] {
+            case .stroke(let stroke)?:
+                slot[item] = Int32(strokes.count)
+                strokes.append(stroke)
+            case .sticker(let sticker)?:
+                slot[item] = Int32(stickers.count)
+                stickers.append(sticker)
+            case nil:
+                continue
+            }
+            order.append(timelines.items[item].uuid)
+        }
+        board.strokes = strokes
+        board.stickers = stickers
+        board.paintOrder = order
+    }
+
+    private mutating func setFields(_ timelines: ItemTimelines, images: inout ImageSource) {
+        let fields = timelines.fields(at: entry)
+        if let hash = fields.backgroundAsset { _ = images.data(hash) }
+        fields.set(on: &board, assets: images.assets)
+    }
+}
+
+/// Image bytes for views: those loaded so far, and the package's asset store for the rest.
+struct ImageSource {
+    var assets: AssetStore
+    let history: BoardHistory
+
+    /// The image's bytes, loaded from the package when not yet held; nil when the package does
+    /// not hold it (or holds other bytes under its name).
+    mutating func data(_ hash: AssetHash) -> Data? {
+        if let held = assets.data(for: hash) { return held }
+        // Checked against its name as it is kept (a damaged file shows as a missing image).
+        guard let bytes = try? history.fileSystem.readFile(Path.join(history.assetDirectory, hash.hex)),
+              (try? assets.insert(Data(bytes), claimedHash: hash)) != nil else { return nil }
+        return assets.data(for: hash)
+    }
+}
+
+extension BoardHistory {
+    /// Image bytes read with the timelines (on every core, so that the views after the first
+    /// do not stop to read images one by one): at most this many; the rest are read when a view
+    /// first shows them.
+    static let preloadedImageBytes = 16 << 20
+
+    /// Reads the images `hashes` names that the cache lacks, up to `preloadedImageBytes`, in
+    /// parallel; each is checked against its hash (a damaged or missing one is left for views
+    /// to show as missing).
+    func preloadImages(_ hashes: [AssetHash]) {
+        let held = cache.assets
+        var wanted: [AssetHash] = []
+        var budget = Self.preloadedImageBytes
+        for hash in hashes where !held.contains(hash) {
+            guard let size = try? fileSystem.fileSize(Path.join(assetDirectory, hash.hex)), size <= budget else { continue }
+            budget -= size
+            wanted.append(hash)
+        }
+        guard !wanted.isEmpty else { return }
+        let reading = wanted
+        let chunks = min(reading.count, 2 * max(1, ProcessInfo.processInfo.activeProcessorCount))
+        let loaded = Mutex(AssetStore())
+        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+            var store = AssetStore()
+            for hash in reading[chunk * reading.count / chunks ..< (chunk + 1) * reading.count / chunks] {
+                guard let bytes = try? fileSystem.readFile(Path.join(assetDirectory, hash.hex)) else { continue }
+                try? store.insert(Data(bytes), claimedHash: hash)
+            }
+            loaded.withLock { $0.merge(store) }
+        }
+        var assets = cache.assets
+        assets.merge(loaded.withLock { $0 })
+        cache.assets = assets
+    }
+
+    /// `snapshot(at:)` of a listed version whose vector covers exactly a prefix of the entries,
+    /// from item timelines; nil for any other vector (the caller views it from a replica).
+    func timelineSnapshot(at version: VersionVector) -> BoardSnapshot? {
+        guard let number = versionNumber(of: version) else { return nil }
+        let entry: Int32
+        if number == 0 {
+            entry = -1
+        } else {
+            entry = versionEntries[number - 1]
+            guard entry >= 0 else { return nil }
+        }
+        let timelines = cache.timelines(of: self)
+        var images = ImageSource(assets: cache.assets, history: self)
+        let loaded = images.assets.count
+        var view: TimelineView
+        if var last = cache.takeTimelineView(),
+           timelines.operationCount(between: last.entry, and: entry) <= TimelineView.updateLimitPerItem * max(1, timelines.items.count) {
+            last.update(timelines, to: entry, vector: version, images: &images)
+            view = last
+        } else {
+            view = TimelineView(timelines, entry: entry, vector: version, images: &images)
+        }
+        if images.assets.count > loaded { cache.assets = images.assets }
+        let board = view.board
+        cache.keepTimelineView(view)
+        return board
+    }
+}
