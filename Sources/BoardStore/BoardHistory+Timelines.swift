@@ -140,13 +140,15 @@ final class ItemTimelines: Sendable {
         let none = AssetStore()
         var fold = ItemFold(item)
         var looks: [(entry: Int32, visible: VisibleItem?)] = []
+        var last: VisibleItem?
         for (at, place) in places.enumerated() {
             fold.integrate(entries[Int(place.entry)].operations[Int(place.index)])
             // Only the look after an entry's last operation on the item can be seen.
             if at + 1 < places.count, places[at + 1].entry == place.entry { continue }
             let visible = fold.visible(assets: none)
-            if let last = looks.last { if visible == last.visible { continue } } else if visible == nil { continue }
+            if visible == last && (!looks.isEmpty || visible == nil) { continue }
             looks.append((place.entry, visible))
+            last = visible
         }
         let full = looks.compactMap { $0.visible?.stroke?.points }.max { $0.count < $1.count } ?? []
         var result = Folded(steps: [], points: full, keys: [], images: [])
