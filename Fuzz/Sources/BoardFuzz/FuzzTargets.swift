@@ -536,6 +536,15 @@ struct SeedBoard {
         _ = try commit { try $0.restore(sticker) }
         _ = try commit { try $0.setBackground(asset: hash) }
         _ = try commit { try $0.setCanvasSize(CodableSize(width: 800, height: 600)) }
+        // A named version (operation kind 15), then its rename.
+        var label: LabelID?
+        try package.commit { replica in
+            let edit = try replica.setLabel(text: "seed ✏️ label", version: replica.versionVector, time: 1_700_000_000_000)
+            edits.append(edit.operations)
+            if case .setLabel(let id, _)? = edit.operations.first?.payload { label = id }
+            return edit
+        }
+        if let label { _ = try commit { try $0.renameLabel(label, to: "renamed", time: 1_700_000_000_500) } }
         try package.save()
         self.edits = edits
         batch = OperationBatch(operations: edits.flatMap { $0 })
@@ -556,6 +565,18 @@ struct SeedBoard {
                                stroke: InkPreview(item: ItemID(high: 0xA11CE, low: 2), color: .black, width: 32,
                                                   points: [GridPoint(x: 1, y: 2), GridPoint(x: 5, y: 9)]),
                                ttl: 10, clock: 3)),
+            // History on demand (message types 14 and 15): requests of each kind, answers with
+            // versions, with records, and a refusal.
+            .historyRequest(HistoryRequest(id: 1, what: .versions, from: 1, to: 5)),
+            .historyRequest(HistoryRequest(id: 2, what: .records, from: 0, to: 3, maxBytes: 65_536)),
+            .historyRequest(HistoryRequest(id: 3, what: .operations, from: 3, to: 9)),
+            .history(HistoryAnswer(id: 1, what: .versions, total: 14, first: 1, next: 2,
+                                   versions: [HistoryVersionInfo(number: 1, time: 1_700_000_000_000, operationCount: 2,
+                                                                 authors: [ReplicaID(0xA11CE)], vector: version)])),
+            .history(HistoryAnswer(id: 2, what: .records, total: 14, first: 1,
+                                   records: [HistoryRecord(number: 0, time: nil, batch: batch.encoded()),
+                                             HistoryRecord(number: 1, time: 1_700_000_000_000, batch: OperationBatch(operations: edits[0]).encoded())])),
+            .history(HistoryAnswer(id: 3, status: .busy, message: "seed: ask again later", what: .operations)),
             .bye,
         ]
         let gradient = RGBAImage(width: 9, height: 7, pixels: (0..<(9 * 7 * 4)).map { UInt8(truncatingIfNeeded: $0 * 37) })
