@@ -122,16 +122,25 @@ extension Replica {
     /// clock in milliseconds since 1970, kept as metadata (the caller reads the clock: a
     /// replica reads none). One operation, not an undo step: labels are not part of the
     /// board's undo history.
+    ///
+    /// A deleted label keeps its register (a concurrent later write must still win over the
+    /// delete), and registers count toward `Label.maxLabelsPerBoard`. So that deleting labels
+    /// frees room, a new label at the bound takes the register of one of this replica's own
+    /// deleted labels (the lowest id: its label was made first) instead of a new one; only
+    /// when this replica deleted none is it refused. Its own ids only: no other replica
+    /// writes a new label into them, so two labels never race for one register.
     public mutating func setLabel(_ id: LabelID? = nil, text: String, version: VersionVector, time: Int64) throws -> LocalEdit {
         let label = Label(text: text, version: version, time: time)
         if let problem = label.problem { throw EditError.invalidLabel(problem) }
+        var reused: LabelID?
         if let id {
             guard labelRegisters[id] != nil else { throw EditError.unknownLabel(id) }
         } else if labelRegisters.count >= Label.maxLabelsPerBoard {
-            throw EditError.tooManyLabels(limit: Label.maxLabelsPerBoard)
+            reused = labelRegisters.filter { $0.key.replica == self.id && $0.value.value == nil }.keys.min()
+            guard reused != nil else { throw EditError.tooManyLabels(limit: Label.maxLabelsPerBoard) }
         }
         try reserve(1)
-        let labelID = id ?? LabelID(replica: self.id, number: lastSeq + 1)
+        let labelID = id ?? reused ?? LabelID(replica: self.id, number: lastSeq + 1)
         return LocalEdit(operations: [makeOperation(.setLabel(labelID, label))])
     }
 

@@ -164,6 +164,42 @@ import Testing
         #expect(throws: EditError.invalidLabel("a label's text is empty")) { try victim.renameLabel(LabelID(replica: peer, number: 1), to: "", time: 0) }
     }
 
+    /// Deleting labels frees room: at the local bound, a new label takes the register of one of
+    /// this replica's own deleted labels (the lowest id), never another replica's, and peers
+    /// converge on it; with none of its own deleted, it is refused as before.
+    @Test func aNewLabelAtTheBoundReusesThisReplicasOwnDeletedRegister() throws {
+        var a = Replica(id: ReplicaID(0xA))
+        var b = Replica(id: ReplicaID(0xB))
+        // b holds one register, deleted: not a's to reuse.
+        let bLabel = try b.setLabel(text: "b's", version: .empty, time: 1)
+        _ = try b.removeLabel(LabelID(replica: b.id, number: bLabel.operations[0].id.seq))
+        try a.apply(b.operations(since: a.versionVector))
+        var mine: [LabelID] = []
+        while a.labelRegisterCount < Label.maxLabelsPerBoard {
+            let edit = try a.setLabel(text: "n\(mine.count)", version: .empty, time: 2)
+            guard case .setLabel(let id, _) = edit.operations[0].payload else { Issue.record("not a label operation"); return }
+            mine.append(id)
+        }
+        #expect(throws: EditError.tooManyLabels(limit: Label.maxLabelsPerBoard), "none of a's own labels is deleted") {
+            try a.setLabel(text: "one more", version: .empty, time: 3)
+        }
+        _ = try a.removeLabel(mine[7])
+        _ = try a.removeLabel(mine[3])
+        let edit = try a.setLabel(text: "reused", version: a.versionVector, time: 4)
+        guard case .setLabel(let reused, _) = edit.operations[0].payload else { Issue.record("not a label operation"); return }
+        #expect(reused == mine[3], "the lowest of a's own deleted labels")
+        #expect(a.labelRegisterCount == Label.maxLabelsPerBoard)
+        #expect(a.label(reused)?.text == "reused" && a.label(mine[7]) == nil)
+        _ = try a.setLabel(text: "again", version: .empty, time: 5)
+        #expect(a.label(mine[7])?.text == "again")
+        #expect(throws: EditError.tooManyLabels(limit: Label.maxLabelsPerBoard), "b's deleted register is never taken") {
+            try a.setLabel(text: "past the bound", version: .empty, time: 6)
+        }
+        try b.apply(a.operations(since: b.versionVector))
+        #expect(b.labels == a.labels, "peers converge on the reused registers")
+        #expect(b.labels.count == Label.maxLabelsPerBoard - 1)
+    }
+
     /// A peer from before labels is sent batches without them, and its version vector still
     /// rises past their sequence numbers (no gap to resend forever).
     @Test func aPeerWithoutLabelsGetsBatchesWithoutThemAndNoGap() throws {
