@@ -26,6 +26,8 @@ enum ServeLimits {
         ("handshake-timeout", 10, "Seconds a new connection has to send its HELLO."),
         ("view-save-seconds", 10, "Longest a busy board's view (manifest.json, images) may lag its op log; the log, what ACKs promise, is always current, and a view found older is rebuilt at open."),
         ("view-save-threads", 2, "Threads that write boards' views, so their fsyncs delay no other board; 0 writes them on the loop thread."),
+        ("max-history-mib", 16, "History (archive and op log) of one board the server reads to answer peers' history requests (`history list --server`), MiB; a larger one is refused as `tooLarge`. A history read takes about eight times its bytes of memory while kept."),
+        ("max-history-boards", 4, "Boards whose histories are kept in memory at once for peers' history requests; the least recently used is dropped first."),
     ]
 
     static func apply(_ args: Arguments, to options: inout SyncHost.Options) throws {
@@ -59,6 +61,8 @@ enum ServeLimits {
         options.limits.maxFrame = Int(try value("max-frame-mib") * 1_048_576)
         options.limits.maxAsset = Int(try value("max-asset-mib") * 1_048_576)
         options.limits.maxQueuedBytes = Int(try value("max-queued-mib") * 1_048_576)
+        options.maxHistoryBytes = Int(try value("max-history-mib") * 1_048_576)
+        options.maxHistoryBoards = try count("max-history-boards")
         options.timing.idleTimeout = try value("idle-timeout")
         options.timing.handshakeTimeout = try value("handshake-timeout")
         // A server's views are for people and backups; saving 100 busy boards' views every

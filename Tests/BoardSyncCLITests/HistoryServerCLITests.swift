@@ -48,4 +48,29 @@ import Testing
         #expect(try cli.run("history", "list", "--server", address).status == 64)
         #expect(server.terminate() == 0)
     }
+
+    /// `serve --max-history-mib`: a board whose history is over it is refused as too large,
+    /// naming the bound; without the flag the same board is served (the default, 16 MiB).
+    @Test func aHistoryOverTheServersBoundIsRefusedNamingIt() throws {
+        let workspace = try Workspace()
+        let cli = workspace.cli
+        try cli.run("new", "A.boardpkg")
+        for index in 0..<3 { try cli.run("stroke", "A.boardpkg", "--points", "\(index * 10),1 \(index * 10 + 5),5") }
+        let small = try Daemon(["serve", "--data", "small", "--listen", "127.0.0.1:0", "--max-history-mib", "0.00001", "--max-history-boards", "1"],
+                               in: workspace.path)
+        let address = try #require(small.listeningAddress(), "server log: \(small.log)")
+        #expect(try cli.run("sync", "A.boardpkg", "--server", address, "--board", "team").status == 0)
+        let refused = try cli.run("history", "list", "--server", address, "--board", "team")
+        #expect(refused.status == 1 && refused.stderr.contains("over the 10 this server reads"),
+                "\(refused.stderr)")
+        #expect(small.terminate() == 0)
+        let usual = try Daemon(["serve", "--data", "usual", "--listen", "127.0.0.1:0"], in: workspace.path)
+        let usualAddress = try #require(usual.listeningAddress(), "server log: \(usual.log)")
+        #expect(try cli.run("sync", "A.boardpkg", "--server", usualAddress, "--board", "team").status == 0)
+        let listed = try cli.run("history", "list", "--server", usualAddress, "--board", "team")
+        #expect(listed.status == 0 && !listed.stdout.isEmpty, "\(listed.stderr)")
+        #expect(usual.terminate() == 0)
+        let bad = try cli.run("serve", "--data", "bad", "--max-history-boards", "1.5")
+        #expect(bad.status == 64 && bad.stderr.contains("--max-history-boards"), "\(bad.stderr)")
+    }
 }
