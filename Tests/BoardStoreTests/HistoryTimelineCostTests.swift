@@ -1,7 +1,9 @@
 import BoardCRDT
 import BoardModel
 @testable import BoardStore
+import Dispatch
 import Foundation
+import Synchronization
 import Testing
 
 /// What item timelines cost the reader of a history (the web view's history queue, the CLI),
@@ -50,4 +52,76 @@ import Testing
         let held = Self.pointsHeld(history.cache.timelines(of: history))
         #expect(held <= 4 * (appends + 1), "the timelines hold \(held) points for a stroke of \(appends + 1)")
     }
+
+    /// The web view reads and views histories on one queue so that "history work never takes
+    /// more than one core" (docs/DEPLOYMENT.md, docs/PROTOCOL.md; `WebView+History.swift`):
+    /// `snapshot(at:)` must do its work on the thread that calls it. Every image read is
+    /// recorded with the thread that made it (the first waits a little for a read on another
+    /// thread, which a parallel read would make at once).
+    @Test func aViewReadsItsImagesOnTheCallersThreadOnly() throws {
+        let fs = ThreadRecordingFileSystem()
+        try fs.base.createDirectories("/t")
+        let path = "/t/board.boardpkg"
+        let package = try BoardPackage.create(at: path, fileSystem: fs.base, replicaID: ReplicaID(0xA))
+        for index in 0..<8 {
+            let image = Data(PNGEncoder.solid(width: 3 + index, height: 3, red: UInt8(30 * index), green: 0, blue: 0))
+            _ = try package.commit { try $0.addSticker(imagePNG: image, at: pt(Double(index * 10), 5)) }
+        }
+        try package.save()
+        package.close()
+        let history = try BoardHistory.read(package: path, fileSystem: fs)
+        fs.start(caller: pthread_self())
+        let board = history.snapshot(at: history.latest)
+        #expect(board.stickers.count == 8 && board.stickers.allSatisfy { !$0.imagePNG.isEmpty })
+        let (reads, elsewhere) = fs.imageReads
+        #expect(reads >= 8)
+        #expect(elsewhere == 0, "\(elsewhere) of \(reads) image reads ran on other threads than the caller's")
+    }
+}
+
+/// A memory file system that records which threads read the package's images.
+final class ThreadRecordingFileSystem: FileSystem {
+    let base = MemoryFileSystem()
+    private struct State: @unchecked Sendable {  // pthread_t is a plain integer on Linux
+        var caller: pthread_t?
+        var reads = 0
+        var elsewhere = 0
+        var waited = false
+    }
+    private let state = Mutex(State())
+    private let another = DispatchSemaphore(value: 0)
+
+    func start(caller: pthread_t) { state.withLock { $0 = State(caller: caller) } }
+    var imageReads: (Int, Int) { state.withLock { ($0.reads, $0.elsewhere) } }
+
+    func readFile(_ path: String) throws -> [UInt8] {
+        if path.contains("/" + PackageLayout.assets + "/") {
+            let (onCaller, wait) = state.withLock { s -> (Bool, Bool) in
+                guard let caller = s.caller else { return (true, false) }
+                s.reads += 1
+                let onCaller = pthread_equal(caller, pthread_self()) != 0
+                if !onCaller { s.elsewhere += 1 }
+                defer { s.waited = true }
+                return (onCaller, !s.waited)
+            }
+            if !onCaller { another.signal() }
+            if wait { _ = another.wait(timeout: .now() + 1) }
+        }
+        return try base.readFile(path)
+    }
+
+    func fileSize(_ path: String) throws -> Int? { try base.fileSize(path) }
+    func isDirectory(_ path: String) -> Bool { base.isDirectory(path) }
+    func isSymbolicLink(_ path: String) -> Bool { base.isSymbolicLink(path) }
+    func listDirectory(_ path: String) throws -> [String] { try base.listDirectory(path) }
+    func createDirectory(_ path: String) throws { try base.createDirectory(path) }
+    func writeFile(_ path: String, _ bytes: [UInt8]) throws { try base.writeFile(path, bytes) }
+    func appendFile(_ path: String, _ bytes: [UInt8]) throws { try base.appendFile(path, bytes) }
+    func truncateFile(_ path: String, to size: Int) throws { try base.truncateFile(path, to: size) }
+    func syncFile(_ path: String) throws { try base.syncFile(path) }
+    func syncDirectory(_ path: String) throws { try base.syncDirectory(path) }
+    func rename(_ from: String, _ to: String) throws { try base.rename(from, to) }
+    func removeFile(_ path: String) throws { try base.removeFile(path) }
+    func identity(of path: String) throws -> String? { try base.identity(of: path) }
+    func lock(_ path: String) throws -> FileLock { try base.lock(path) }
 }
