@@ -9,6 +9,8 @@ public struct ItemFold: Sendable {
     private var state = ItemState()
     /// The sticker's image hash and its hex text, made once per image rather than per look.
     private var imageName: (hash: AssetHash, text: String)?
+    /// How many points the stroke shows (`strokePointCount`), kept as operations arrive.
+    private var pointCount = 0
 
     public init(_ id: ItemID) {
         self.id = id
@@ -19,14 +21,39 @@ public struct ItemFold: Sendable {
     /// changes nothing.
     public mutating func integrate(_ op: Op) {
         guard op.payload.item == id else { return }
+        let creator = state.creation?.op
         _ = state.integrate(op, stamp: op.timestamp)
         if let hash = state.stickerAsset, hash != imageName?.hash { imageName = (hash, hash.hex) }
+        if state.creation?.op != creator {
+            pointCount = state.strokePointCount()  // a creation: the runs that waited for it count now
+        } else if case .appendPoints(_, let points) = op.payload, op.id.replica == creator?.replica {
+            pointCount += points.count
+        }
     }
+
+    /// The creating operation that counts (nil before one arrives). A stroke's points are its
+    /// creation's first points and its creator's runs: while the creation stays, each look's
+    /// points are the first `strokePointCount` of a later look's.
+    public var creation: OpID? { state.creation?.op }
+
+    /// How many points the stroke shows now (0 for a sticker or before the creation), without
+    /// making them: O(1).
+    public var strokePointCount: Int { pointCount }
+
+    /// The stroke's points now (empty for a sticker or before the creation).
+    public var strokePoints: [CodablePoint] { state.strokePoints().map(\.codable) }
 
     /// The item as `Replica.visibleItem(_:)` shows it with these operations, sticker images
     /// from `assets` (nil when it is not visible).
     public func visible(assets: AssetStore) -> VisibleItem? {
         state.visible(id, assets: assets, imageName: imageName?.text)
+    }
+
+    /// `visible(assets:)` with a stroke's points left out (empty): O(1) however long the
+    /// stroke, for a history that keeps each stroke's points once (`strokePoints`,
+    /// `strokePointCount`).
+    public func visibleWithoutPoints(assets: AssetStore) -> VisibleItem? {
+        state.visible(id, assets: assets, imageName: imageName?.text, withPoints: false)
     }
 }
 

@@ -88,10 +88,11 @@ extension ItemState {
     /// The item as a snapshot shows it, with its paint-order key; nil when it is not visible
     /// (not created yet, deleted). Sticker images come from `assets`.
     /// `imageName`: the hex text of the sticker's current image hash when the caller holds it.
-    func visible(_ item: ItemID, assets: AssetStore, imageName: String? = nil) -> VisibleItem? {
+    /// `withPoints` false: a stroke's points are left out (empty).
+    func visible(_ item: ItemID, assets: AssetStore, imageName: String? = nil, withPoints: Bool = true) -> VisibleItem? {
         guard isVisible else { return nil }
         let z = self.z ?? ZKey.initial
-        if let stroke = stroke(item.uuid) { return VisibleItem(id: item, z: z, stroke: stroke) }
+        if let stroke = stroke(item.uuid, withPoints: withPoints) { return VisibleItem(id: item, z: z, stroke: stroke) }
         if let sticker = sticker(item.uuid, assets: assets, imageName: imageName) {
             // A pending sticker's image hash (what to watch for), from its registers.
             var pending: AssetHash?
@@ -115,14 +116,20 @@ extension ItemState {
         return points
     }
 
-    func stroke(_ uuid: UUID) -> InkStroke? {
+    /// How many points `strokePoints()` gives, without making them.
+    func strokePointCount() -> Int {
+        guard case .stroke(let start)? = creation?.kind, let creator = creation?.op.replica else { return 0 }
+        return appends.reduce(start.points.count) { $0 + ($1.op.replica == creator ? $1.points.count : 0) }
+    }
+
+    func stroke(_ uuid: UUID, withPoints: Bool = true) -> InkStroke? {
         guard case .stroke(let start)? = creation?.kind else { return nil }
         var color = start.color
         var width = start.width
         if case .color(let value) = self[.color] { color = value }
         if case .width(let value) = self[.width] { width = value }
         return InkStroke(id: uuid, color: color.rgba, width: FixedPoint.points(width),
-                         points: strokePoints().map(\.codable))
+                         points: withPoints ? strokePoints().map(\.codable) : [])
     }
 
     /// The hash of the image a sticker shows now (nil for a stroke).

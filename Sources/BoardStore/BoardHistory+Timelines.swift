@@ -1,7 +1,6 @@
 import BoardCRDT
 import BoardModel
 import Foundation
-import Synchronization
 
 /// Every item's look through a history, so that a listed version is shown without building a
 /// replica of the board (docs/ARCHITECTURE.md, "History": item timelines).
@@ -53,15 +52,9 @@ final class ItemTimelines: Sendable {
         for entry in history.entries { entryStart.append(entryStart[entryStart.count - 1] + Int32(entry.operations.count)) }
         var entryItems = [Int32](repeating: -2, count: Int(entryStart[entryStart.count - 1]))
 
-        // Each item's steps, folded from its own operations, on every core (items are
-        // independent; each chunk's result is put in its place once).
-        let chunks = min(items.count, 8 * max(1, ProcessInfo.processInfo.activeProcessorCount))
-        let folded = Mutex<[[Folded]]>(Array(repeating: [], count: chunks))
-        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-            let range = chunk * items.count / chunks ..< (chunk + 1) * items.count / chunks
-            let result = range.map { Self.fold(items[$0], history.itemPlaces[items[$0]] ?? [], history.entries) }
-            folded.withLock { $0[chunk] = result }
-        }
+        // Each item's steps, folded from its own operations, on the caller's thread (a reader
+        // such as the web view's history queue promises one core).
+        let folded = items.map { Self.fold($0, history.itemPlaces[$0] ?? [], history.entries) }
         var steps: [[Step]] = []
         var points: [[CodablePoint]] = []
         var zKeys: [[ZKey?]] = []
@@ -70,7 +63,9 @@ final class ItemTimelines: Sendable {
         steps.reserveCapacity(items.count)
         points.reserveCapacity(items.count)
         zKeys.reserveCapacity(items.count)
-        for item in folded.withLock({ $0 }).joined() {
+        var ownPoints = 0
+        for item in folded {
+            ownPoints += item.ownPoints
             var itemSteps = item.steps
             for (at, hash) in item.images.enumerated() {
                 guard let hash, case .sticker(var sticker)? = itemSteps[at].look else { continue }
@@ -115,6 +110,7 @@ final class ItemTimelines: Sendable {
             boardSteps.append((place.entry, fields))
         }
 
+        self.usable = ownPoints <= Self.maxOwnPoints
         self.items = items
         self.steps = steps
         self.points = points
@@ -133,44 +129,86 @@ final class ItemTimelines: Sendable {
         var keys: [ZKey?]
         /// Per step, a sticker's image.
         var images: [AssetHash?]
+        /// Points held by steps that keep their own.
+        var ownPoints = 0
     }
 
+    /// Points the steps that keep their own (`Step.points` -1) may hold in all: beyond it (a
+    /// history where creations of one id replace each other under a long stroke, which only a
+    /// damaged or hand-written log holds) the timelines are not used and every view comes from
+    /// a replica (`usable`), so their memory stays linear in the history.
+    static let maxOwnPoints = 1 << 20
+
+    /// False when the steps' own points passed `maxOwnPoints`: views use replicas.
+    let usable: Bool
+
     /// One item's looks, folded from its own operations: a step where an entry changed it.
+    /// A stroke's points are made once, from all its operations; a step names how many of them
+    /// it shows (O(1) a step, however long the stroke or however its runs arrived). While the
+    /// item's creation stays the final one, every look a view can show is a prefix of those
+    /// points: a view shows a version that covers every operation of the entries up to it, so
+    /// the creator's runs it holds are all of the history's runs up to a sequence number, the
+    /// first ones in the order a stroke shows them. A step whose creation is not the final one
+    /// (two creations of one id, the earlier arriving later) keeps its own points.
     static func fold(_ item: ItemID, _ places: [BoardHistory.Place], _ entries: [BoardHistory.Entry]) -> Folded {
         let none = AssetStore()
+        var result = Folded(steps: [], points: [], keys: [], images: [])
         var fold = ItemFold(item)
-        var looks: [(entry: Int32, visible: VisibleItem?)] = []
-        var last: VisibleItem?
+        var started = false
+        var lastLook: VisibleItem?
+        var lastPoints = 0
+        var lastCreation: OpID?
+        var lastZ: ZKey?
+        /// Per stroke step, the creation it showed and the places folded up to it.
+        var strokeSteps: [(step: Int, creation: OpID?, through: Int)] = []
         for (at, place) in places.enumerated() {
             fold.integrate(entries[Int(place.entry)].operations[Int(place.index)])
             // Only the look after an entry's last operation on the item can be seen.
             if at + 1 < places.count, places[at + 1].entry == place.entry { continue }
-            let visible = fold.visible(assets: none)
-            if visible == last && (!looks.isEmpty || visible == nil) { continue }
-            looks.append((place.entry, visible))
-            last = visible
-        }
-        let full = looks.compactMap { $0.visible?.stroke?.points }.max { $0.count < $1.count } ?? []
-        var result = Folded(steps: [], points: full, keys: [], images: [])
-        result.steps.reserveCapacity(looks.count)
-        var lastZ: ZKey?
-        for (entry, visible) in looks {
-            var step = Step(entry: entry, rank: -1, points: -1, image: -1, look: nil)
-            if var stroke = visible?.stroke {
-                if stroke.points.count <= full.count, stroke.points[...] == full[..<stroke.points.count] {
-                    step.points = Int32(stroke.points.count)
-                    stroke.points = []
+            let visible = fold.visibleWithoutPoints(assets: none)
+            let count = fold.strokePointCount, creation = fold.creation
+            if started ? (lastPoints == count && lastCreation == creation && lastLook == visible) : visible == nil { continue }
+            started = true
+            (lastPoints, lastCreation) = (count, creation)
+            var step = Step(entry: place.entry, rank: -1, points: -1, image: -1, look: nil)
+            var image: AssetHash?
+            var z: ZKey?
+            if let visible {
+                z = visible.z
+                if let stroke = visible.stroke {
+                    step.points = Int32(count)
+                    step.look = .stroke(stroke)
+                    strokeSteps.append((result.steps.count, creation, at))
+                } else if let sticker = visible.sticker {
+                    step.look = .sticker(sticker)
+                    image = visible.pendingAsset
                 }
-                step.look = .stroke(stroke)
-            } else if let sticker = visible?.sticker {
-                step.look = .sticker(sticker)
             }
+            lastLook = consume visible
             result.steps.append(step)
-            result.images.append(step.look == nil ? nil : visible?.pendingAsset)
+            result.images.append(image)
             // A z key only where it changed (most steps of a moved sticker keep theirs).
-            let z = step.look == nil ? nil : visible?.z
             result.keys.append(z != nil && z == lastZ ? nil : z)
             if z != nil { lastZ = z }
+        }
+        guard !strokeSteps.isEmpty else { return result }
+        result.points = fold.strokePoints
+        // A step whose creation is not the final one keeps its own points, from one more fold:
+        // only when two creations claimed the id, which admission refuses from peers.
+        let own = strokeSteps.filter { $0.creation != fold.creation || Int(result.steps[$0.step].points) > result.points.count }
+        guard !own.isEmpty else { return result }
+        var again = ItemFold(item)
+        var folded = 0
+        for (at, _, through) in own {
+            while folded <= through {
+                again.integrate(entries[Int(places[folded].entry)].operations[Int(places[folded].index)])
+                folded += 1
+            }
+            result.steps[at].points = -1
+            result.steps[at].look = again.visible(assets: none)?.stroke.map(BoardItem.stroke)
+            result.ownPoints += again.strokePointCount
+            // Past the bound the history is viewed from replicas instead (`ItemTimelines.usable`).
+            if result.ownPoints > ItemTimelines.maxOwnPoints { break }
         }
         return result
     }
@@ -387,13 +425,13 @@ struct ImageSource {
 }
 
 extension BoardHistory {
-    /// Image bytes read with the timelines (on every core, so that the views after the first
-    /// do not stop to read images one by one): at most this many; the rest are read when a view
-    /// first shows them.
-    static let preloadedImageBytes = 16 << 20
+    /// Image bytes read with the timelines (so that the views after the first do not stop to
+    /// read images one by one): at most this many; the rest are read when a view first shows
+    /// them.
+    static let preloadedImageBytes = 8 << 20
 
-    /// Reads the images `hashes` names that the cache lacks, up to `preloadedImageBytes`, in
-    /// parallel; each is checked against its hash (a damaged or missing one is left for views
+    /// Reads the images `hashes` names that the cache lacks, up to `preloadedImageBytes`, on
+    /// the caller's thread; each is checked against its hash (a damaged or missing one is left for views
     /// to show as missing).
     func preloadImages(_ hashes: [AssetHash]) {
         let held = cache.assets
@@ -405,19 +443,13 @@ extension BoardHistory {
             wanted.append(hash)
         }
         guard !wanted.isEmpty else { return }
-        let reading = wanted
-        let chunks = min(reading.count, 2 * max(1, ProcessInfo.processInfo.activeProcessorCount))
-        let loaded = Mutex(AssetStore())
-        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-            var store = AssetStore()
-            for hash in reading[chunk * reading.count / chunks ..< (chunk + 1) * reading.count / chunks] {
-                guard let bytes = try? fileSystem.readFile(Path.join(assetDirectory, hash.hex)) else { continue }
-                try? store.insert(Data(bytes), claimedHash: hash)
-            }
-            loaded.withLock { $0.merge(store) }
+        var loaded = AssetStore()
+        for hash in wanted {
+            guard let bytes = try? fileSystem.readFile(Path.join(assetDirectory, hash.hex)) else { continue }
+            try? loaded.insert(Data(bytes), claimedHash: hash)
         }
         var assets = cache.assets
-        assets.merge(loaded.withLock { $0 })
+        assets.merge(loaded)
         cache.assets = assets
     }
 
@@ -433,6 +465,7 @@ extension BoardHistory {
             guard entry >= 0 else { return nil }
         }
         let timelines = cache.timelines(of: self)
+        guard timelines.usable else { return nil }
         var images = ImageSource(assets: cache.assets, history: self)
         let loaded = images.assets.count
         var view: TimelineView

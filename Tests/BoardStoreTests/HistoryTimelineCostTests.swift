@@ -53,6 +53,37 @@ import Testing
         #expect(held <= 4 * (appends + 1), "the timelines hold \(held) points for a stroke of \(appends + 1)")
     }
 
+    /// A damaged or hand-written log: a stroke drawn by one author over many records, then a
+    /// creation of the same id by another author with an earlier timestamp, which takes the
+    /// item over. Every step before it showed the first creation's points, which are no
+    /// prefix of the final ones, so each keeps its own: in all far more than the bound, and the
+    /// history is then viewed from replicas (still exactly the oracle), its timelines holding
+    /// no more than the bound. Below the bound (a short stroke) the timelines are used.
+    @Test(arguments: [(20, true), (1_600, false)])
+    func creationsReplacingEachOtherUnderALongStrokeStayWithinTheBound(appends: Int, usable: Bool) throws {
+        let item = ItemID(high: 0x77, low: 1)
+        let a = ReplicaID(0xB), b = ReplicaID(0xC)
+        let start = StrokeStart(color: Color8(red: 255, green: 0, blue: 0, alpha: 255), width: 32, z: ZKey.initial, points: [GridPoint(x: 0, y: 0)])
+        var batches = [OperationBatch(operations: [Op(id: OpID(replica: a, seq: 1), lamport: 10, payload: .beginStroke(item, start))])]
+        for index in 0..<appends {
+            let points = (0..<2).map { GridPoint(x: Int64(index * 2 + $0), y: 1) }
+            batches.append(OperationBatch(operations: [Op(id: OpID(replica: a, seq: UInt64(index + 2)), lamport: UInt64(index + 11), payload: .appendPoints(item, points))]))
+        }
+        var earlier = start
+        earlier.points = [GridPoint(x: 9, y: 9)]
+        batches.append(OperationBatch(operations: [Op(id: OpID(replica: b, seq: 1), lamport: 1, payload: .beginStroke(item, earlier))]))
+        let fs = MemoryFileSystem()
+        let history = try HistoryTimelineHostileTests.package(batches, fs: fs)
+        let operations = HistoryTimelineHostileTests.historyOperations(batches)
+        let timelines = history.cache.timelines(of: history)
+        #expect(timelines.usable == usable)
+        #expect(Self.pointsHeld(timelines) <= ItemTimelines.maxOwnPoints + 4 * (2 * appends + 1))
+        for at in [0, history.versions.count / 3, history.versions.count - 2, history.versions.count - 1] {
+            let vector = history.versions[at].vector
+            #expect(try history.snapshot(at: vector).canonicalJSON() == HistoryTimelineHostileTests.oracle(operations, at: vector), "version \(at + 1)")
+        }
+    }
+
     /// The web view reads and views histories on one queue so that "history work never takes
     /// more than one core" (docs/DEPLOYMENT.md, docs/PROTOCOL.md; `WebView+History.swift`):
     /// `snapshot(at:)` must do its work on the thread that calls it. Every image read is
