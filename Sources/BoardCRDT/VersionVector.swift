@@ -32,7 +32,13 @@ public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Sum of all entries: how many operations the vector covers.
-    public var totalCount: UInt64 { entries.values.reduce(0, +) }
+    public var totalCount: UInt64 {
+        // Saturating: a damaged package may name sequence numbers whose sum passes UInt64.max.
+        entries.values.reduce(0) { sum, seq in
+            let (total, overflow) = sum.addingReportingOverflow(seq)
+            return overflow ? .max : total
+        }
+    }
 
     /// Entries sorted by replica id, for deterministic encodings and output.
     public var sortedEntries: [(replica: ReplicaID, seq: UInt64)] {

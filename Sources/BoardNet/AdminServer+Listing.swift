@@ -72,7 +72,7 @@ extension AdminServer {
         if let board = host.boards[figures.name] {
             let vector = board.store.replica.versionVector
             result["open"] = true
-            result["operations"] = Int(vector.totalCount)
+            result["operations"] = Int(clamping: vector.totalCount)
             result["replicas"] = vector.sortedEntries.count
             result["counts"] = "exact"
             result["clients"] = board.hub.sessionCount

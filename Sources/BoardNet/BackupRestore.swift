@@ -176,7 +176,7 @@ public enum BackupRestore {
             var generator = SystemRandomNumberGenerator()
             return ReplicaID(UInt64.random(in: 1...UInt64.max, using: &generator))
         })
-        let operations = Int(package.replica.versionVector.totalCount)
+        let operations = Int(clamping: package.replica.versionVector.totalCount)
         // Every image the board shows must have come with it (but those the board itself did
         // not hold when backed up, which the manifest names).
         let missing = package.replica.missingAssets.map(\.hex).filter { !(manifest.imagesNotHeld ?? []).contains($0) }

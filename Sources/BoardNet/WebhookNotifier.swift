@@ -122,7 +122,7 @@ public final class WebhookNotifier {
         pending[board] = entry
         forgetLater(board)
         var fields: [String: any Sendable] = [:]
-        if let replica = host.boards[board]?.store.replica { fields["operations"] = Int(replica.versionVector.totalCount) }
+        if let replica = host.boards[board]?.store.replica { fields["operations"] = Int(clamping: replica.versionVector.totalCount) }
         // A board.changed still waiting for the receiver takes the newer count instead.
         sender.enqueue(event: "board.changed", board: board, fields: fields) { _, newer in newer }
     }

@@ -29,7 +29,7 @@ extension BoardHistory {
         if vector.entries.isEmpty { return 0 }
         // Totals rise with every version (they only stay level if they saturate): from the
         // first whose total is not below this vector's, the versions with the same total.
-        let total = Self.total(vector)
+        let total = vector.totalCount
         var low = 0, high = versionTotals.count
         while low < high {
             let middle = (low + high) / 2
@@ -40,15 +40,5 @@ extension BoardHistory {
             low += 1
         }
         return nil
-    }
-
-    /// The sum of a vector's sequence numbers, saturating at `UInt64.max`.
-    static func total(_ vector: VersionVector) -> UInt64 {
-        var sum: UInt64 = 0
-        for seq in vector.entries.values {
-            let (next, overflow) = sum.addingReportingOverflow(seq)
-            sum = overflow ? .max : next
-        }
-        return sum
     }
 }

@@ -95,7 +95,7 @@ final class ViewCache: Sendable {
                 state.views.remove(at: far)
                 return
             }
-            let sizes = state.views.map { BoardHistory.total($0.vector) }
+            let sizes = state.views.map { $0.vector.totalCount }
             let byPosition = sizes.indices.dropLast().sorted { sizes[$0] < sizes[$1] }
             var drop = byPosition[0]
             if byPosition.count >= 3 {

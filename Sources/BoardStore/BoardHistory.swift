@@ -73,7 +73,7 @@ public struct BoardHistory: Sendable {
     /// exactly the operations of a prefix of `entries`, which item timelines answer
     /// (`ItemTimelines`).
     var versionEntries: [Int32] = []
-    /// Per version, its vector's total (`total(_:)`): it rises with every version, so a vector's
+    /// Per version, its vector's `totalCount` (saturating): it rises with every version, so a vector's
     /// version is found by binary search (`versionNumber(of:)`).
     var versionTotals: [UInt64] = []
     var entries: [Entry] = []
@@ -215,7 +215,7 @@ public struct BoardHistory: Sendable {
         versions.append(Version(number: versions.count + 1, vector: after, time: time,
                                 authors: authors.sorted(), operationCount: fresh.count))
         versionEntries.append(entry)
-        versionTotals.append(Self.total(after))
+        versionTotals.append(after.totalCount)
     }
 
     /// The version with this number (1-based), nil when there is none.
@@ -295,7 +295,7 @@ public struct BoardHistory: Sendable {
 
     /// How many operations lie between two vectors' totals.
     static func distance(_ a: VersionVector, _ b: VersionVector) -> UInt64 {
-        let (x, y) = (total(a), total(b))
+        let (x, y) = (a.totalCount, b.totalCount)
         return x > y ? x - y : y - x
     }
 

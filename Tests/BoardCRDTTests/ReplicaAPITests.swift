@@ -123,3 +123,16 @@ import Testing
         #expect(a.sticker(sticker)?.isDeleted == true && a.strokeStyle(stroke)?.isErased == true)
     }
 }
+
+/// `VersionVector.totalCount` is what logs, listings, webhooks and history use to count a
+/// board's operations: a damaged package naming huge sequence numbers must not trap it.
+@Suite struct VersionVectorTotalTests {
+    @Test func totalCountSaturatesInsteadOfOverflowing() {
+        let huge = UInt64(1) << 62
+        let vector = VersionVector([ReplicaID(1): huge, ReplicaID(2): huge, ReplicaID(3): huge, ReplicaID(4): huge, ReplicaID(5): 7])
+        #expect(vector.totalCount == UInt64.max)
+        #expect(Int(clamping: vector.totalCount) == Int.max)
+        #expect(VersionVector([ReplicaID(1): 3, ReplicaID(2): 4]).totalCount == 7)
+        #expect(VersionVector.empty.totalCount == 0)
+    }
+}
