@@ -65,10 +65,23 @@ import Testing
         try await eventually("bob to see the delete") { self.ids(bob.snapshot) == [bobs] }
         // Bob's stroke came after `early`: the restore removes it and brings the first back,
         // as alice's operations, which reach bob like any edit.
+        // Bob's updates are subscribed to before the restore (a subscription made after it could
+        // begin with the restored board itself, origin `.loaded`).
+        let (updates, feed) = AsyncStream<BoardUpdate>.makeStream()
+        let (subscribed, ready) = AsyncStream<Void>.makeStream()
+        let feeder = Task {
+            var iterator = bob.updates.makeAsyncIterator()
+            _ = await iterator.next()  // the board at subscription
+            ready.yield()
+            while let update = await iterator.next() { feed.yield(update) }
+            feed.finish()
+        }
+        for await _ in subscribed { break }
         try await alice.restore(to: early)
         #expect(ids(alice.snapshot) == [firstStroke])
-        let seen = try await BoardClientTests.first("bob to see the restore", of: bob.updates) { self.ids($0.snapshot) == [firstStroke] }
-        #expect(seen.origins.contains(.remote(alice.replicaID)))
+        let seen = try await BoardClientTests.first("bob to see the restore", of: updates) { self.ids($0.snapshot) == [firstStroke] }
+        feeder.cancel()
+        #expect(seen.origins.contains(.remote(alice.replicaID)), "\(seen.origins)")
         try await alice.undo()
         _ = try await BoardClientTests.first("bob to see the restore undone", of: bob.updates) { self.ids($0.snapshot) == [bobs] }
         #expect(await alice.close().allAcknowledged)
