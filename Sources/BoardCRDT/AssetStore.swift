@@ -20,11 +20,6 @@ public struct AssetStore: Sendable {
         blobs[hash] = data
     }
 
-    /// Stores every image of `other` (each was checked against its hash as it went in there).
-    public mutating func merge(_ other: AssetStore) {
-        blobs.merge(other.blobs) { held, _ in held }
-    }
-
     /// Forgets the bytes of `hash` (a rolled-back transaction's images).
     mutating func remove(_ hash: AssetHash) {
         blobs[hash] = nil

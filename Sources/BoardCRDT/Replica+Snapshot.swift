@@ -95,11 +95,7 @@ extension ItemState {
         if let stroke = stroke(item.uuid, withPoints: withPoints) { return VisibleItem(id: item, z: z, stroke: stroke) }
         if let sticker = sticker(item.uuid, assets: assets, imageName: imageName) {
             // A pending sticker's image hash (what to watch for), from its registers.
-            var pending: AssetHash?
-            if sticker.imagePNG.isEmpty, case .sticker(let start)? = creation?.kind {
-                pending = start.asset
-                if case .asset(let value) = self[.asset] { pending = value }
-            }
+            let pending = sticker.imagePNG.isEmpty ? stickerAsset : nil
             return VisibleItem(id: item, z: z, sticker: sticker, pendingAsset: pending)
         }
         return nil
@@ -140,11 +136,9 @@ extension ItemState {
     }
 
     func sticker(_ uuid: UUID, assets: AssetStore, imageName: String? = nil) -> PlacedSticker? {
-        guard case .sticker(let start)? = creation?.kind else { return nil }
+        guard case .sticker(let start)? = creation?.kind, let asset = stickerAsset else { return nil }
         var sticker = PlacedSticker(id: uuid, imagePNG: Data(), position: start.position.codable,
                                     scale: start.scale, rotationRadians: start.rotation)
-        var asset = start.asset
-        if case .asset(let value) = self[.asset] { asset = value }
         if case .position(let value) = self[.position] { sticker.position = value.codable }
         if case .scale(let value) = self[.scale] { sticker.scale = value }
         if case .rotation(let value) = self[.rotation] { sticker.rotationRadians = value }

@@ -101,10 +101,9 @@ extension BoardHistory {
 
     /// Image bytes the replica refers to, from the package's asset store.
     public func loadAssets(into replica: inout Replica) {
-        for hash in replica.missingAssets {
-            guard let bytes = try? fileSystem.readFile(Path.join(assetDirectory, hash.hex)), AssetHash.of(bytes) == hash else { continue }
-            replica.assets.insert(Data(bytes))
-        }
+        var source = ImageSource(assets: replica.assets, history: self)
+        for hash in replica.missingAssets { _ = source.data(hash) }
+        replica.assets = source.assets
     }
 }
 

@@ -173,8 +173,8 @@ extension BoardHistory {
     static let preloadedImageBytes = 8 << 20
 
     /// Reads the images `hashes` names that the cache lacks, up to `preloadedImageBytes`, on
-    /// the caller's thread; each is checked against its hash (a damaged or missing one is left for views
-    /// to show as missing).
+    /// the caller's thread; each is checked against its hash (a damaged or missing one is left
+    /// for views to show as missing).
     func preloadImages(_ hashes: [AssetHash]) {
         let held = cache.assets
         var wanted: [AssetHash] = []
@@ -185,14 +185,9 @@ extension BoardHistory {
             wanted.append(hash)
         }
         guard !wanted.isEmpty else { return }
-        var loaded = AssetStore()
-        for hash in wanted {
-            guard let bytes = try? fileSystem.readFile(Path.join(assetDirectory, hash.hex)) else { continue }
-            try? loaded.insert(Data(bytes), claimedHash: hash)
-        }
-        var assets = cache.assets
-        assets.merge(loaded)
-        cache.assets = assets
+        var source = ImageSource(assets: held, history: self)
+        for hash in wanted { _ = source.data(hash) }
+        cache.assets = source.assets
     }
 
     /// `snapshot(at:)` of a listed version whose vector covers exactly a prefix of the entries,

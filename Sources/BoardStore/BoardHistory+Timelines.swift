@@ -53,8 +53,12 @@ final class ItemTimelines: Sendable {
         var entryItems = [Int32](repeating: -2, count: Int(entryStart[entryStart.count - 1]))
 
         // Each item's steps, folded from its own operations, on the caller's thread (a reader
-        // such as the web view's history queue promises one core).
-        let folded = items.map { Self.fold($0, history.itemPlaces[$0] ?? [], history.entries) }
+        // such as the web view's history queue promises one core); its operations' slots.
+        let folded = items.enumerated().map { itemIndex, item in
+            let places = history.itemPlaces[item] ?? []
+            for place in places { entryItems[Int(entryStart[Int(place.entry)]) + Int(place.index)] = Int32(itemIndex) }
+            return Self.fold(item, places, history.entries)
+        }
         var steps: [[Step]] = []
         var points: [[CodablePoint]] = []
         var zKeys: [[ZKey?]] = []
@@ -81,9 +85,6 @@ final class ItemTimelines: Sendable {
             steps.append(itemSteps)
             points.append(item.points)
             zKeys.append(item.keys)
-        }
-        for (itemIndex, item) in items.enumerated() {
-            for place in history.itemPlaces[item] ?? [] { entryItems[Int(entryStart[Int(place.entry)]) + Int(place.index)] = Int32(itemIndex) }
         }
         // Ranks of the z keys, so paint order is an integer order.
         let sortedKeys = Set(zKeys.joined().compactMap { $0 }).sorted()
@@ -121,7 +122,7 @@ final class ItemTimelines: Sendable {
     }
 
     /// One item's steps as folded (`fold`), before its images are numbered and its z keys ranked.
-    struct Folded: Sendable {
+    struct Folded {
         var steps: [Step]
         var points: [CodablePoint]
         /// Per step, its z key where it differs from the step shown before (nil: the same, or
